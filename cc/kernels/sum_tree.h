@@ -1,0 +1,65 @@
+// Device functors of the sum-tree ops. The OpKernels (sum_tree_ops.cc) check
+// shapes and take the variables' locks; a functor checks the values it reads
+// (indices in range, finite weights), then mutates, so bad input never leaves
+// a tree half-written. Each functor has a CPU specialisation
+// (sum_tree_ops.cc) and a GPU one (sum_tree_ops_gpu.cc).
+
+#ifndef ADASAMP_CC_KERNELS_SUM_TREE_H_
+#define ADASAMP_CC_KERNELS_SUM_TREE_H_
+
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor_types.h"
+
+namespace adasamp {
+namespace functor {
+
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::TTypes;
+
+// Writes `weights` into the leaves, zeroes the padding and recomputes every
+// internal node: the one O(n) operation.
+template <typename Device, typename T>
+struct SumTreeBuild {
+  absl::Status operator()(OpKernelContext* ctx,
+                          typename TTypes<T>::ConstFlat weights,
+                          typename TTypes<T>::Flat tree);
+};
+
+// Sets leaves `indices` to `weights` (the last of repeated indices wins) and
+// recomputes their ancestors from their children, once per node.
+template <typename Device, typename T>
+struct SumTreeSet {
+  absl::Status operator()(OpKernelContext* ctx, int64_t num_leaves,
+                          typename TTypes<int64_t>::ConstFlat indices,
+                          typename TTypes<T>::ConstFlat weights,
+                          typename TTypes<T>::Flat tree);
+};
+
+// One Descend (sum_tree_algorithm.h) per uniform.
+template <typename Device, typename T>
+struct SumTreeSample {
+  absl::Status operator()(OpKernelContext* ctx,
+                          typename TTypes<T>::ConstFlat tree,
+                          typename TTypes<T>::ConstFlat uniforms,
+                          typename TTypes<int64_t>::Flat indices,
+                          typename TTypes<T>::Flat probabilities);
+};
+
+// Algorithm 1, line 5, for the first occurrence of each index: updates the
+// log weights, the cached leaves of `tree` and `entropy_tree` and their
+// ancestors, and rescales all caches if the total leaves its safe range.
+template <typename Device, typename T>
+struct AdaptiveReweight {
+  absl::Status operator()(OpKernelContext* ctx, T amplitude, T decay,
+                          typename TTypes<int64_t>::ConstFlat indices,
+                          typename TTypes<T>::ConstFlat utilities,
+                          typename TTypes<T>::Flat log_weights,
+                          typename TTypes<T>::Scalar log_scale,
+                          typename TTypes<T>::Flat tree,
+                          typename TTypes<T>::Flat entropy_tree);
+};
+
+}  // namespace functor
+}  // namespace adasamp
+
+#endif  // ADASAMP_CC_KERNELS_SUM_TREE_H_

@@ -1,0 +1,95 @@
+// The sum-tree algorithm, shared word for word by the CPU functors and the
+// CUDA kernels. No TensorFlow here: the CUDA sources include this file too.
+//
+// Layout (implicit heap): a tree over `num_leaves` weights is an array of
+// 2 * capacity values, capacity = NextPowerOfTwo(num_leaves). Node 1 is the
+// root, node k has children 2k and 2k + 1, leaf i is node capacity + i, and
+// leaves past num_leaves (padding) hold 0. Node 0 is unused and holds 0.
+//
+// Adaptive sampling (London 2017, Algorithm 1) keeps the exact state in log
+// space, l_i = log w_i, and the tree caches s_i = exp(l_i - c) for a shared
+// log-scale c, so the cached values never overflow or underflow together.
+
+#ifndef ADASAMP_CC_KERNELS_SUM_TREE_ALGORITHM_H_
+#define ADASAMP_CC_KERNELS_SUM_TREE_ALGORITHM_H_
+
+#include <cmath>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define ADASAMP_HOST_DEVICE __host__ __device__
+#else
+#define ADASAMP_HOST_DEVICE
+#endif
+
+namespace adasamp {
+
+inline int64_t TreeCapacity(int64_t num_leaves) {
+  int64_t capacity = 1;
+  while (capacity < num_leaves) capacity <<= 1;
+  return capacity;
+}
+
+// Walks from the root to the leaf whose cumulative-weight interval holds
+// `target` (the smallest i with cumsum(w)[i] > target) and returns that leaf's
+// index. The walk only ever enters nodes with a positive sum: it goes right
+// only when the right sum is positive and the target is at least the left sum,
+// and otherwise left, whose sum is then positive. So a target on or past the
+// total (float round-off in u * total or in the subtractions) still ends on a
+// positive-weight leaf, never on padding. Requires tree[1] > 0.
+template <typename T>
+ADASAMP_HOST_DEVICE inline int64_t Descend(const T* tree, int64_t capacity,
+                                           T target) {
+  int64_t node = 1;
+  while (node < capacity) {
+    const T left = tree[2 * node];
+    const T right = tree[2 * node + 1];
+    if (target < left || !(right > T(0))) {
+      node = 2 * node;
+    } else {
+      target -= left;
+      node = 2 * node + 1;
+    }
+  }
+  return node - capacity;
+}
+
+// Algorithm 1, line 5 in log space: log(w ** decay * exp(amplitude * u)).
+template <typename T>
+ADASAMP_HOST_DEVICE inline T ReweightedLogWeight(T log_weight, T utility,
+                                                 T amplitude, T decay) {
+  return decay * log_weight + amplitude * utility;
+}
+
+// The entropy tree caches s * log(s) per leaf (0 for s = 0), so that
+// KL(Q || uniform) = log n + H / W - log W reads two roots (W, H).
+template <typename T>
+ADASAMP_HOST_DEVICE inline T EntropyTerm(T scaled_weight, T log_scaled_weight) {
+  return scaled_weight > T(0) ? scaled_weight * log_scaled_weight : T(0);
+}
+
+// The cached total stays in [1 / kRescaleBound, kRescaleBound]; past either
+// end the whole cache is recomputed from the log weights with a fresh scale
+// (total = 1), which is O(n) but rare: weights change by a factor of
+// exp(amplitude * |u|) per update, and the bound leaves room for many.
+template <typename T>
+struct RescaleBound;
+template <>
+struct RescaleBound<double> {
+  static constexpr double kValue = 0x1p256;
+};
+template <>
+struct RescaleBound<float> {
+  static constexpr float kValue = 0x1p32f;
+};
+
+template <typename T>
+ADASAMP_HOST_DEVICE inline bool NeedsRescale(T total) {
+  // Written so that NaN and inf totals also ask for a rescale.
+  return !(total >= T(1) / RescaleBound<T>::kValue &&
+           total <= RescaleBound<T>::kValue);
+}
+
+}  // namespace adasamp
+
+#endif  // ADASAMP_CC_KERNELS_SUM_TREE_ALGORITHM_H_

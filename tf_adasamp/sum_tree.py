@@ -1,0 +1,136 @@
+"""A sum-tree over nonnegative weights, kept in place in a `tf.Variable`.
+
+The tree is a heap-layout array of 2 * capacity values (capacity: the power of
+two that pads `num_leaves`): node 1 is the total, node k the sum of nodes 2k
+and 2k + 1, leaf i node capacity + i. Drawing and updating cost O(log n) and
+run as custom ops on the variable itself, inside or outside `tf.function`
+(London, NIPS 2017, appendix "Efficient Iteratively Re-weighted Sampling").
+"""
+
+import tensorflow as tf
+
+from tf_adasamp import ops
+
+_DTYPES = (tf.float32, tf.float64)
+
+
+def tree_capacity(num_leaves):
+  """The power of two that pads `num_leaves` leaves."""
+  return 1 << max(num_leaves - 1, 0).bit_length()
+
+
+def check_positive_int(value, name):
+  """Returns `value` as an int, or raises if it is not an integer >= 1."""
+  if isinstance(value, bool) or not isinstance(value, int):
+    raise TypeError(f"{name} must be an int, got {value!r}")
+  if value < 1:
+    raise ValueError(f"{name} must be >= 1, got {value}")
+  return value
+
+
+def check_float_dtype(dtype):
+  dtype = tf.as_dtype(dtype)
+  if dtype not in _DTYPES:
+    raise TypeError(f"dtype must be float32 or float64, got {dtype.name}")
+  return dtype
+
+
+class SumTree(tf.Module):
+  """Weighted sampling with O(log n) draws and updates, in a `tf.Variable`.
+
+  Example:
+    tree = tf_adasamp.SumTree(4, initial_weights=[1., 0., 3., 4.])
+    indices, probabilities = tree.sample(tf.random.uniform([8], dtype=tf.float64))
+    tree.set([0], [2.])
+  """
+
+  def __init__(self, num_leaves, initial_weights=None, dtype=tf.float64,
+               name=None):
+    """Creates the tree.
+
+    Args:
+      num_leaves: number of weights n, an int >= 1.
+      initial_weights: [n] finite, nonnegative weights; all ones by default.
+      dtype: tf.float64 (default) or tf.float32, for weights and sums.
+      name: name of the module.
+    """
+    super().__init__(name=name)
+    self._num_leaves = check_positive_int(num_leaves, "num_leaves")
+    self._dtype = check_float_dtype(dtype)
+    self._capacity = tree_capacity(num_leaves)
+    if initial_weights is None:
+      initial_weights = tf.ones([num_leaves], self._dtype)
+    with self.name_scope:
+      self.variable = tf.Variable(
+          tf.zeros([2 * self._capacity], self._dtype), trainable=False,
+          name="tree")
+    self.assign(initial_weights)
+
+  @property
+  def num_leaves(self):
+    return self._num_leaves
+
+  @property
+  def capacity(self):
+    return self._capacity
+
+  @property
+  def dtype(self):
+    return self._dtype
+
+  def total(self):
+    """The sum of all weights, read in O(1)."""
+    return self.variable.sparse_read(1)
+
+  def weights(self):
+    """All n leaf weights, [n]."""
+    return self.variable.sparse_read(
+        tf.range(self._capacity, self._capacity + self._num_leaves))
+
+  def probabilities(self, indices=None):
+    """w_i / total for `indices` ([B] ints), or for all leaves if None."""
+    if indices is None:
+      indices = tf.range(self._num_leaves, dtype=tf.int64)
+    indices = tf.convert_to_tensor(indices, tf.int64)
+    tf.debugging.assert_less(
+        indices, tf.constant(self._num_leaves, tf.int64),
+        message="indices out of range")
+    tf.debugging.assert_non_negative(indices, message="indices out of range")
+    # One read of the total and the leaves, so they agree.
+    values = self.variable.sparse_read(
+        tf.concat([[1], indices + self._capacity], axis=0))
+    return values[1:] / values[0]
+
+  def assign(self, weights):
+    """Sets all n weights (finite, >= 0) and rebuilds the tree, O(n)."""
+    ops.sum_tree_build(self.variable.handle,
+                       tf.convert_to_tensor(weights, self._dtype),
+                       num_leaves=self._num_leaves)
+
+  def set(self, indices, weights):
+    """Sets the weights of `indices` ([B] ints) to `weights` ([B]).
+
+    Each touched ancestor is recomputed from its two children, O(B log n),
+    so repeated updates never drift. Where an index repeats, its last weight
+    wins, as in numpy's `w[indices] = weights`.
+    """
+    ops.sum_tree_set(self.variable.handle,
+                     tf.convert_to_tensor(indices, tf.int64),
+                     tf.convert_to_tensor(weights, self._dtype),
+                     num_leaves=self._num_leaves)
+
+  def sample(self, uniforms):
+    """Draws one index per uniform in [0, 1).
+
+    Returns, for each u, the smallest index i with cumsum(w)[i] > u * total,
+    so i is drawn with probability w_i / total; deterministic given the
+    uniforms, never a zero-weight or padding leaf.
+
+    Args:
+      uniforms: [B] values in [0, 1), of the tree's dtype.
+
+    Returns:
+      (indices, probabilities): int64 [B] and [B] w_i / total.
+    """
+    return ops.sum_tree_sample(self.variable.handle,
+                               tf.convert_to_tensor(uniforms, self._dtype))
