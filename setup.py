@@ -65,5 +65,11 @@ setup(
         "scikit-learn",  # ships the digits dataset used for offline runs
     ],
     extras_require={"test": ["pytest", "scipy"]},
+    entry_points={
+        "console_scripts": [
+            "tf-adasamp-train = tf_adasamp.train:run",
+            "tf-adasamp-reproduce = tf_adasamp.reproduce:run",
+        ],
+    },
     zip_safe=False,
 )
