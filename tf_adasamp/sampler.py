@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from tf_adasamp import ops
 from tf_adasamp.sum_tree import SumTree
+from tf_adasamp.sum_tree import as_indices
 from tf_adasamp.sum_tree import check_float_dtype
 from tf_adasamp.sum_tree import check_positive_int
 
@@ -141,8 +142,9 @@ class AdaptiveSampler(tf.Module):
     ops.adaptive_reweight(
         self.tree.variable.handle, self._entropy_tree.handle,
         self.log_weights.handle, self._log_scale.handle,
-        tf.convert_to_tensor(indices, tf.int64),
-        tf.cast(utilities, self._dtype),
+        as_indices(indices),
+        tf.cast(tf.convert_to_tensor(utilities, dtype_hint=self._dtype),
+                self._dtype),
         tf.constant(self._amplitude, self._dtype),
         tf.constant(self._decay, self._dtype))
 

@@ -35,6 +35,14 @@ def check_float_dtype(dtype):
   return dtype
 
 
+def as_indices(indices):
+  """`indices` as an int64 tensor; int32 tensors are widened, floats refused."""
+  indices = tf.convert_to_tensor(indices)
+  if not indices.dtype.is_integer:
+    raise TypeError(f"indices must be integers, got {indices.dtype.name}")
+  return tf.cast(indices, tf.int64)
+
+
 class SumTree(tf.Module):
   """Weighted sampling with O(log n) draws and updates, in a `tf.Variable`.
 
@@ -91,7 +99,7 @@ class SumTree(tf.Module):
     """w_i / total for `indices` ([B] ints), or for all leaves if None."""
     if indices is None:
       indices = tf.range(self._num_leaves, dtype=tf.int64)
-    indices = tf.convert_to_tensor(indices, tf.int64)
+    indices = as_indices(indices)
     tf.debugging.assert_less(
         indices, tf.constant(self._num_leaves, tf.int64),
         message="indices out of range")
@@ -115,7 +123,7 @@ class SumTree(tf.Module):
     wins, as in numpy's `w[indices] = weights`.
     """
     ops.sum_tree_set(self.variable.handle,
-                     tf.convert_to_tensor(indices, tf.int64),
+                     as_indices(indices),
                      tf.convert_to_tensor(weights, self._dtype),
                      num_leaves=self._num_leaves)
 

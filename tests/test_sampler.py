@@ -1,0 +1,281 @@
+"""AdaptiveSampler against a NumPy reference of Algorithm 1."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+import tensorflow as tf
+
+import reference
+import tf_adasamp
+from tf_adasamp import AdaptiveSampler
+from tf_adasamp import ops
+
+
+def state_of(sampler):
+  """Every variable of the sampler, as NumPy arrays."""
+  return [v.numpy() for v in sampler.variables]
+
+
+def run_against_reference(sampler, algorithm, steps, batch_size, utility):
+  """Runs both with the same uniforms; returns the sampled index batches."""
+  batches = []
+  for step in range(steps):
+    uniforms = sampler.uniforms(batch_size)
+    indices, probabilities = sampler.tree.sample(uniforms)
+    expected = algorithm.draw(uniforms.numpy())
+    np.testing.assert_array_equal(indices.numpy(), expected)
+    np.testing.assert_allclose(probabilities.numpy(),
+                               algorithm.probabilities()[expected], rtol=1e-12)
+    utilities = utility(step, indices.numpy())
+    sampler.update(indices, utilities)
+    algorithm.update(indices.numpy(), utilities)
+    batches.append(indices.numpy())
+  return batches
+
+
+@pytest.mark.parametrize("batch_size", [1, 16])
+@pytest.mark.parametrize("amplitude,decay", [(1.0, 0.9), (3.0, 0.5)])
+def test_draws_and_weights_follow_algorithm_1(batch_size, amplitude, decay):
+  num_examples = 50
+  sampler = AdaptiveSampler(num_examples, amplitude, decay, seed=0)
+  algorithm = reference.Algorithm1(num_examples, amplitude, decay)
+  hard = np.arange(num_examples) % 7 == 0
+
+  def utility(step, indices):
+    # Signed, index- and time-dependent utilities.
+    return np.where(hard[indices], 1.0, -0.25) * (1 + 0.01 * step)
+
+  run_against_reference(sampler, algorithm, 60, batch_size, utility)
+  np.testing.assert_allclose(sampler.log_weights.numpy(),
+                             algorithm.log_weights, rtol=1e-12, atol=1e-12)
+  np.testing.assert_allclose(sampler.probabilities().numpy(),
+                             algorithm.probabilities(), rtol=1e-12)
+  np.testing.assert_allclose(sampler.kl_divergence().numpy(),
+                             algorithm.kl_divergence(), rtol=1e-9, atol=1e-14)
+
+
+def test_repeated_index_is_reweighted_once_with_first_utility():
+  sampler = AdaptiveSampler(4, amplitude=2.0, decay=0.5)
+  sampler.update([1, 3, 1, 1], [1.0, -1.0, 5.0, 7.0])
+  np.testing.assert_allclose(sampler.log_weights.numpy(),
+                             [0.0, 2.0, 0.0, -2.0])
+
+
+def test_update_and_sample_inside_function_match_eager():
+  eager = AdaptiveSampler(30, amplitude=1.0, decay=0.8, seed=3)
+  graph = AdaptiveSampler(30, amplitude=1.0, decay=0.8, seed=3)
+
+  def step(sampler):
+    indices = sampler.sample(8)
+    sampler.update(indices, tf.cast(indices % 3 == 0, tf.float64))
+    return indices
+
+  graph_step = tf.function(lambda: step(graph))
+  for _ in range(20):
+    np.testing.assert_array_equal(step(eager).numpy(), graph_step().numpy())
+  for expected, actual in zip(state_of(eager), state_of(graph)):
+    np.testing.assert_array_equal(expected, actual)
+
+
+def test_training_step_graph_has_no_host_callbacks():
+  sampler = AdaptiveSampler(100, amplitude=1.0, decay=0.9, seed=0)
+  data = tf.random.stateless_normal([100, 4], seed=[0, 0])
+
+  @tf.function
+  def step():
+    indices = sampler.sample(10)
+    batch = tf.gather(data, indices)
+    sampler.update(indices, tf.reduce_sum(batch, axis=1))
+
+  graph = step.get_concrete_function().graph
+  op_types = {op.type for op in graph.get_operations()}
+  assert "AdaSamp>SumTreeSample" in op_types
+  assert "AdaSamp>AdaptiveReweight" in op_types
+  assert not op_types & {"PyFunc", "EagerPyFunc", "PyFuncStateless"}
+
+
+@pytest.mark.parametrize("utility,amplitude,decay", [
+    (1.0, 50.0, 0.999),     # Weights grow towards exp(50 / 0.001).
+    (-1.0, 50.0, 0.999),    # ... or shrink towards exp(-50000).
+    (1.0, 50.0, 0.5),
+])
+def test_extreme_runs_stay_finite_and_exact(utility, amplitude, decay):
+  num_examples, steps = 10, 100_000
+  sampler = AdaptiveSampler(num_examples, amplitude, decay)
+  focus = tf.constant([0, 3, 7], tf.int64)
+  utilities = tf.fill([3], tf.constant(utility, tf.float64))
+
+  @tf.function
+  def run():
+    for _ in tf.range(steps):
+      sampler.update(focus, utilities)
+
+  run()
+  # Closed form: l = amplitude * u * (1 - decay^T) / (1 - decay).
+  expected_log_weight = amplitude * utility * (1 - decay**steps) / (1 - decay)
+  log_weights = np.zeros(num_examples)
+  log_weights[[0, 3, 7]] = expected_log_weight
+  np.testing.assert_allclose(sampler.log_weights.numpy(), log_weights,
+                             rtol=1e-9)
+  probabilities = sampler.probabilities().numpy()
+  expected = np.exp(log_weights - log_weights.max())
+  expected /= expected.sum()
+  assert np.all(np.isfinite(probabilities)) and probabilities.sum() > 0
+  np.testing.assert_allclose(probabilities, expected, rtol=1e-12, atol=1e-300)
+  for value in state_of(sampler):
+    assert np.all(np.isfinite(value))
+  kl = sampler.kl_divergence().numpy()
+  assert math.isfinite(kl)
+  indices = sampler.sample(1000).numpy()
+  assert np.all(expected[indices] > 0)
+
+
+def test_rescale_keeps_weights_exact_after_focus_moves_away():
+  # Indices 0..1 grow until the others underflow in the cached tree; when
+  # they decay again the others must come back exactly, from the log weights.
+  sampler = AdaptiveSampler(5, amplitude=50.0, decay=0.9)
+  algorithm = reference.Algorithm1(5, amplitude=50.0, decay=0.9)
+  for utilities in [[1.0, 1.0]] * 40 + [[0.0, 0.0]] * 400:
+    sampler.update([0, 1], utilities)
+    algorithm.update(np.array([0, 1]), np.array(utilities))
+  np.testing.assert_allclose(sampler.probabilities().numpy(),
+                             algorithm.probabilities(), rtol=1e-12)
+  assert sampler.probabilities().numpy()[4] > 0.1
+
+
+@pytest.mark.parametrize("dtype", [tf.float64, tf.float32])
+def test_kl_divergence_is_zero_when_uniform_and_tracks_reference(dtype):
+  sampler = AdaptiveSampler(1000, amplitude=2.0, decay=0.9, dtype=dtype)
+  assert sampler.kl_divergence().numpy() == pytest.approx(0.0, abs=1e-6)
+  algorithm = reference.Algorithm1(1000, 2.0, 0.9)
+  rng = np.random.default_rng(0)
+  for _ in range(30):
+    indices = rng.integers(1000, size=64)
+    utilities = rng.random(64)
+    sampler.update(indices, utilities)
+    algorithm.update(indices, utilities)
+  tolerance = 1e-12 if dtype == tf.float64 else 1e-4
+  np.testing.assert_allclose(sampler.kl_divergence().numpy(),
+                             algorithm.kl_divergence(), rtol=tolerance,
+                             atol=tolerance)
+
+
+def test_reset_returns_to_uniform():
+  sampler = AdaptiveSampler(8, amplitude=5.0, decay=0.5)
+  sampler.update([1, 2], [1.0, 3.0])
+  sampler.reset()
+  np.testing.assert_array_equal(sampler.probabilities().numpy(),
+                                np.full(8, 1 / 8))
+  assert sampler.kl_divergence().numpy() == 0.0
+
+
+@pytest.mark.parametrize("stratified", [False, True])
+def test_draw_frequencies_follow_the_distribution(stratified):
+  sampler = AdaptiveSampler(6, amplitude=1.0, decay=0.5, seed=11,
+                            stratified=stratified)
+  sampler.update([0, 2, 5], [2.0, 1.0, -1.0])
+  counts = np.zeros(6)
+  for _ in range(200):
+    counts += np.bincount(sampler.sample(250).numpy(), minlength=6)
+  expected = sampler.probabilities().numpy() * counts.sum()
+  _, p_value = stats.chisquare(counts, expected)
+  assert p_value > 1e-3
+
+
+def test_stratified_batch_takes_one_draw_per_stratum():
+  sampler = AdaptiveSampler(10, amplitude=1.0, decay=0.5, seed=1,
+                            stratified=True)
+  uniforms = sampler.uniforms(4).numpy()
+  np.testing.assert_array_equal(np.floor(uniforms * 4), [0, 1, 2, 3])
+  assert np.all(uniforms < 1)
+
+
+def test_seeded_samplers_draw_the_same_sequence():
+  first = AdaptiveSampler(1000, 1.0, 0.9, seed=42)
+  second = AdaptiveSampler(1000, 1.0, 0.9, seed=42)
+  np.testing.assert_array_equal(first.sample(100).numpy(),
+                                second.sample(100).numpy())
+
+
+def test_checkpoint_restores_distribution_and_random_state(tmp_path):
+  sampler = AdaptiveSampler(20, amplitude=1.5, decay=0.7, seed=5)
+  for _ in range(5):
+    indices = sampler.sample(4)
+    sampler.update(indices, tf.ones([4], tf.float64))
+  path = tf.train.Checkpoint(sampler=sampler).save(str(tmp_path / "ckpt"))
+  saved_state = state_of(sampler)
+  expected_draws = [sampler.sample(4).numpy() for _ in range(3)]
+  sampler.update([0, 1, 2], [9.0, 9.0, 9.0])
+
+  restored = AdaptiveSampler(20, amplitude=1.5, decay=0.7, seed=99)
+  tf.train.Checkpoint(sampler=restored).restore(path).assert_consumed()
+  for expected, actual in zip(saved_state, state_of(restored)):
+    np.testing.assert_array_equal(expected, actual)
+  for expected in expected_draws:
+    np.testing.assert_array_equal(restored.sample(4).numpy(), expected)
+
+
+@pytest.mark.parametrize("indices,utilities,message", [
+    ([0, 20], [1.0, 1.0], r"indices\[1\] = 20 is out of range \[0, 20\)"),
+    ([-1], [1.0], r"indices\[0\] = -1 is out of range"),
+    ([0, 1], [1.0, np.nan], r"utilities\[1\] = nan is not finite"),
+    ([0], [np.inf], r"utilities\[0\] = inf is not finite"),
+    ([0], [1e308], "overflows"),
+    ([0, 1], [1.0], "indices has 2 elements but utilities has 1"),
+    ([[0]], [[1.0]], "must be"),
+])
+def test_bad_update_raises_and_leaves_state_unchanged(indices, utilities,
+                                                       message):
+  sampler = AdaptiveSampler(20, amplitude=2.0, decay=0.9, seed=0)
+  sampler.update([3, 4], [1.0, 2.0])
+  before = state_of(sampler)
+  with pytest.raises((tf.errors.InvalidArgumentError, ValueError),
+                     match=message):
+    sampler.update(indices, utilities)
+  for expected, actual in zip(before, state_of(sampler)):
+    np.testing.assert_array_equal(expected, actual)
+
+
+@pytest.mark.parametrize("amplitude,decay,message", [
+    (-1.0, 0.5, r"amplitude = -1 must be finite and >= 0"),
+    (np.inf, 0.5, r"amplitude = inf"),
+    (1.0, 0.0, r"decay = 0 must be in \(0, 1\)"),
+    (1.0, 1.0, r"decay = 1 must be in \(0, 1\)"),
+])
+def test_reweight_op_rejects_bad_amplitude_and_decay(amplitude, decay,
+                                                      message):
+  sampler = AdaptiveSampler(4, amplitude=1.0, decay=0.5)
+  before = state_of(sampler)
+  with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+    ops.adaptive_reweight(
+        sampler.tree.variable.handle, sampler._entropy_tree.handle,
+        sampler.log_weights.handle, sampler._log_scale.handle,
+        tf.constant([0], tf.int64), tf.constant([1.0], tf.float64),
+        tf.constant(amplitude, tf.float64), tf.constant(decay, tf.float64))
+  for expected, actual in zip(before, state_of(sampler)):
+    np.testing.assert_array_equal(expected, actual)
+
+
+@pytest.mark.parametrize("arguments,error,message", [
+    ((0, 1.0, 0.5), ValueError, "num_examples must be >= 1"),
+    ((10, -0.1, 0.5), ValueError, "amplitude must be finite and >= 0"),
+    ((10, 1.0, 1.0), ValueError, r"decay must be in \(0, 1\)"),
+    ((10, 1.0, 0.0), ValueError, r"decay must be in \(0, 1\)"),
+    ((10.0, 1.0, 0.5), TypeError, "num_examples must be an int"),
+])
+def test_constructor_rejects_bad_arguments(arguments, error, message):
+  with pytest.raises(error, match=message):
+    AdaptiveSampler(*arguments)
+
+
+def test_float_indices_are_refused():
+  sampler = AdaptiveSampler(4, amplitude=1.0, decay=0.5)
+  with pytest.raises(TypeError, match="indices must be integers"):
+    sampler.update([0.5], [1.0])
+
+
+def test_public_api():
+  assert tf_adasamp.SumTree is not None
+  assert callable(tf_adasamp.utilities.zero_one)
