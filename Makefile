@@ -1,0 +1,47 @@
+# Set-up and the two everyday commands (see README.md):
+#   make demo    set up, then run the main job
+#   make test    set up, then run every test: pytest and `bazel test //...`
+# Set-up is idempotent: a virtual environment in .venv with TensorFlow and the
+# package installed in place (its op library built against that TensorFlow),
+# and Bazel from Debian for the Bazel build.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+TENSORFLOW := tensorflow==2.21.0
+CC_SOURCES := $(wildcard cc/*/*.cc cc/*/*.h cc/*/*.cu)
+OP_LIBRARY := tf_adasamp/_sum_tree_ops.so
+
+.PHONY: setup demo test pytest bazel-test clean
+
+setup: $(OP_LIBRARY)
+
+$(VENV)/installed: setup.py pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TENSORFLOW)" setuptools wheel
+	$(PY) -m pip install -q --no-build-isolation -e ".[test]"
+	touch $@
+
+$(OP_LIBRARY): $(VENV)/installed $(CC_SOURCES)
+	$(PY) setup.py -q build_ext --inplace
+
+demo: setup
+	$(PY) -m tf_adasamp.demo
+
+# Both suites run even if the first fails; the exit status says if either did.
+test: setup
+	status=0; $(MAKE) --no-print-directory pytest || status=1; \
+	  $(MAKE) --no-print-directory bazel-test || status=1; exit $$status
+
+pytest: setup
+	$(PY) -m pytest -q tests
+
+bazel-test: setup
+	command -v bazel >/dev/null || { apt-get update -qq && \
+	  apt-get install -y -qq bazel-bootstrap bazel-rules-java; }
+	bazel test //...
+
+clean:
+	rm -rf build *.egg-info $(OP_LIBRARY)
+	-bazel clean
