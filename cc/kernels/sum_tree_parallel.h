@@ -1,0 +1,788 @@
+// The sum-tree ops as data-parallel steps: what the CUDA kernels run, written
+// without CUDA or TensorFlow so that the same steps also run on the host.
+//
+// Each op is a fixed sequence of steps against an executor:
+//   ex.ForEach(n, f)         calls f(i) for every i in [0, n), in any order;
+//   ex.Blocks(g, op)         runs g blocks of Op::kThreads threads; each
+//                            thread calls op.Phase(p, thread, shared) for
+//                            p = 0, 1, ..., op.NumPhases() - 1, and no thread
+//                            of a block starts phase p + 1 before all of its
+//                            block finished phase p (CUDA's __syncthreads);
+//   ex.SortPairs(...)        a stable sort of (key, value) pairs by key;
+//   ex.Sum(...), ex.Zero(...).
+// Steps run in order: a step sees everything its predecessors wrote.
+// sum_tree_gpu.cu supplies the CUDA executor; tests/sum_tree_parallel_host.cc
+// a serial one, which lets the host check these steps against the CPU ops.
+//
+// Semantics are those of the CPU functors (sum_tree_ops.cc), but errors cannot
+// reach the host without a round-trip, so a mutating op validates on the
+// device and, if any value is bad, skips all of its writes: a flag word in
+// scratch memory gates every step that writes. Values come out identical to
+// the CPU's where the arithmetic is the same (sums of children, Descend, the
+// reweighted log weight), given no fused multiply-add; exp and the rescale's
+// log-sum-exp (a tree reduction here) agree to round-off.
+
+#ifndef ADASAMP_CC_KERNELS_SUM_TREE_PARALLEL_H_
+#define ADASAMP_CC_KERNELS_SUM_TREE_PARALLEL_H_
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "cc/kernels/sum_tree_algorithm.h"
+
+namespace adasamp {
+namespace parallel {
+
+// The largest batch the one-block paths take: one thread per element.
+constexpr int kBlockThreads = 1024;
+
+template <typename T>
+ADASAMP_HOST_DEVICE inline bool IsFinite(T x) {
+#if defined(__CUDA_ARCH__)
+  return isfinite(x);
+#else
+  return std::isfinite(x);
+#endif
+}
+
+template <typename T>
+ADASAMP_HOST_DEVICE inline T Exp(T x) {
+#if defined(__CUDA_ARCH__)
+  return exp(x);
+#else
+  return std::exp(x);
+#endif
+}
+
+template <typename T>
+ADASAMP_HOST_DEVICE inline T Log(T x) {
+#if defined(__CUDA_ARCH__)
+  return log(x);
+#else
+  return std::log(x);
+#endif
+}
+
+template <typename T>
+ADASAMP_HOST_DEVICE inline bool IsValidWeight(T w) {
+  return IsFinite(w) && w >= T(0);
+}
+
+// log2 of a power of two.
+inline int Log2(int64_t power_of_two) {
+  int log = 0;
+  while ((int64_t{1} << log) < power_of_two) ++log;
+  return log;
+}
+
+// The number of low bits that hold every index below `num_leaves`, >= 1:
+// the sorts compare only these.
+inline int IndexBits(int64_t num_leaves) {
+  int bits = 1;
+  while (bits < 63 && (int64_t{1} << bits) < num_leaves) ++bits;
+  return bits;
+}
+
+// The thread a phase runs on.
+struct BlockThread {
+  int thread;   // in [0, threads)
+  int threads;  // Op::kThreads
+  int64_t block;
+  int64_t blocks;
+};
+
+// A nonzero flag word tells the steps it gates to do nothing.
+ADASAMP_HOST_DEVICE inline bool Skipped(const int* skip) {
+  return skip != nullptr && *skip != 0;
+}
+
+ADASAMP_HOST_DEVICE inline void Raise(int* flag) { *flag = 1; }
+
+template <typename T>
+ADASAMP_HOST_DEVICE inline void SumChildren(T* tree, int64_t node) {
+  tree[node] = tree[2 * node] + tree[2 * node + 1];
+}
+
+// Runs of equal keys in a sorted array of leaf indices. Ancestors `shift`
+// levels up of leaves a and b coincide iff a >> shift == b >> shift, as the
+// capacity is a multiple of 2 ** shift; each run's first element speaks for
+// it, so every distinct ancestor is computed once.
+ADASAMP_HOST_DEVICE inline bool StartsRun(const int64_t* sorted, int64_t j,
+                                          int shift) {
+  return j == 0 || (sorted[j] >> shift) != (sorted[j - 1] >> shift);
+}
+
+ADASAMP_HOST_DEVICE inline bool EndsRun(const int64_t* sorted, int64_t j,
+                                        int64_t count) {
+  return j + 1 == count || sorted[j + 1] != sorted[j];
+}
+
+// The rank of keys[j] in a stable sort of keys[0, count).
+ADASAMP_HOST_DEVICE inline int64_t StableRank(const int64_t* keys,
+                                              int64_t count, int64_t j) {
+  int64_t rank = 0;
+  for (int64_t k = 0; k < count; ++k) {
+    rank += keys[k] < keys[j] || (keys[k] == keys[j] && k < j);
+  }
+  return rank;
+}
+
+// ---------------------------------------------------------------------------
+// Per-element steps.
+
+struct Iota {
+  int32_t* values;
+  ADASAMP_HOST_DEVICE void operator()(int64_t i) const {
+    values[i] = static_cast<int32_t>(i);
+  }
+};
+
+// Recomputes, in each tree, the ancestor `shift` levels above the leaves of
+// each run of sorted[0, count) from its two children.
+template <typename T>
+struct RecomputeLevel {
+  const int64_t* sorted;
+  int64_t capacity;
+  int shift;
+  T* tree;
+  T* second_tree;  // or nullptr
+  const int* skip;
+  ADASAMP_HOST_DEVICE void operator()(int64_t j) const {
+    if (Skipped(skip) || !StartsRun(sorted, j, shift)) return;
+    const int64_t node = (capacity + sorted[j]) >> shift;
+    SumChildren(tree, node);
+    if (second_tree != nullptr) SumChildren(second_tree, node);
+  }
+};
+
+// One draw: Descend on u * total (sum_tree_algorithm.h). A uniform outside
+// [0, 1), or a tree whose total is not positive, draws index -1 with
+// probability NaN (the CPU op's InvalidArgument cases).
+template <typename T>
+struct SampleOne {
+  const T* tree;
+  int64_t capacity;
+  const T* uniforms;
+  int64_t* indices;
+  T* probabilities;
+  ADASAMP_HOST_DEVICE void operator()(int64_t i) const {
+    const T total = tree[1];
+    const T u = uniforms[i];
+    if (!(total > T(0)) || !(u >= T(0) && u < T(1))) {
+      indices[i] = -1;
+      probabilities[i] = static_cast<T>(NAN);
+      return;
+    }
+    const int64_t leaf = Descend(tree, capacity, u * total);
+    indices[i] = leaf;
+    probabilities[i] = tree[capacity + leaf] / total;
+  }
+};
+
+// Build: leaves and padding into a scratch tree, flagging bad weights.
+template <typename T>
+struct WriteLeaves {
+  const T* weights;
+  int64_t num_leaves;
+  int64_t capacity;
+  T* tree;
+  int* invalid;
+  ADASAMP_HOST_DEVICE void operator()(int64_t i) const {
+    const T w = i < num_leaves ? weights[i] : T(0);
+    if (!IsValidWeight(w)) Raise(invalid);
+    tree[capacity + i] = w;
+    if (i == 0) tree[0] = T(0);
+  }
+};
+
+// Build: the scratch tree replaces the tree if it is valid and its total
+// finite.
+template <typename T>
+struct CommitTree {
+  const T* scratch;
+  T* tree;
+  const int* invalid;
+  ADASAMP_HOST_DEVICE void operator()(int64_t i) const {
+    if (*invalid || !IsFinite(scratch[1])) return;
+    tree[i] = scratch[i];
+  }
+};
+
+// Set: flags bad indices and weights; the last entry of each run (the last
+// occurrence of its index) records its change to the total.
+template <typename T>
+struct CheckSet {
+  const int64_t* sorted;
+  const int32_t* positions;
+  int64_t count;
+  const T* weights;
+  const T* leaves;
+  int64_t num_leaves;
+  T* deltas;
+  int* invalid;
+  ADASAMP_HOST_DEVICE void operator()(int64_t j) const {
+    const int64_t index = sorted[j];
+    const T w = weights[positions[j]];
+    T delta = T(0);
+    if (index < 0 || index >= num_leaves || !IsValidWeight(w)) {
+      Raise(invalid);
+    } else if (EndsRun(sorted, j, count)) {
+      delta = w - leaves[index];
+    }
+    deltas[j] = delta;
+  }
+};
+
+// Set: the new total must stay finite.
+template <typename T>
+struct CheckSetTotal {
+  const T* tree;
+  const T* delta_sum;
+  int* invalid;
+  ADASAMP_HOST_DEVICE void operator()(int64_t) const {
+    if (!IsFinite(tree[1] + *delta_sum)) Raise(invalid);
+  }
+};
+
+template <typename T>
+struct WriteSetLeaves {
+  const int64_t* sorted;
+  const int32_t* positions;
+  int64_t count;
+  const T* weights;
+  T* leaves;
+  const int* invalid;
+  ADASAMP_HOST_DEVICE void operator()(int64_t j) const {
+    if (*invalid || !EndsRun(sorted, j, count)) return;
+    leaves[sorted[j]] = weights[positions[j]];
+  }
+};
+
+// The state AdaptiveReweight reads and writes.
+template <typename T>
+struct ReweightState {
+  T amplitude;
+  T decay;
+  const T* utilities;
+  T* log_weights;
+  int64_t num_leaves;
+  T* log_scale;  // one value
+  T* tree;
+  T* entropy_tree;
+  int64_t capacity;
+};
+
+// The cached leaf of `index` in both trees, from its scaled log weight.
+template <typename T>
+ADASAMP_HOST_DEVICE inline void SetScaledLeaf(const ReweightState<T>& state,
+                                              int64_t index, T log_scaled) {
+  const T scaled = Exp(log_scaled);
+  state.tree[state.capacity + index] = scaled;
+  state.entropy_tree[state.capacity + index] = EntropyTerm(scaled, log_scaled);
+}
+
+// Reweight: flags bad indices; the first entry of each run (the first
+// occurrence of its index) computes the new log weight and flags a
+// non-finite utility or result.
+template <typename T>
+struct CheckReweight {
+  const int64_t* sorted;
+  const int32_t* positions;
+  ReweightState<T> state;
+  T* new_log_weights;
+  int* invalid;
+  ADASAMP_HOST_DEVICE void operator()(int64_t j) const {
+    const int64_t index = sorted[j];
+    if (index < 0 || index >= state.num_leaves) {
+      Raise(invalid);
+      return;
+    }
+    if (!StartsRun(sorted, j, 0)) return;
+    const T utility = state.utilities[positions[j]];
+    const T log_weight = ReweightedLogWeight(
+        state.log_weights[index], utility, state.amplitude, state.decay);
+    if (!IsFinite(utility) || !IsFinite(log_weight)) Raise(invalid);
+    new_log_weights[j] = log_weight;
+  }
+};
+
+template <typename T>
+struct WriteReweightLeaves {
+  const int64_t* sorted;
+  ReweightState<T> state;
+  const T* new_log_weights;
+  const int* invalid;
+  ADASAMP_HOST_DEVICE void operator()(int64_t j) const {
+    if (*invalid || !StartsRun(sorted, j, 0)) return;
+    const int64_t index = sorted[j];
+    state.log_weights[index] = new_log_weights[j];
+    SetScaledLeaf(state, index, new_log_weights[j] - *state.log_scale);
+  }
+};
+
+// Rescale: every leaf from its log weight and the new log-scale.
+template <typename T>
+struct RescaleLeaf {
+  ReweightState<T> state;
+  const int* skip;
+  ADASAMP_HOST_DEVICE void operator()(int64_t i) const {
+    if (Skipped(skip)) return;
+    SetScaledLeaf(state, i, state.log_weights[i] - *state.log_scale);
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Block steps.
+
+// A reweight of at most kBlockThreads entries in one block: the indices are
+// sorted in shared memory by rank, then the per-element steps above run
+// phase by phase, one level per phase. One launch instead of a dozen plus a
+// sort: this is the per-training-step path.
+template <typename T>
+struct SmallReweightOp {
+  static constexpr int kThreads = kBlockThreads;
+  struct Shared {
+    int64_t indices[kThreads];
+    int64_t sorted[kThreads];
+    int32_t positions[kThreads];
+    T new_log_weights[kThreads];
+    int invalid;
+  };
+
+  const int64_t* indices;
+  int64_t count;  // <= kThreads
+  ReweightState<T> state;
+  int* invalid_out;  // for the rescale steps that follow
+
+  int NumPhases() const { return 4 + Log2(state.capacity); }
+
+  ADASAMP_HOST_DEVICE void Phase(int phase, const BlockThread& t,
+                                 Shared& s) const {
+    const int64_t j = t.thread;
+    if (phase == 0) {
+      if (j == 0) s.invalid = 0;
+      if (j < count) s.indices[j] = indices[j];
+    } else if (phase == 1) {
+      if (j < count) {
+        const int64_t rank = StableRank(s.indices, count, j);
+        s.sorted[rank] = s.indices[j];
+        s.positions[rank] = static_cast<int32_t>(j);
+      }
+    } else if (phase == 2) {
+      if (j < count) {
+        CheckReweight<T>{s.sorted, s.positions, state, s.new_log_weights,
+                         &s.invalid}(j);
+      }
+    } else if (phase == 3) {
+      if (j == 0) *invalid_out = s.invalid;
+      if (j < count) {
+        WriteReweightLeaves<T>{s.sorted, state, s.new_log_weights,
+                               &s.invalid}(j);
+      }
+    } else if (j < count) {
+      RecomputeLevel<T>{s.sorted,          state.capacity,     phase - 3,
+                        state.tree,        state.entropy_tree, &s.invalid}(j);
+    }
+  }
+};
+
+// Rebuilds the levels above the child level [child_level, 2 * child_level):
+// each block sums 2 ** levels children and `levels` levels of their
+// ancestors, in shared memory, writing each sum to the tree(s) as it goes.
+template <typename T>
+struct SumSubtreesOp {
+  static constexpr int kThreads = 256;
+  static constexpr int kMaxLevels = 9;  // 2 * kThreads children per block
+  struct Shared {
+    T sums[2][2][kThreads];  // [tree][phase parity][node]
+  };
+
+  T* trees[2];  // the second may be nullptr
+  int64_t child_level;
+  int levels;
+  const int* skip;
+
+  int NumPhases() const { return levels; }
+
+  ADASAMP_HOST_DEVICE void Phase(int phase, const BlockThread& t,
+                                 Shared& s) const {
+    if (Skipped(skip)) return;
+    const int64_t children = int64_t{1} << levels;
+    const int64_t first_child = child_level + t.block * children;
+    if (t.thread >= (children >> (phase + 1))) return;
+    const int64_t node = (first_child >> (phase + 1)) + t.thread;
+    for (int k = 0; k < 2; ++k) {
+      T* tree = trees[k];
+      if (tree == nullptr) continue;
+      T sum;
+      if (phase == 0) {
+        sum = tree[2 * node] + tree[2 * node + 1];
+      } else {
+        const T* below = s.sums[k][(phase - 1) & 1];
+        sum = below[2 * t.thread] + below[2 * t.thread + 1];
+      }
+      s.sums[k][phase & 1][t.thread] = sum;
+      tree[node] = sum;
+    }
+  }
+};
+
+// log(sum exp(x)) as max + log(sum), so that no exp overflows.
+template <typename T>
+struct LogSumExp {
+  T max;
+  T sum;
+};
+
+template <typename T>
+ADASAMP_HOST_DEVICE inline LogSumExp<T> EmptyLogSumExp() {
+  return {static_cast<T>(-INFINITY), T(0)};
+}
+
+template <typename T>
+ADASAMP_HOST_DEVICE inline LogSumExp<T> Combine(LogSumExp<T> a,
+                                                LogSumExp<T> b) {
+  if (a.sum == T(0)) return b;
+  if (b.sum == T(0)) return a;
+  if (a.max < b.max) {
+    const LogSumExp<T> swap = a;
+    a = b;
+    b = swap;
+  }
+  return {a.max, a.sum + b.sum * Exp(b.max - a.max)};
+}
+
+// Whether the caches need a rescale: only after an update that went through,
+// and only if the cached total left its safe range (NeedsRescale).
+template <typename T>
+ADASAMP_HOST_DEVICE inline bool RescaleNeeded(const int* invalid,
+                                              const T* tree) {
+  return !*invalid && NeedsRescale(tree[1]);
+}
+
+// The log-sum-exp of the log weights, the new log-scale. With
+// `from_partials` false, block b of g reduces log_weights[i] for
+// i = b * kThreads + thread (mod g * kThreads); with it true, the one block
+// reduces partials[0, num_partials). A grid of one block finishes: writes the
+// log-scale and the `skip_out` word that gates the rest of the rescale; a
+// larger grid leaves its partials for a one-block pass over them.
+template <typename T>
+struct LogSumExpOp {
+  static constexpr int kThreads = 256;
+  static constexpr int kReducePhases = 8;  // log2(kThreads)
+  static constexpr int kPhases = 3 + kReducePhases;
+  struct Shared {
+    LogSumExp<T> values[kThreads];
+    int skip;
+  };
+
+  const T* log_weights;
+  int64_t num_leaves;
+  bool from_partials;
+  LogSumExp<T>* partials;
+  int64_t num_partials;
+  const int* invalid;
+  const T* tree;
+  T* log_scale;
+  int* skip_out;
+
+  int NumPhases() const { return kPhases; }
+
+  ADASAMP_HOST_DEVICE void Phase(int phase, const BlockThread& t,
+                                 Shared& s) const {
+    if (phase == 0) {
+      if (t.thread == 0) s.skip = !RescaleNeeded(invalid, tree);
+      return;
+    }
+    if (s.skip) {
+      if (phase == kPhases - 1 && t.thread == 0 && t.blocks == 1) {
+        *skip_out = 1;
+      }
+      return;
+    }
+    if (phase == 1) {
+      LogSumExp<T> value = EmptyLogSumExp<T>();
+      if (from_partials) {
+        for (int64_t i = t.thread; i < num_partials; i += t.threads) {
+          value = Combine(value, partials[i]);
+        }
+      } else {
+        const int64_t stride = t.blocks * t.threads;
+        for (int64_t i = t.block * t.threads + t.thread; i < num_leaves;
+             i += stride) {
+          value = Combine(value, LogSumExp<T>{log_weights[i], T(1)});
+        }
+      }
+      s.values[t.thread] = value;
+    } else if (phase < 2 + kReducePhases) {
+      const int half = kThreads >> (phase - 1);
+      if (t.thread < half) {
+        s.values[t.thread] =
+            Combine(s.values[t.thread], s.values[t.thread + half]);
+      }
+    } else if (t.thread == 0) {
+      if (t.blocks == 1) {
+        *log_scale = s.values[0].max + Log(s.values[0].sum);
+        *skip_out = 0;
+      } else {
+        partials[t.block] = s.values[0];
+      }
+    }
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Scratch memory: one buffer per call, carved into aligned arrays. Laid out
+// once without a base to size it, then again over the allocated buffer.
+
+class Scratch {
+ public:
+  explicit Scratch(void* base) : base_(static_cast<char*>(base)) {}
+
+  template <typename U>
+  U* Take(int64_t count) {
+    return static_cast<U*>(TakeBytes(sizeof(U) * static_cast<size_t>(count)));
+  }
+
+  void* TakeBytes(size_t bytes) {
+    offset_ = (offset_ + kAlignment - 1) / kAlignment * kAlignment;
+    void* taken = base_ == nullptr ? nullptr : base_ + offset_;
+    offset_ += bytes;
+    return taken;
+  }
+
+  size_t size() const { return offset_; }
+
+ private:
+  static constexpr size_t kAlignment = 256;
+  char* base_;
+  size_t offset_ = 0;
+};
+
+// The sorted (index, position) pairs of a batch, and the sort's own scratch.
+struct SortedBatch {
+  int64_t* sorted;
+  int32_t* positions_in;
+  int32_t* positions;
+  void* sort_temp;
+  size_t sort_temp_bytes;
+
+  template <class Executor>
+  SortedBatch(Executor& ex, Scratch& scratch, int64_t count, int bits)
+      : sorted(scratch.Take<int64_t>(count)),
+        positions_in(scratch.Take<int32_t>(count)),
+        positions(scratch.Take<int32_t>(count)),
+        sort_temp_bytes(count > 0 ? ex.SortPairsTempBytes(count, bits) : 0) {
+    sort_temp = scratch.TakeBytes(sort_temp_bytes);
+  }
+
+  template <class Executor>
+  void Sort(Executor& ex, const int64_t* indices, int64_t count, int bits) {
+    ex.ForEach(count, Iota{positions_in});
+    ex.SortPairs(indices, sorted, positions_in, positions, count, bits,
+                 sort_temp, sort_temp_bytes);
+  }
+};
+
+// ---------------------------------------------------------------------------
+// The ops. Each takes device pointers and a scratch buffer of the size its
+// ...ScratchBytes function gives, enqueues its steps and returns.
+
+// Recomputes every internal node of one or two trees, a few launches of
+// SumSubtreesOp, each summing up to nine levels.
+template <class Executor, typename T>
+void Rebuild(Executor& ex, T* tree, T* second_tree, int64_t capacity,
+             const int* skip) {
+  for (int64_t level = capacity; level > 1;) {
+    int levels = Log2(level);
+    if (levels > SumSubtreesOp<T>::kMaxLevels) {
+      levels = SumSubtreesOp<T>::kMaxLevels;
+    }
+    ex.Blocks(level >> levels,
+              SumSubtreesOp<T>{{tree, second_tree}, level, levels, skip});
+    level >>= levels;
+  }
+}
+
+template <class Executor, typename T>
+struct BuildScratch {
+  int* invalid;
+  T* tree;
+  BuildScratch(Executor&, Scratch& scratch, int64_t capacity)
+      : invalid(scratch.Take<int>(1)), tree(scratch.Take<T>(2 * capacity)) {}
+};
+
+template <typename T, class Executor>
+size_t SumTreeBuildScratchBytes(Executor& ex, int64_t capacity) {
+  Scratch scratch(nullptr);
+  BuildScratch<Executor, T>(ex, scratch, capacity);
+  return scratch.size();
+}
+
+// All leaves, then every internal node, in scratch; copied over `tree` only
+// if every weight is finite and >= 0 and the total finite.
+template <typename T, class Executor>
+void SumTreeBuild(Executor& ex, const T* weights, int64_t num_leaves, T* tree,
+                  int64_t capacity, void* scratch_memory) {
+  Scratch scratch(scratch_memory);
+  const BuildScratch<Executor, T> s(ex, scratch, capacity);
+  ex.Zero(s.invalid, sizeof(int));
+  ex.ForEach(capacity,
+             WriteLeaves<T>{weights, num_leaves, capacity, s.tree, s.invalid});
+  Rebuild<Executor, T>(ex, s.tree, nullptr, capacity, nullptr);
+  ex.ForEach(2 * capacity, CommitTree<T>{s.tree, tree, s.invalid});
+}
+
+template <class Executor, typename T>
+struct SetScratch {
+  int* invalid;
+  T* delta_sum;
+  T* deltas;
+  SortedBatch batch;
+  void* sum_temp;
+  size_t sum_temp_bytes;
+  SetScratch(Executor& ex, Scratch& scratch, int64_t count, int bits)
+      : invalid(scratch.Take<int>(1)),
+        delta_sum(scratch.Take<T>(1)),
+        deltas(scratch.Take<T>(count)),
+        batch(ex, scratch, count, bits),
+        sum_temp_bytes(ex.template SumTempBytes<T>(count)) {
+    sum_temp = scratch.TakeBytes(sum_temp_bytes);
+  }
+};
+
+template <typename T, class Executor>
+size_t SumTreeSetScratchBytes(Executor& ex, int64_t count,
+                              int64_t num_leaves) {
+  Scratch scratch(nullptr);
+  SetScratch<Executor, T>(ex, scratch, count, IndexBits(num_leaves));
+  return scratch.size();
+}
+
+// Sorts the indices, checks every index and weight and the new total, writes
+// the last weight of each index and recomputes the distinct ancestors level by
+// level: O(B log B + B log n), never the whole tree.
+template <typename T, class Executor>
+void SumTreeSet(Executor& ex, const int64_t* indices, const T* weights,
+                int64_t count, int64_t num_leaves, T* tree, int64_t capacity,
+                void* scratch_memory) {
+  if (count == 0) return;
+  const int bits = IndexBits(num_leaves);
+  Scratch scratch(scratch_memory);
+  SetScratch<Executor, T> s(ex, scratch, count, bits);
+  ex.Zero(s.invalid, sizeof(int));
+  s.batch.Sort(ex, indices, count, bits);
+  T* leaves = tree + capacity;
+  ex.ForEach(count,
+             CheckSet<T>{s.batch.sorted, s.batch.positions, count, weights,
+                         leaves, num_leaves, s.deltas, s.invalid});
+  ex.Sum(s.deltas, s.delta_sum, count, s.sum_temp, s.sum_temp_bytes);
+  ex.ForEach(1, CheckSetTotal<T>{tree, s.delta_sum, s.invalid});
+  ex.ForEach(count, WriteSetLeaves<T>{s.batch.sorted, s.batch.positions,
+                                      count, weights, leaves, s.invalid});
+  for (int shift = 1; (int64_t{1} << shift) <= capacity; ++shift) {
+    ex.ForEach(count, RecomputeLevel<T>{s.batch.sorted, capacity, shift, tree,
+                                        nullptr, s.invalid});
+  }
+}
+
+template <typename T, class Executor>
+void SumTreeSample(Executor& ex, const T* tree, int64_t capacity,
+                   const T* uniforms, int64_t count, int64_t* indices,
+                   T* probabilities) {
+  ex.ForEach(count,
+             SampleOne<T>{tree, capacity, uniforms, indices, probabilities});
+}
+
+// The log-sum-exp pass reads this many log weights per thread at least.
+constexpr int64_t kLogSumExpGrain = 64;
+
+template <typename T>
+int64_t LogSumExpBlocks(int64_t num_leaves) {
+  const int64_t per_block = LogSumExpOp<T>::kThreads * kLogSumExpGrain;
+  const int64_t blocks = (num_leaves + per_block - 1) / per_block;
+  return blocks < LogSumExpOp<T>::kThreads ? blocks : LogSumExpOp<T>::kThreads;
+}
+
+template <class Executor, typename T>
+struct ReweightScratch {
+  int* invalid;
+  int* skip_rescale;
+  LogSumExp<T>* partials;
+  T* new_log_weights;
+  SortedBatch batch;
+  ReweightScratch(Executor& ex, Scratch& scratch, int64_t count,
+                  int64_t num_leaves)
+      : invalid(scratch.Take<int>(1)),
+        skip_rescale(scratch.Take<int>(1)),
+        partials(scratch.Take<LogSumExp<T>>(LogSumExpBlocks<T>(num_leaves))),
+        new_log_weights(scratch.Take<T>(Large(count) ? count : 0)),
+        batch(ex, scratch, Large(count) ? count : 0, IndexBits(num_leaves)) {}
+
+  // Batches past one block take the sorting path.
+  static bool Large(int64_t count) { return count > kBlockThreads; }
+};
+
+template <typename T, class Executor>
+size_t AdaptiveReweightScratchBytes(Executor& ex, int64_t count,
+                                    int64_t num_leaves) {
+  Scratch scratch(nullptr);
+  ReweightScratch<Executor, T>(ex, scratch, count, num_leaves);
+  return scratch.size();
+}
+
+// Recomputes both caches from the log weights with their log-sum-exp as the
+// new log-scale, if RescaleNeeded; otherwise every step returns at once.
+template <typename T, class Executor>
+void RescaleIfNeeded(Executor& ex, const ReweightState<T>& state,
+                     const ReweightScratch<Executor, T>& s) {
+  const int64_t blocks = LogSumExpBlocks<T>(state.num_leaves);
+  LogSumExpOp<T> log_sum_exp{state.log_weights, state.num_leaves,
+                             /*from_partials=*/false, s.partials, blocks,
+                             s.invalid, state.tree, state.log_scale,
+                             s.skip_rescale};
+  ex.Blocks(blocks, log_sum_exp);
+  if (blocks > 1) {
+    log_sum_exp.from_partials = true;
+    ex.Blocks(1, log_sum_exp);
+  }
+  ex.ForEach(state.num_leaves, RescaleLeaf<T>{state, s.skip_rescale});
+  Rebuild<Executor, T>(ex, state.tree, state.entropy_tree, state.capacity,
+                       s.skip_rescale);
+}
+
+// Algorithm 1, line 5, for the first occurrence of each index (see the CPU
+// functor). Batches of up to kBlockThreads run as one SmallReweightOp; larger
+// ones sort and run a launch per step and level. Then the rescale check, on
+// the device.
+template <typename T, class Executor>
+void AdaptiveReweight(Executor& ex, const int64_t* indices, int64_t count,
+                      const ReweightState<T>& state, void* scratch_memory) {
+  Scratch scratch(scratch_memory);
+  ReweightScratch<Executor, T> s(ex, scratch, count, state.num_leaves);
+  if (count == 0) {
+    ex.Zero(s.invalid, sizeof(int));
+  } else if (!s.Large(count)) {
+    ex.Blocks(1, SmallReweightOp<T>{indices, count, state, s.invalid});
+  } else {
+    ex.Zero(s.invalid, sizeof(int));
+    const int bits = IndexBits(state.num_leaves);
+    s.batch.Sort(ex, indices, count, bits);
+    ex.ForEach(count, CheckReweight<T>{s.batch.sorted, s.batch.positions,
+                                       state, s.new_log_weights, s.invalid});
+    ex.ForEach(count, WriteReweightLeaves<T>{s.batch.sorted, state,
+                                             s.new_log_weights, s.invalid});
+    for (int shift = 1; (int64_t{1} << shift) <= state.capacity; ++shift) {
+      ex.ForEach(count,
+                 RecomputeLevel<T>{s.batch.sorted, state.capacity, shift,
+                                   state.tree, state.entropy_tree, s.invalid});
+    }
+  }
+  RescaleIfNeeded(ex, state, s);
+}
+
+}  // namespace parallel
+}  // namespace adasamp
+
+#endif  // ADASAMP_CC_KERNELS_SUM_TREE_PARALLEL_H_

@@ -1,0 +1,365 @@
+"""The GPU kernels' steps, run on the host, against the CPU ops.
+
+The CUDA kernels are launches of the steps in cc/kernels/sum_tree_parallel.h.
+tests/sum_tree_parallel_host.cc runs those same steps with a serial executor,
+elements and threads in a forward, reverse or shuffled order; this file builds
+it with g++ and checks every op against the CPU op on the same inputs: the
+same trees bit for bit (the host steps use the CPU's exp), the same draws, and
+on bad input the GPU semantics (state untouched, draws -1 with probability
+NaN). It needs no GPU; tests/test_gpu_ops.py and tests/gpu_kernels_test.py
+check the kernels themselves where there is one.
+"""
+
+import ctypes
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import reference
+from tf_adasamp import ops
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ORDERS = {"forward": 0, "reverse": 1, "shuffled": 2}
+DTYPES = [np.float64, np.float32]
+
+
+@pytest.fixture(scope="module")
+def steps(tmp_path_factory):
+  compiler = os.environ.get("CXX", shutil.which("g++"))
+  if compiler is None:
+    pytest.skip("no C++ compiler")
+  library = str(tmp_path_factory.mktemp("host") / "sum_tree_parallel_host.so")
+  subprocess.check_call([
+      compiler, "-O2", "-std=c++17", "-shared", "-fPIC", f"-I{ROOT}",
+      os.path.join(ROOT, "tests", "sum_tree_parallel_host.cc"), "-o", library
+  ])
+  return HostSteps(ctypes.CDLL(library))
+
+
+def pointer(array):
+  return array.ctypes.data_as(ctypes.c_void_p)
+
+
+class HostSteps:
+  """The host C ABI over NumPy arrays; mutates the arrays it is given."""
+
+  def __init__(self, library):
+    self._library = library
+    for name in ("build", "set", "adaptive_reweight"):
+      for suffix in ("f32", "f64"):
+        getattr(library, f"adasamp_host_{scratch_name(name)}_scratch_bytes_"
+                f"{suffix}").restype = ctypes.c_size_t
+
+  def order(self, order, seed=0):
+    self._library.adasamp_host_set_order(ORDERS[order], ctypes.c_uint64(seed))
+
+  def _function(self, name, dtype):
+    suffix = "f64" if dtype == np.float64 else "f32"
+    return getattr(self._library, f"adasamp_host_{name}_{suffix}")
+
+  def _scratch(self, name, dtype, *sizes):
+    size = self._function(f"{scratch_name(name)}_scratch_bytes", dtype)(
+        *[ctypes.c_int64(s) for s in sizes])
+    # Device memory starts as garbage; so does this.
+    return np.full(size, 0xff, np.uint8)
+
+  def build(self, tree, weights):
+    capacity = len(tree) // 2
+    scratch = self._scratch("build", tree.dtype, capacity)
+    self._function("sum_tree_build", tree.dtype)(
+        pointer(weights), ctypes.c_int64(len(weights)), pointer(tree),
+        ctypes.c_int64(capacity), pointer(scratch))
+
+  def set(self, tree, num_leaves, indices, weights):
+    scratch = self._scratch("set", tree.dtype, len(indices), num_leaves)
+    self._function("sum_tree_set", tree.dtype)(
+        pointer(indices), pointer(weights), ctypes.c_int64(len(indices)),
+        ctypes.c_int64(num_leaves), pointer(tree),
+        ctypes.c_int64(len(tree) // 2), pointer(scratch))
+
+  def sample(self, tree, uniforms):
+    indices = np.empty(len(uniforms), np.int64)
+    probabilities = np.empty(len(uniforms), tree.dtype)
+    self._function("sum_tree_sample", tree.dtype)(
+        pointer(tree), ctypes.c_int64(len(tree) // 2), pointer(uniforms),
+        ctypes.c_int64(len(uniforms)), pointer(indices), pointer(probabilities))
+    return indices, probabilities
+
+  def reweight(self, state, indices, utilities, amplitude, decay):
+    dtype = state.tree.dtype
+    num_leaves = len(state.log_weights)
+    scratch = self._scratch("adaptive_reweight", dtype, len(indices),
+                            num_leaves)
+    scalar = np.ctypeslib.as_ctypes_type(dtype)
+    self._function("adaptive_reweight", dtype)(
+        scalar(amplitude), scalar(decay), pointer(indices), pointer(utilities),
+        ctypes.c_int64(len(indices)), pointer(state.log_weights),
+        ctypes.c_int64(num_leaves), pointer(state.log_scale),
+        pointer(state.tree), pointer(state.entropy_tree),
+        ctypes.c_int64(len(state.tree) // 2), pointer(scratch))
+
+
+def scratch_name(name):
+  return name if name == "adaptive_reweight" else f"sum_tree_{name}"
+
+
+def random_weights(num_leaves, dtype, seed):
+  rng = np.random.default_rng(seed)
+  weights = rng.gamma(0.5, size=num_leaves)
+  weights[rng.random(num_leaves) < 0.2] = 0
+  weights[rng.integers(num_leaves)] = 1.0
+  return weights.astype(dtype)
+
+
+def cpu_variable(values):
+  with tf.device("/CPU:0"):
+    return tf.Variable(values)
+
+
+def cpu_build(weights):
+  tree = cpu_variable(np.zeros(2 * reference.capacity_of(len(weights)),
+                               weights.dtype))
+  ops.sum_tree_build(tree.handle, weights, num_leaves=len(weights))
+  return tree
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("num_leaves", [1, 2, 5, 1000, 70000])
+def test_build_writes_the_cpu_ops_tree(steps, dtype, num_leaves):
+  weights = random_weights(num_leaves, dtype, seed=num_leaves)
+  tree = np.full(2 * reference.capacity_of(num_leaves), 7, dtype)
+  steps.build(tree, weights)
+  np.testing.assert_array_equal(tree, cpu_build(weights).numpy())
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -1.0, "overflow"])
+def test_build_with_bad_weights_leaves_tree_untouched(steps, dtype, bad):
+  weights = random_weights(100, dtype, seed=1)
+  tree = cpu_build(weights).numpy()
+  if bad == "overflow":
+    new_weights = np.full(100, np.finfo(dtype).max / 4, dtype)
+  else:
+    new_weights = weights.copy()
+    new_weights[37] = bad
+  steps.build(tree, new_weights)
+  np.testing.assert_array_equal(tree, cpu_build(weights).numpy())
+
+
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("num_leaves,count", [(1, 3), (13, 40), (1000, 1),
+                                              (1000, 3000), (5000, 700)])
+def test_set_writes_the_cpu_ops_tree(steps, order, dtype, num_leaves, count):
+  steps.order(order, seed=count)
+  rng = np.random.default_rng(count)
+  weights = random_weights(num_leaves, dtype, seed=0)
+  # Repeated indices, whose last weight must win.
+  indices = rng.integers(num_leaves, size=count)
+  new_weights = random_weights(count, dtype, seed=1)
+  cpu_tree = cpu_build(weights)
+  ops.sum_tree_set(cpu_tree.handle, indices, new_weights,
+                   num_leaves=num_leaves)
+  tree = cpu_build(weights).numpy()
+  steps.set(tree, num_leaves, indices, new_weights)
+  np.testing.assert_array_equal(tree, cpu_tree.numpy())
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("index,weight", [(100, 1.0), (-1, 1.0), (3, np.nan),
+                                          (3, -2.0)])
+def test_set_with_bad_input_leaves_tree_untouched(steps, dtype, index, weight):
+  tree = cpu_build(random_weights(100, dtype, seed=2)).numpy()
+  before = tree.copy()
+  # A later weight of index 3 would win, but the bad one is checked all the
+  # same, as on the CPU.
+  steps.set(tree, 100, np.array([5, index, 3], np.int64),
+            np.array([1, weight, 2], dtype))
+  np.testing.assert_array_equal(tree, before)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_set_that_overflows_the_total_leaves_tree_untouched(steps, dtype):
+  tree = cpu_build(np.full(4, np.finfo(dtype).max / 4, dtype)).numpy()
+  before = tree.copy()
+  steps.set(tree, 4, np.array([0], np.int64),
+            np.array([np.finfo(dtype).max], dtype))
+  np.testing.assert_array_equal(tree, before)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_set_checks_the_total_with_the_last_weight_of_an_index(steps, dtype):
+  weights = np.full(4, np.finfo(dtype).max / 4, dtype)
+  indices = np.array([0, 0], np.int64)
+  # The first weight would overflow the total, but the last one wins.
+  new_weights = np.array([np.finfo(dtype).max, 1], dtype)
+  cpu_tree = cpu_build(weights)
+  ops.sum_tree_set(cpu_tree.handle, indices, new_weights, num_leaves=4)
+  tree = cpu_build(weights).numpy()
+  steps.set(tree, 4, indices, new_weights)
+  np.testing.assert_array_equal(tree, cpu_tree.numpy())
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("num_leaves", [1, 5, 1000])
+def test_sample_draws_what_the_cpu_op_draws(steps, dtype, num_leaves):
+  weights = random_weights(num_leaves, dtype, seed=3)
+  cpu_tree = cpu_build(weights)
+  rng = np.random.default_rng(4)
+  uniforms = np.concatenate([
+      rng.random(3000), [0.0, np.nextafter(1, 0, dtype=dtype)]
+  ]).astype(dtype)
+  cpu_indices, cpu_probabilities = ops.sum_tree_sample(cpu_tree.handle,
+                                                       uniforms)
+  indices, probabilities = steps.sample(cpu_tree.numpy(), uniforms)
+  np.testing.assert_array_equal(indices, cpu_indices.numpy())
+  np.testing.assert_array_equal(probabilities, cpu_probabilities.numpy())
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_sample_draws_minus_one_for_bad_uniforms(steps, dtype):
+  tree = cpu_build(random_weights(10, dtype, seed=5)).numpy()
+  uniforms = np.array([0.5, 1.0, -0.25, np.nan, 0.0], dtype)
+  indices, probabilities = steps.sample(tree, uniforms)
+  np.testing.assert_array_equal(indices[1:4], [-1, -1, -1])
+  assert np.isnan(probabilities[1:4]).all()
+  assert (indices[[0, 4]] >= 0).all() and np.isfinite(probabilities[[0, 4]]).all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_sample_from_an_all_zero_tree_draws_minus_one(steps, dtype):
+  tree = np.zeros(16, dtype)
+  indices, probabilities = steps.sample(tree, np.array([0.0, 0.5], dtype))
+  np.testing.assert_array_equal(indices, [-1, -1])
+  assert np.isnan(probabilities).all()
+
+
+class State:
+  """AdaptiveReweight's four arrays, as NumPy arrays and as CPU variables."""
+
+  def __init__(self, log_weights, log_scale):
+    dtype = log_weights.dtype
+    self.log_weights = log_weights.copy()
+    self.log_scale = np.array(log_scale, dtype)
+    scaled = np.exp(log_weights - self.log_scale)
+    self.tree = reference.build_tree(scaled)
+    self.entropy_tree = reference.build_tree(
+        np.where(scaled > 0, scaled * (log_weights - self.log_scale), 0)
+        .astype(dtype))
+
+  def arrays(self):
+    return [self.log_weights, self.log_scale, self.tree, self.entropy_tree]
+
+  def copy(self):
+    state = State.__new__(State)
+    (state.log_weights, state.log_scale, state.tree,
+     state.entropy_tree) = [a.copy() for a in self.arrays()]
+    return state
+
+
+def cpu_reweight(state, indices, utilities, amplitude, decay):
+  """The CPU op on variables holding `state`; returns the new arrays."""
+  tree, entropy_tree, log_weights, log_scale = [
+      cpu_variable(a) for a in (state.tree, state.entropy_tree,
+                                state.log_weights, state.log_scale)
+  ]
+  dtype = state.tree.dtype
+  ops.adaptive_reweight(tree.handle, entropy_tree.handle, log_weights.handle,
+                        log_scale.handle, indices, utilities,
+                        dtype.type(amplitude), dtype.type(decay))
+  return [v.numpy() for v in (log_weights, log_scale, tree, entropy_tree)]
+
+
+def assert_same_state(state, cpu_arrays, rtol=0):
+  for array, cpu_array in zip(state.arrays(), cpu_arrays):
+    if rtol:
+      np.testing.assert_allclose(array, cpu_array, rtol=rtol)
+    else:
+      np.testing.assert_array_equal(array, cpu_array)
+
+
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("dtype", DTYPES)
+# Batches up to 1024 take the one-block path, larger ones the sorting path.
+@pytest.mark.parametrize("num_leaves,count", [(1, 4), (50, 100), (1000, 1024),
+                                              (1000, 1025), (3000, 5000)])
+def test_reweight_updates_state_as_the_cpu_op(steps, order, dtype, num_leaves,
+                                              count):
+  steps.order(order, seed=count)
+  rng = np.random.default_rng(count)
+  state = State(rng.normal(size=num_leaves).astype(dtype), log_scale=0.5)
+  for _ in range(3):
+    indices = rng.integers(num_leaves, size=count)
+    utilities = rng.normal(size=count).astype(dtype)
+    expected = cpu_reweight(state, indices, utilities, 0.8, 0.9)
+    steps.reweight(state, indices, utilities, 0.8, 0.9)
+    assert_same_state(state, expected)
+
+
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("dtype", DTYPES)
+# 70000 leaves take two passes of the log-sum-exp.
+@pytest.mark.parametrize("num_leaves,count", [(1, 1), (300, 200), (70000, 2000)])
+def test_reweight_rescales_as_the_cpu_op(steps, order, dtype, num_leaves,
+                                         count):
+  steps.order(order, seed=count)
+  rng = np.random.default_rng(count)
+  state = State(rng.normal(size=num_leaves).astype(dtype), log_scale=0.0)
+  # Utilities of 300 push the float64 total past 2 ** 256 (and float32's past
+  # 2 ** 32): the caches must be rebuilt with a new log-scale.
+  indices = rng.permutation(num_leaves)[:count]
+  utilities = np.full(count, 300, dtype)
+  expected = cpu_reweight(state, indices, utilities, 1.0, 0.5)
+  steps.reweight(state, indices, utilities, 1.0, 0.5)
+  assert expected[1] > 100
+  # The log-sum-exp adds in another order than the CPU's.
+  rtol = 1e-12 if dtype == np.float64 else 1e-4
+  assert_same_state(state, expected, rtol=rtol)
+  np.testing.assert_allclose(state.tree[1], 1, rtol=rtol)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("count", [3, 2000])
+@pytest.mark.parametrize("bad", ["index", "nan", "inf", "overflow"])
+def test_reweight_with_bad_input_leaves_state_untouched(steps, dtype, count,
+                                                        bad):
+  rng = np.random.default_rng(6)
+  state = State(rng.normal(size=50).astype(dtype), log_scale=0.0)
+  before = state.copy()
+  indices = rng.integers(50, size=count)
+  utilities = np.ones(count, dtype)
+  if bad == "index":
+    indices[-1] = 50
+  else:
+    # Position 0 holds the first occurrence of its index: its utility is read.
+    utilities[0] = {"nan": np.nan, "inf": np.inf,
+                    "overflow": np.finfo(dtype).max}[bad]
+  amplitude = 10.0 if bad == "overflow" else 1.0
+  steps.reweight(state, indices, utilities, amplitude, 0.9)
+  assert_same_state(state, before.arrays())
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("count", [3, 2000])
+def test_reweight_ignores_utilities_of_repeated_indices(steps, dtype, count):
+  rng = np.random.default_rng(7)
+  state = State(rng.normal(size=50).astype(dtype), log_scale=0.0)
+  indices = rng.integers(50, size=count)
+  indices[-1] = indices[0]
+  utilities = np.ones(count, dtype)
+  utilities[-1] = np.nan  # Not its index's first occurrence: never read.
+  expected = cpu_reweight(state, indices, utilities, 1.0, 0.9)
+  steps.reweight(state, indices, utilities, 1.0, 0.9)
+  assert_same_state(state, expected)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_reweight_of_an_empty_batch_changes_nothing(steps, dtype):
+  state = State(np.linspace(-1, 1, 20).astype(dtype), log_scale=0.25)
+  before = state.copy()
+  steps.reweight(state, np.zeros(0, np.int64), np.zeros(0, dtype), 1.0, 0.9)
+  assert_same_state(state, before.arrays())
