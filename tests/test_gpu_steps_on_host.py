@@ -6,7 +6,7 @@ elements and threads in a forward, reverse or shuffled order; this file builds
 it with g++ and checks every op against the CPU op on the same inputs: the
 same trees bit for bit (the host steps use the CPU's exp), the same draws, and
 on bad input the GPU semantics (state untouched, draws -1 with probability
-NaN). It needs no GPU; tests/test_gpu_ops.py and tests/gpu_kernels_test.py
+NaN). It needs no GPU; tests/test_gpu_ops.py and tests/test_gpu_kernels.py
 check the kernels themselves where there is one.
 """
 
@@ -17,12 +17,16 @@ import subprocess
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
+import kernel_helpers
 import reference
+from kernel_helpers import ReweightState
+from kernel_helpers import assert_same_state
+from kernel_helpers import random_weights
 from tf_adasamp import ops
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CPU = "/CPU:0"
 ORDERS = {"forward": 0, "reverse": 1, "shuffled": 2}
 DTYPES = [np.float64, np.float32]
 
@@ -107,24 +111,13 @@ def scratch_name(name):
   return name if name == "adaptive_reweight" else f"sum_tree_{name}"
 
 
-def random_weights(num_leaves, dtype, seed):
-  rng = np.random.default_rng(seed)
-  weights = rng.gamma(0.5, size=num_leaves)
-  weights[rng.random(num_leaves) < 0.2] = 0
-  weights[rng.integers(num_leaves)] = 1.0
-  return weights.astype(dtype)
-
-
-def cpu_variable(values):
-  with tf.device("/CPU:0"):
-    return tf.Variable(values)
-
-
 def cpu_build(weights):
-  tree = cpu_variable(np.zeros(2 * reference.capacity_of(len(weights)),
-                               weights.dtype))
-  ops.sum_tree_build(tree.handle, weights, num_leaves=len(weights))
-  return tree
+  return kernel_helpers.build_on(CPU, weights)
+
+
+def cpu_reweight(state, indices, utilities, amplitude, decay):
+  return kernel_helpers.reweight_on(CPU, state, indices, utilities, amplitude,
+                                    decay)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -227,7 +220,8 @@ def test_sample_draws_minus_one_for_bad_uniforms(steps, dtype):
   indices, probabilities = steps.sample(tree, uniforms)
   np.testing.assert_array_equal(indices[1:4], [-1, -1, -1])
   assert np.isnan(probabilities[1:4]).all()
-  assert (indices[[0, 4]] >= 0).all() and np.isfinite(probabilities[[0, 4]]).all()
+  assert (indices[[0, 4]] >= 0).all()
+  assert np.isfinite(probabilities[[0, 4]]).all()
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -236,50 +230,6 @@ def test_sample_from_an_all_zero_tree_draws_minus_one(steps, dtype):
   indices, probabilities = steps.sample(tree, np.array([0.0, 0.5], dtype))
   np.testing.assert_array_equal(indices, [-1, -1])
   assert np.isnan(probabilities).all()
-
-
-class State:
-  """AdaptiveReweight's four arrays, as NumPy arrays and as CPU variables."""
-
-  def __init__(self, log_weights, log_scale):
-    dtype = log_weights.dtype
-    self.log_weights = log_weights.copy()
-    self.log_scale = np.array(log_scale, dtype)
-    scaled = np.exp(log_weights - self.log_scale)
-    self.tree = reference.build_tree(scaled)
-    self.entropy_tree = reference.build_tree(
-        np.where(scaled > 0, scaled * (log_weights - self.log_scale), 0)
-        .astype(dtype))
-
-  def arrays(self):
-    return [self.log_weights, self.log_scale, self.tree, self.entropy_tree]
-
-  def copy(self):
-    state = State.__new__(State)
-    (state.log_weights, state.log_scale, state.tree,
-     state.entropy_tree) = [a.copy() for a in self.arrays()]
-    return state
-
-
-def cpu_reweight(state, indices, utilities, amplitude, decay):
-  """The CPU op on variables holding `state`; returns the new arrays."""
-  tree, entropy_tree, log_weights, log_scale = [
-      cpu_variable(a) for a in (state.tree, state.entropy_tree,
-                                state.log_weights, state.log_scale)
-  ]
-  dtype = state.tree.dtype
-  ops.adaptive_reweight(tree.handle, entropy_tree.handle, log_weights.handle,
-                        log_scale.handle, indices, utilities,
-                        dtype.type(amplitude), dtype.type(decay))
-  return [v.numpy() for v in (log_weights, log_scale, tree, entropy_tree)]
-
-
-def assert_same_state(state, cpu_arrays, rtol=0):
-  for array, cpu_array in zip(state.arrays(), cpu_arrays):
-    if rtol:
-      np.testing.assert_allclose(array, cpu_array, rtol=rtol)
-    else:
-      np.testing.assert_array_equal(array, cpu_array)
 
 
 @pytest.mark.parametrize("order", ORDERS)
@@ -291,24 +241,25 @@ def test_reweight_updates_state_as_the_cpu_op(steps, order, dtype, num_leaves,
                                               count):
   steps.order(order, seed=count)
   rng = np.random.default_rng(count)
-  state = State(rng.normal(size=num_leaves).astype(dtype), log_scale=0.5)
+  state = ReweightState(rng.normal(size=num_leaves).astype(dtype), 0.5)
   for _ in range(3):
     indices = rng.integers(num_leaves, size=count)
     utilities = rng.normal(size=count).astype(dtype)
     expected = cpu_reweight(state, indices, utilities, 0.8, 0.9)
     steps.reweight(state, indices, utilities, 0.8, 0.9)
-    assert_same_state(state, expected)
+    assert_same_state(state.arrays(), expected)
 
 
 @pytest.mark.parametrize("order", ORDERS)
 @pytest.mark.parametrize("dtype", DTYPES)
 # 70000 leaves take two passes of the log-sum-exp.
-@pytest.mark.parametrize("num_leaves,count", [(1, 1), (300, 200), (70000, 2000)])
+@pytest.mark.parametrize("num_leaves,count", [(1, 1), (300, 200),
+                                              (70000, 2000)])
 def test_reweight_rescales_as_the_cpu_op(steps, order, dtype, num_leaves,
                                          count):
   steps.order(order, seed=count)
   rng = np.random.default_rng(count)
-  state = State(rng.normal(size=num_leaves).astype(dtype), log_scale=0.0)
+  state = ReweightState(rng.normal(size=num_leaves).astype(dtype), 0.0)
   # Utilities of 300 push the float64 total past 2 ** 256 (and float32's past
   # 2 ** 32): the caches must be rebuilt with a new log-scale.
   indices = rng.permutation(num_leaves)[:count]
@@ -318,7 +269,7 @@ def test_reweight_rescales_as_the_cpu_op(steps, order, dtype, num_leaves,
   assert expected[1] > 100
   # The log-sum-exp adds in another order than the CPU's.
   rtol = 1e-12 if dtype == np.float64 else 1e-4
-  assert_same_state(state, expected, rtol=rtol)
+  assert_same_state(state.arrays(), expected, rtol=rtol)
   np.testing.assert_allclose(state.tree[1], 1, rtol=rtol)
 
 
@@ -328,7 +279,7 @@ def test_reweight_rescales_as_the_cpu_op(steps, order, dtype, num_leaves,
 def test_reweight_with_bad_input_leaves_state_untouched(steps, dtype, count,
                                                         bad):
   rng = np.random.default_rng(6)
-  state = State(rng.normal(size=50).astype(dtype), log_scale=0.0)
+  state = ReweightState(rng.normal(size=50).astype(dtype), 0.0)
   before = state.copy()
   indices = rng.integers(50, size=count)
   utilities = np.ones(count, dtype)
@@ -340,26 +291,26 @@ def test_reweight_with_bad_input_leaves_state_untouched(steps, dtype, count,
                     "overflow": np.finfo(dtype).max}[bad]
   amplitude = 10.0 if bad == "overflow" else 1.0
   steps.reweight(state, indices, utilities, amplitude, 0.9)
-  assert_same_state(state, before.arrays())
+  assert_same_state(state.arrays(), before.arrays())
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("count", [3, 2000])
 def test_reweight_ignores_utilities_of_repeated_indices(steps, dtype, count):
   rng = np.random.default_rng(7)
-  state = State(rng.normal(size=50).astype(dtype), log_scale=0.0)
+  state = ReweightState(rng.normal(size=50).astype(dtype), 0.0)
   indices = rng.integers(50, size=count)
   indices[-1] = indices[0]
   utilities = np.ones(count, dtype)
   utilities[-1] = np.nan  # Not its index's first occurrence: never read.
   expected = cpu_reweight(state, indices, utilities, 1.0, 0.9)
   steps.reweight(state, indices, utilities, 1.0, 0.9)
-  assert_same_state(state, expected)
+  assert_same_state(state.arrays(), expected)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_reweight_of_an_empty_batch_changes_nothing(steps, dtype):
-  state = State(np.linspace(-1, 1, 20).astype(dtype), log_scale=0.25)
+  state = ReweightState(np.linspace(-1, 1, 20).astype(dtype), 0.25)
   before = state.copy()
   steps.reweight(state, np.zeros(0, np.int64), np.zeros(0, dtype), 1.0, 0.9)
-  assert_same_state(state, before.arrays())
+  assert_same_state(state.arrays(), before.arrays())

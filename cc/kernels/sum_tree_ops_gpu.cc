@@ -55,7 +55,7 @@ struct SumTreeBuild<GPUDevice, T> {
   absl::Status operator()(OpKernelContext* ctx,
                           typename TTypes<T>::ConstFlat weights,
                           typename TTypes<T>::Flat tree) {
-    gpu::Stream stream;
+    gpu::Stream stream = nullptr;
     TF_RETURN_IF_ERROR(GetStream(ctx, &stream));
     const int64_t capacity = tree.size() / 2;
     Tensor scratch;
@@ -75,7 +75,7 @@ struct SumTreeSet<GPUDevice, T> {
                           typename TTypes<T>::ConstFlat weights,
                           typename TTypes<T>::Flat tree) {
     if (indices.size() == 0) return absl::OkStatus();
-    gpu::Stream stream;
+    gpu::Stream stream = nullptr;
     TF_RETURN_IF_ERROR(GetStream(ctx, &stream));
     Tensor scratch;
     TF_RETURN_IF_ERROR(AllocateScratch(
@@ -96,7 +96,7 @@ struct SumTreeSample<GPUDevice, T> {
                           typename TTypes<T>::ConstFlat uniforms,
                           typename TTypes<int64_t>::Flat indices,
                           typename TTypes<T>::Flat probabilities) {
-    gpu::Stream stream;
+    gpu::Stream stream = nullptr;
     TF_RETURN_IF_ERROR(GetStream(ctx, &stream));
     return CudaStatus(
         gpu::SumTreeSample(tree.data(), tree.size() / 2, uniforms.data(),
@@ -115,7 +115,7 @@ struct AdaptiveReweight<GPUDevice, T> {
                           typename TTypes<T>::Scalar log_scale,
                           typename TTypes<T>::Flat tree,
                           typename TTypes<T>::Flat entropy_tree) {
-    gpu::Stream stream;
+    gpu::Stream stream = nullptr;
     TF_RETURN_IF_ERROR(GetStream(ctx, &stream));
     Tensor scratch;
     TF_RETURN_IF_ERROR(AllocateScratch(

@@ -1,0 +1,82 @@
+"""Helpers for the tests of the GPU kernels: inputs, and the ops on a device."""
+
+import numpy as np
+import tensorflow as tf
+
+import reference
+from tf_adasamp import ops
+
+
+def random_weights(num_leaves, dtype, seed):
+  """Gamma weights, a fifth of them zero, at least one positive."""
+  rng = np.random.default_rng(seed)
+  weights = rng.gamma(0.5, size=num_leaves)
+  weights[rng.random(num_leaves) < 0.2] = 0
+  weights[rng.integers(num_leaves)] = 1.0
+  return weights.astype(dtype)
+
+
+class ReweightState:
+  """The four arrays AdaptiveReweight updates, consistent with each other.
+
+  The trees cache s_i = exp(l_i - log_scale) and s_i log s_i of the log
+  weights l_i, as the sampler keeps them.
+  """
+
+  def __init__(self, log_weights, log_scale):
+    dtype = log_weights.dtype
+    self.log_weights = log_weights.copy()
+    self.log_scale = np.array(log_scale, dtype)
+    log_scaled = log_weights - self.log_scale
+    scaled = np.exp(log_scaled)
+    self.tree = reference.build_tree(scaled)
+    self.entropy_tree = reference.build_tree(
+        np.where(scaled > 0, scaled * log_scaled, 0).astype(dtype))
+
+  def arrays(self):
+    """log_weights, log_scale, tree, entropy_tree."""
+    return [self.log_weights, self.log_scale, self.tree, self.entropy_tree]
+
+  def copy(self):
+    state = ReweightState.__new__(ReweightState)
+    (state.log_weights, state.log_scale, state.tree,
+     state.entropy_tree) = [a.copy() for a in self.arrays()]
+    return state
+
+
+def variable_on(device, values):
+  with tf.device(device):
+    return tf.Variable(values)
+
+
+def build_on(device, weights):
+  """A tree variable on `device`, built from `weights` by the op there."""
+  tree = variable_on(device, np.zeros(
+      2 * reference.capacity_of(len(weights)), weights.dtype))
+  with tf.device(device):
+    ops.sum_tree_build(tree.handle, weights, num_leaves=len(weights))
+  return tree
+
+
+def reweight_on(device, state, indices, utilities, amplitude, decay):
+  """The op on `device`, on variables holding `state`; the new arrays."""
+  log_weights, log_scale, tree, entropy_tree = [
+      variable_on(device, a) for a in state.arrays()
+  ]
+  dtype = state.tree.dtype
+  with tf.device(device):
+    ops.adaptive_reweight(tree.handle, entropy_tree.handle, log_weights.handle,
+                          log_scale.handle, indices, utilities,
+                          dtype.type(amplitude), dtype.type(decay))
+  return [v.numpy() for v in (log_weights, log_scale, tree, entropy_tree)]
+
+
+def assert_same_state(arrays, expected, rtol=0):
+  """Bit for bit, or to `rtol` (the entropy tree's to rtol of its largest
+  value, as its sums mix signs)."""
+  for array, expected_array in zip(arrays, expected):
+    if rtol:
+      np.testing.assert_allclose(array, expected_array, rtol=rtol,
+                                 atol=rtol * np.abs(expected_array).max())
+    else:
+      np.testing.assert_array_equal(array, expected_array)
