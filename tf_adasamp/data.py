@@ -1,0 +1,256 @@
+"""Adaptive sampling as a `tf.data` stage (London, NIPS 2017, Algorithm 1).
+
+`AdaptiveSampling` turns a finite, random-access source into an endless
+dataset of batches drawn from an `AdaptiveSampler`. Each element is the
+source's batch with the drawn indices and their probabilities Q_t(i)
+appended: a tuple source (x, y) gives (x, y, indices, probabilities), any
+other source s gives (s, indices, probabilities). The train step reports its
+utilities through `AdaptiveSampling.update`.
+
+Staleness. Algorithm 1 draws batch t after the update of step t - 1. A
+pipeline that prefetches draws ahead, so `max_lag` bounds how far: batch t of
+an iterator is drawn only once at least t - max_lag updates have been
+reported since that iterator began, i.e. it misses at most `max_lag` of the
+updates before it. The bound holds whatever `map` and `prefetch` follow the
+stage; with max_lag=0 the draws are exactly Algorithm 1's. `sample_batch`
+draws inside the step instead, exact with no pipeline at all.
+"""
+
+import itertools
+
+import numpy as np
+import tensorflow as tf
+
+from tf_adasamp.sum_tree import check_positive_int
+
+# Upper bound on the batch that materializes a dataset of unknown length.
+_ALL = 2**62
+
+_stage_ids = itertools.count()
+
+
+def importance_weights(probabilities, num_examples):
+  """1 / (n Q_t(i)): weights that make the adaptive batch's mean loss an
+  unbiased estimate of the uniform (full-data) mean loss."""
+  probabilities = tf.convert_to_tensor(probabilities)
+  return 1 / (num_examples * probabilities)
+
+
+def _with_sampling(batch, indices, probabilities):
+  """Appends indices and probabilities to a batch, as the stage yields it."""
+  if type(batch) is tuple:  # pylint: disable=unidiomatic-typecheck
+    return (*batch, indices, probabilities)
+  return (batch, indices, probabilities)
+
+
+def sample_batch(sampler, source, batch_size):
+  """Draws a batch inside the train step: Algorithm 1 exactly, zero lag.
+
+  Args:
+    sampler: the `AdaptiveSampler`; the step reports utilities with
+      `sampler.update(indices, utilities)`.
+    source: a nest of tensors with n = `sampler.num_examples` rows (convert
+      NumPy arrays once, outside `tf.function`).
+    batch_size: B, an int >= 1.
+
+  Returns:
+    The batch with indices and probabilities appended, as the stage yields
+    it (see the module docstring).
+  """
+  batch_size = check_positive_int(batch_size, "batch_size")
+  indices, probabilities = sampler.sample_with_probabilities(batch_size)
+  return _with_sampling(_gather(source, indices), indices, probabilities)
+
+
+class AdaptiveSampling:
+  """A tf.data stage that draws batches from an `AdaptiveSampler`.
+
+  Example:
+    sampler = tf_adasamp.AdaptiveSampler(len(x), amplitude=1.0, decay=0.9,
+                                         seed=0)
+    stage = tf_adasamp.data.AdaptiveSampling(sampler, batch_size=100)
+    dataset = stage.dataset((x, y)).prefetch(tf.data.AUTOTUNE)
+    for x_batch, y_batch, indices, probabilities in dataset.take(steps):
+      ... forward/backward, utilities ...
+      stage.update(indices, utilities)
+
+  `stage(source)` is `stage.dataset(source)`, so `ds.apply(stage)` turns a
+  dataset of examples into one of adaptive batches. Use one iterator at a
+  time: a new iterator starts a fresh lag count, forgetting draws that an
+  abandoned one prefetched but never trained on.
+  """
+
+  def __init__(self, sampler, batch_size, max_lag=1):
+    """Creates the stage.
+
+    Args:
+      sampler: the `AdaptiveSampler` to draw from, over the source's n
+        examples. The stage is its only user of the sampler's generator, so
+        with a seed and max_lag=0 the draws are reproducible.
+      batch_size: B, an int >= 1.
+      max_lag: how many reported updates a draw may miss, an int >= 0; or
+        None for no bound (draws run as far ahead as the buffers after the
+        stage allow, and `update` need not be called, e.g. for throughput
+        tests). With an int, every consumed batch must be reported through
+        `update`, or the pipeline waits for it.
+    """
+    self._sampler = sampler
+    self._batch_size = check_positive_int(batch_size, "batch_size")
+    if max_lag is not None:
+      if isinstance(max_lag, bool) or not isinstance(max_lag, int):
+        raise TypeError(f"max_lag must be an int or None, got {max_lag!r}")
+      if max_lag < 0:
+        raise ValueError(f"max_lag must be >= 0, got {max_lag}")
+      # One token per draw allowed: max_lag + 1 at an iterator's start, one
+      # more per reported update. The queue lives until the process exits:
+      # destroying it under an iterator blocked on it crashes TensorFlow.
+      self._tokens = tf.raw_ops.FIFOQueueV2(
+          component_types=[tf.int32], shapes=[[]], capacity=-1,
+          shared_name=f"adaptive_sampling_tokens_{next(_stage_ids)}")
+    self._max_lag = max_lag
+
+  @property
+  def sampler(self):
+    return self._sampler
+
+  @property
+  def batch_size(self):
+    return self._batch_size
+
+  @property
+  def max_lag(self):
+    return self._max_lag
+
+  def dataset(self, source):
+    """An endless dataset of adaptive batches from `source`.
+
+    Args:
+      source: a nest (tuples, dicts) of tensors or arrays with n rows; a
+        finite `tf.data.Dataset` that fits in memory (read once, stacked);
+        or a random-access source, any object with `__len__` and
+        `__getitem__` (or `__getitems__`) returning nests of equally shaped
+        arrays, such as a `tfds.data_source(...)` over ArrayRecord files
+        (read with `tf.numpy_function`, in parallel).
+
+    Returns:
+      A `tf.data.Dataset` of the source's batches with indices and
+      probabilities appended (see the module docstring).
+    """
+    num_examples, gather = _as_source(source)
+    if num_examples != self._sampler.num_examples:
+      raise ValueError(f"the source has {num_examples} examples but the "
+                       f"sampler {self._sampler.num_examples}")
+
+    def draw(step):
+      with tf.control_dependencies(self._wait_for_turn(step)):
+        return tuple(
+            self._sampler.sample_with_probabilities(self._batch_size))
+
+    def load(indices, probabilities):
+      return _with_sampling(gather(indices), indices, probabilities)
+
+    # Draws run in order, one at a time, so that a seeded sampler's
+    # generator gives the same sequence; loading overlaps with them.
+    return (tf.data.Dataset.counter()
+            .map(draw)
+            .map(load, num_parallel_calls=tf.data.AUTOTUNE,
+                 deterministic=True))
+
+  __call__ = dataset
+
+  def update(self, indices, utilities):
+    """Reweights the drawn `indices` (Algorithm 1, line 5) and lets the
+    pipeline draw one batch further; call once per consumed batch."""
+    self._sampler.update(indices, utilities)
+    if self._max_lag is not None:
+      # Inside tf.function nothing orders ops on different resources; a read
+      # of the tree comes after the update, so the token does too.
+      with tf.control_dependencies([self._sampler.tree.total()]):
+        self._put_tokens(1)
+
+  def _wait_for_turn(self, step):
+    """Ops that block draw `step` of an iterator until its lag is allowed."""
+    if self._max_lag is None:
+      return []
+
+    def restart():
+      leftover = tf.raw_ops.QueueDequeueManyV2(
+          handle=self._tokens, n=tf.raw_ops.QueueSizeV2(handle=self._tokens),
+          component_types=[tf.int32])
+      with tf.control_dependencies(leftover):
+        return self._put_tokens(self._max_lag + 1)
+
+    started = tf.cond(tf.equal(step, 0), restart, tf.no_op)
+    with tf.control_dependencies([started]):
+      return tf.raw_ops.QueueDequeueV2(handle=self._tokens,
+                                       component_types=[tf.int32])
+
+  def _put_tokens(self, count):
+    return tf.raw_ops.QueueEnqueueManyV2(
+        handle=self._tokens, components=[tf.zeros([count], tf.int32)])
+
+
+def _gather(nest, indices):
+  return tf.nest.map_structure(lambda t: tf.gather(t, indices), nest)
+
+
+def _as_source(source):
+  """(n, gather) for a source: gather maps int64 indices to a batch."""
+  if isinstance(source, tf.data.Dataset):
+    source = _materialize(source)
+  elif not _is_nest(source):
+    return _random_access(source)
+  tensors = tf.nest.map_structure(tf.convert_to_tensor, source)
+  lengths = {int(t.shape[0]) if t.shape.rank else 0
+             for t in tf.nest.flatten(tensors)}
+  if len(lengths) != 1 or 0 in lengths:
+    raise ValueError("a source's tensors must all have the same number of "
+                     f"rows, at least 1; got {sorted(lengths)}")
+  return lengths.pop(), lambda indices: _gather(tensors, indices)
+
+
+def _is_nest(source):
+  return (isinstance(source, (tuple, list, dict, np.ndarray)) or
+          tf.is_tensor(source))
+
+
+def _materialize(dataset):
+  """A finite dataset's elements, stacked into one nest of tensors."""
+  if dataset.cardinality() == tf.data.INFINITE_CARDINALITY:
+    raise ValueError("the dataset is infinite; pass a finite one")
+  everything = list(dataset.batch(_ALL).take(1))
+  if not everything:
+    raise ValueError("the dataset is empty")
+  return everything[0]
+
+
+def _random_access(source):
+  """(n, gather) for an object with `__len__` and `__getitem__`."""
+  if not (hasattr(source, "__len__") and hasattr(source, "__getitem__")):
+    raise TypeError("a source must be a nest of tensors, a tf.data.Dataset "
+                    "or have __len__ and __getitem__; got "
+                    f"{type(source).__name__}")
+  num_examples = len(source)
+  if num_examples < 1:
+    raise ValueError("the source is empty")
+  example = tf.nest.map_structure(np.asarray, source[0])
+  leaves = tf.nest.flatten(example)
+
+  def read(indices):
+    indices = indices.tolist()
+    if hasattr(source, "__getitems__"):
+      records = source.__getitems__(indices)
+    else:
+      records = [source[i] for i in indices]
+    columns = zip(*(tf.nest.flatten(record) for record in records))
+    return [np.stack(column) for column in columns]
+
+  def gather(indices):
+    flat = tf.numpy_function(read, [indices],
+                             [tf.as_dtype(leaf.dtype) for leaf in leaves],
+                             stateful=False)
+    for tensor, leaf in zip(flat, leaves):
+      tensor.set_shape(indices.shape.concatenate(leaf.shape))
+    return tf.nest.pack_sequence_as(example, flat)
+
+  return num_examples, gather
