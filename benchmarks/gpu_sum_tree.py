@@ -28,9 +28,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCES = ["benchmarks/gpu_sum_tree_driver.cu", "cc/kernels/sum_tree_gpu.cu"]
 
 
-def build_driver(output, arch="native"):
-  """Compiles the driver with nvcc into `output`; returns its path."""
-  nvcc = shutil.which("nvcc")
+def build_driver(output, arch="native", nvcc=None):
+  """Compiles the driver with `nvcc` (default: the PATH's) into `output`."""
+  nvcc = nvcc or shutil.which("nvcc")
   if nvcc is None:
     raise RuntimeError("no nvcc on PATH: build the driver where there is one "
                        "(--arch) and pass it with --driver")

@@ -1,16 +1,32 @@
-"""The CUDA kernels alone, without TensorFlow: the standalone driver's check.
+"""The CUDA build, and the CUDA kernels alone.
 
-Builds benchmarks/gpu_sum_tree_driver.cu for this machine's GPU and runs its
-check of every op, through the kernels' C ABI, against a sequential CPU
-reference (benchmarks/gpu_sum_tree.py runs the same check, then the
-benchmark). Needs a GPU and nvcc; skipped without either.
+Where nvcc and a CUDA build of TensorFlow are found, the op library must have
+its GPU kernels (docs/cuda.md). Where there is also a GPU, the standalone
+driver (benchmarks/gpu_sum_tree_driver.cu) is built for it and checks every op,
+through the kernels' C ABI and with no TensorFlow, against a sequential CPU
+reference; benchmarks/gpu_sum_tree.py runs the same check, then the benchmark.
 """
 
 import ctypes
+import os
 import shutil
 import subprocess
 
 import pytest
+import tensorflow as tf
+from tensorflow.python.framework import kernels
+
+import tf_adasamp  # pylint: disable=unused-import  (registers the ops)
+
+OPS = ["AdaSamp>SumTreeBuild", "AdaSamp>SumTreeSet", "AdaSamp>SumTreeSample",
+       "AdaSamp>AdaptiveReweight"]
+
+
+def nvcc():
+  """nvcc where setup.py and bazel/cuda.bzl look for it, or None."""
+  cuda_home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+  return shutil.which("nvcc") or shutil.which(
+      "nvcc", path=os.path.join(cuda_home, "bin"))
 
 
 def visible_gpus():
@@ -25,13 +41,24 @@ def visible_gpus():
   return count.value
 
 
+@pytest.mark.skipif(
+    os.environ.get("TF_ADASAMP_CUDA") == "0" or nvcc() is None or
+    not tf.test.is_built_with_cuda(),
+    reason="the build makes CPU kernels only here")
+@pytest.mark.parametrize("op", OPS)
+def test_op_library_has_gpu_kernels_where_nvcc_is_found(op):
+  registered = kernels.get_registered_kernels_for_op(op).kernel
+  assert {kernel.device_type for kernel in registered} == {"CPU", "GPU"}
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(visible_gpus() == 0, reason="no GPU visible")
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc")
+@pytest.mark.skipif(nvcc() is None, reason="no nvcc")
 def test_kernels_match_the_sequential_reference(tmp_path):
   # Importable from the repository's root only, so not where this is skipped.
   from benchmarks import gpu_sum_tree  # pylint: disable=import-outside-toplevel
-  driver = gpu_sum_tree.build_driver(str(tmp_path / "gpu_sum_tree_driver"))
+  driver = gpu_sum_tree.build_driver(str(tmp_path / "gpu_sum_tree_driver"),
+                                     nvcc=nvcc())
   result = subprocess.run([driver, "check"], capture_output=True, text=True,
                           check=False)
   assert result.returncode == 0, result.stdout + result.stderr
