@@ -14,15 +14,17 @@
 #include <cmath>
 #include <initializer_list>
 #include <numeric>
-#include <vector>
+#include <utility>
 
+#include "absl/container/inlined_vector.h"
+#include "absl/types/span.h"
 #include "cc/kernels/sum_tree_algorithm.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/resource_mgr.h"
 #include "tensorflow/core/framework/resource_var.h"
 #include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/kernels/training_op_helpers.h"
-#include "tensorflow/core/util/work_sharder.h"
+#include "tensorflow/core/platform/threadpool.h"
 
 namespace adasamp {
 
@@ -41,6 +43,23 @@ using GPUDevice = Eigen::GpuDevice;
 
 namespace functor {
 namespace {
+
+// Batches of up to this many updates sort and deduplicate in buffers on the
+// stack; larger ones allocate once.
+constexpr int kInlineBatch = 128;
+
+// Walks that one thread advances in lockstep: each level issues the loads of
+// all of them before using any, so their cache and memory latencies overlap
+// instead of adding up level by level.
+constexpr int kWalks = 32;
+
+// A batch goes to the intra-op pool only with at least this many draws per
+// thread: handing work to another thread costs about as much as 2000 draws.
+constexpr int64_t kMinDrawsPerShard = 2048;
+
+// Levels ahead whose nodes a walk prefetches. The nodes a walk at node k can
+// read 3 levels down, 8k..8k + 7, are 8 aligned values: one cache line.
+constexpr int kPrefetchLevels = 3;
 
 template <typename T>
 absl::Status CheckWeights(typename TTypes<T>::ConstFlat weights) {
@@ -64,6 +83,52 @@ absl::Status CheckIndices(TTypes<int64_t>::ConstFlat indices,
   return absl::OkStatus();
 }
 
+// log2 of a tree's capacity: the number of levels below the root.
+int TreeDepth(int64_t capacity) {
+  int depth = 0;
+  while ((int64_t{1} << depth) < capacity) ++depth;
+  return depth;
+}
+
+// Descend (sum_tree_algorithm.h) for `count` <= kWalks uniforms at once, one
+// level of every walk before the next level of any. Each step is Descend's,
+// without branches (a mispredicted branch per level costs more than the
+// step): go right iff !(target < left) && right > 0, and then subtract left.
+// Subtracting left * 0 instead of nothing can only turn a target of -0 into
+// +0, which no comparison tells apart, so the leaves and probabilities are
+// Descend's bit for bit.
+template <typename T>
+void DescendInterleaved(const T* tree, int depth, T total, const T* uniforms,
+                        int count, int64_t* indices, T* probabilities) {
+  int64_t node[kWalks];
+  T target[kWalks];
+  T value[kWalks];  // tree[node[g]]
+  for (int g = 0; g < count; ++g) {
+    node[g] = 1;
+    target[g] = uniforms[g] * total;
+    value[g] = tree[1];
+  }
+  for (int level = 0; level < depth; ++level) {
+    const bool prefetch = level + kPrefetchLevels + 1 <= depth;
+    for (int g = 0; g < count; ++g) {
+      const T* children = tree + 2 * node[g];
+      const T left = children[0];
+      const T right = children[1];
+      const int64_t go_right =
+          int64_t{!(target[g] < left)} & int64_t{right > T(0)};
+      target[g] -= left * T(go_right);
+      node[g] = 2 * node[g] + go_right;
+      value[g] = children[go_right];
+      if (prefetch) __builtin_prefetch(tree + (node[g] << kPrefetchLevels));
+    }
+  }
+  const int64_t capacity = int64_t{1} << depth;
+  for (int g = 0; g < count; ++g) {
+    indices[g] = node[g] - capacity;
+    probabilities[g] = value[g] / total;
+  }
+}
+
 // Sets every internal node to the sum of its children, bottom up.
 template <typename T>
 void RebuildInternalNodes(int64_t capacity, T* tree) {
@@ -74,40 +139,73 @@ void RebuildInternalNodes(int64_t capacity, T* tree) {
 
 // Recomputes every ancestor of the sorted, distinct leaf nodes `nodes` of each
 // tree in `trees` from its two children, one level at a time so that a shared
-// ancestor is computed once, after both its children are final.
+// ancestor is computed once, after both its children are final. Overwrites
+// `nodes`.
 template <typename T>
-void RecomputeAncestors(std::vector<int64_t> nodes,
+void RecomputeAncestors(absl::Span<int64_t> nodes,
                         std::initializer_list<T*> trees) {
-  while (!nodes.empty() && nodes.front() > 1) {
+  size_t count = nodes.size();
+  while (count > 0 && nodes[0] > 1) {
     size_t num_parents = 0;
-    for (const int64_t node : nodes) {
-      const int64_t parent = node / 2;
+    for (size_t k = 0; k < count; ++k) {
+      const int64_t parent = nodes[k] / 2;
       if (num_parents == 0 || nodes[num_parents - 1] != parent) {
         nodes[num_parents++] = parent;
       }
     }
-    nodes.resize(num_parents);
-    for (const int64_t node : nodes) {
+    count = num_parents;
+    for (size_t k = 0; k < count; ++k) {
+      const int64_t node = nodes[k];
       for (T* tree : trees) tree[node] = tree[2 * node] + tree[2 * node + 1];
     }
   }
 }
 
-// Positions in `indices` of the first occurrence of each distinct index,
-// ordered by index.
-std::vector<int64_t> FirstOccurrences(TTypes<int64_t>::ConstFlat indices) {
-  std::vector<int64_t> order(indices.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    return indices(a) < indices(b);
-  });
-  order.erase(std::unique(order.begin(), order.end(),
-                          [&](int64_t a, int64_t b) {
-                            return indices(a) == indices(b);
-                          }),
-              order.end());
-  return order;
-}
+// The (index, position) pairs of a batch of updates, sorted by index and, for
+// equal indices, by position: the first and last occurrence of an index start
+// and end its run.
+class SortedUpdates {
+ public:
+  // `indices` in [0, num_leaves). A stable LSD radix sort on the index bytes
+  // that num_leaves - 1 needs: O(B) per byte, where comparison sorts of
+  // thousands of random keys lose most of their time to mispredictions.
+  SortedUpdates(TTypes<int64_t>::ConstFlat indices, int64_t num_leaves)
+      : updates_(indices.size()), buffer_(indices.size()) {
+    for (int64_t i = 0; i < indices.size(); ++i) updates_[i] = {indices(i), i};
+    for (int shift = 0; shift < 64 && ((num_leaves - 1) >> shift) > 0;
+         shift += 8) {
+      int64_t starts[257] = {0};
+      for (const Update& update : updates_) {
+        ++starts[((update.first >> shift) & 255) + 1];
+      }
+      std::partial_sum(starts, starts + 257, starts);
+      for (const Update& update : updates_) {
+        buffer_[starts[(update.first >> shift) & 255]++] = update;
+      }
+      updates_.swap(buffer_);
+    }
+  }
+
+  // Calls visit(index, first_position, last_position) per distinct index, in
+  // increasing index order.
+  template <typename Visit>
+  void ForEachIndex(Visit visit) const {
+    for (size_t begin = 0, end; begin < updates_.size(); begin = end) {
+      end = begin + 1;
+      while (end < updates_.size() &&
+             updates_[end].first == updates_[begin].first) {
+        ++end;
+      }
+      visit(updates_[begin].first, updates_[begin].second,
+            updates_[end - 1].second);
+    }
+  }
+
+ private:
+  using Update = std::pair<int64_t, int64_t>;
+  absl::InlinedVector<Update, kInlineBatch> updates_;
+  absl::InlinedVector<Update, kInlineBatch> buffer_;
+};
 
 }  // namespace
 
@@ -142,39 +240,25 @@ struct SumTreeSet<CPUDevice, T> {
     TF_RETURN_IF_ERROR(CheckWeights<T>(weights));
     const int64_t capacity = tree.size() / 2;
     T* leaves = tree.data() + capacity;
+    const SortedUpdates updates(indices, num_leaves);
 
     // The new total, from the last weight of each index, must stay finite.
-    std::vector<int64_t> nodes(indices.size());
-    std::vector<T> last_weight(indices.size());
-    for (int64_t i = 0; i < indices.size(); ++i) {
-      nodes[i] = capacity + indices(i);
-    }
     T total = tree(1);
-    {
-      std::vector<int64_t> last(indices.size());
-      std::iota(last.begin(), last.end(), 0);
-      std::stable_sort(last.begin(), last.end(), [&](int64_t a, int64_t b) {
-        return indices(a) > indices(b);
-      });
-      for (size_t k = 0; k < last.size(); ++k) {
-        const int64_t i = last[k];
-        const bool is_last_of_index =
-            k + 1 == last.size() || indices(last[k + 1]) != indices(i);
-        if (is_last_of_index) total += weights(i) - leaves[indices(i)];
-      }
-    }
+    updates.ForEachIndex([&](int64_t index, int64_t first, int64_t last) {
+      total += weights(last) - leaves[index];
+    });
     if (!std::isfinite(total)) {
       return InvalidArgument("the new weights sum to ", total,
                              ", past the range of ",
                              DataTypeString(DataTypeToEnum<T>::v()));
     }
 
-    for (int64_t i = 0; i < indices.size(); ++i) {
-      leaves[indices(i)] = weights(i);
-    }
-    std::sort(nodes.begin(), nodes.end());
-    nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
-    RecomputeAncestors<T>(std::move(nodes), {tree.data()});
+    absl::InlinedVector<int64_t, kInlineBatch> nodes;
+    updates.ForEachIndex([&](int64_t index, int64_t first, int64_t last) {
+      leaves[index] = weights(last);
+      nodes.push_back(capacity + index);
+    });
+    RecomputeAncestors<T>(absl::MakeSpan(nodes), {tree.data()});
     return absl::OkStatus();
   }
 };
@@ -191,24 +275,33 @@ struct SumTreeSample<CPUDevice, T> {
       return InvalidArgument("cannot sample: the tree's total weight is ",
                              total);
     }
-    for (int64_t i = 0; i < uniforms.size(); ++i) {
+    const int64_t num_draws = uniforms.size();
+    for (int64_t i = 0; i < num_draws; ++i) {
       if (!(uniforms(i) >= T(0) && uniforms(i) < T(1))) {
         return InvalidArgument("uniforms[", i, "] = ", uniforms(i),
                                " is outside [0, 1)");
       }
     }
-    const int64_t capacity = tree.size() / 2;
-    const int64_t depth = static_cast<int64_t>(std::log2(capacity)) + 1;
+    const int depth = TreeDepth(tree.size() / 2);
     auto draw = [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        const int64_t leaf = Descend(tree.data(), capacity, uniforms(i) * total);
-        indices(i) = leaf;
-        probabilities(i) = tree(capacity + leaf) / total;
+      for (int64_t i = begin; i < end; i += kWalks) {
+        DescendInterleaved(tree.data(), depth, total, uniforms.data() + i,
+                           static_cast<int>(std::min<int64_t>(kWalks, end - i)),
+                           indices.data() + i, probabilities.data() + i);
       }
     };
     const auto& workers = *ctx->device()->tensorflow_cpu_worker_threads();
-    tensorflow::Shard(workers.num_threads, workers.workers, uniforms.size(),
-                      /*cost_per_unit=*/100 * depth, draw);
+    const int64_t num_shards =
+        std::min<int64_t>(workers.num_threads, num_draws / kMinDrawsPerShard);
+    if (num_shards <= 1) {
+      draw(0, num_draws);
+    } else {
+      const int64_t shard_size = (num_draws + num_shards - 1) / num_shards;
+      workers.workers->ParallelFor(
+          num_draws,
+          tensorflow::thread::ThreadPool::SchedulingParams::Fixed(shard_size),
+          draw);
+    }
     return absl::OkStatus();
   }
 };
@@ -224,36 +317,39 @@ struct AdaptiveReweight<CPUDevice, T> {
                           typename TTypes<T>::Flat entropy_tree) {
     const int64_t num_leaves = log_weights.size();
     TF_RETURN_IF_ERROR(CheckIndices(indices, num_leaves));
-    const std::vector<int64_t> firsts = FirstOccurrences(indices);
-    std::vector<T> new_log_weights(firsts.size());
-    for (size_t k = 0; k < firsts.size(); ++k) {
-      const int64_t i = firsts[k];
-      if (!std::isfinite(utilities(i))) {
-        return InvalidArgument("utilities[", i, "] = ", utilities(i),
-                               " is not finite");
+    const SortedUpdates updates(indices, num_leaves);
+    auto new_log_weight = [&](int64_t index, int64_t position) {
+      return ReweightedLogWeight(log_weights(index), utilities(position),
+                                 amplitude, decay);
+    };
+    absl::Status status;
+    updates.ForEachIndex([&](int64_t index, int64_t first, int64_t last) {
+      if (!status.ok()) return;
+      if (!std::isfinite(utilities(first))) {
+        status = InvalidArgument("utilities[", first, "] = ",
+                                 utilities(first), " is not finite");
+      } else if (!std::isfinite(new_log_weight(index, first))) {
+        status = InvalidArgument("amplitude * utilities[", first, "] = ",
+                                 amplitude, " * ", utilities(first),
+                                 " overflows");
       }
-      new_log_weights[k] = ReweightedLogWeight(
-          log_weights(indices(i)), utilities(i), amplitude, decay);
-      if (!std::isfinite(new_log_weights[k])) {
-        return InvalidArgument("amplitude * utilities[", i, "] = ", amplitude,
-                               " * ", utilities(i), " overflows");
-      }
-    }
+    });
+    TF_RETURN_IF_ERROR(status);
 
     const int64_t capacity = tree.size() / 2;
     T* leaves = tree.data() + capacity;
     T* entropy_leaves = entropy_tree.data() + capacity;
     const T scale = log_scale();
-    std::vector<int64_t> nodes(firsts.size());
-    for (size_t k = 0; k < firsts.size(); ++k) {
-      const int64_t index = indices(firsts[k]);
-      const T log_scaled = new_log_weights[k] - scale;
-      log_weights(index) = new_log_weights[k];
+    absl::InlinedVector<int64_t, kInlineBatch> nodes;
+    updates.ForEachIndex([&](int64_t index, int64_t first, int64_t last) {
+      log_weights(index) = new_log_weight(index, first);
+      const T log_scaled = log_weights(index) - scale;
       leaves[index] = std::exp(log_scaled);
       entropy_leaves[index] = EntropyTerm(leaves[index], log_scaled);
-      nodes[k] = capacity + index;
-    }
-    RecomputeAncestors<T>(std::move(nodes), {tree.data(), entropy_tree.data()});
+      nodes.push_back(capacity + index);
+    });
+    RecomputeAncestors<T>(absl::MakeSpan(nodes),
+                          {tree.data(), entropy_tree.data()});
     if (NeedsRescale(tree(1))) Rescale(log_weights, log_scale, tree, entropy_tree);
     return absl::OkStatus();
   }
