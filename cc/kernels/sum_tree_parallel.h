@@ -695,8 +695,9 @@ void SumTreeSample(Executor& ex, const T* tree, int64_t capacity,
              SampleOne<T>{tree, capacity, uniforms, indices, probabilities});
 }
 
-// The log-sum-exp pass reads this many log weights per thread at least.
-constexpr int64_t kLogSumExpGrain = 64;
+// The log-sum-exp pass reads this many log weights per thread at least: one
+// block, one launch, up to 65536 leaves (the per-step case of n = 50000).
+constexpr int64_t kLogSumExpGrain = 256;
 
 template <typename T>
 int64_t LogSumExpBlocks(int64_t num_leaves) {
