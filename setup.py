@@ -21,8 +21,8 @@ CPU_SOURCES = [
     "cc/kernels/sum_tree_ops.cc",
 ]
 # The GPU kernels (docs/cuda.md): built where nvcc and a CUDA build of
-# TensorFlow are found, unless TF_ADASAMP_CUDA=0; TF_ADASAMP_CUDA=1 makes a
-# missing nvcc an error instead of a CPU-only build.
+# TensorFlow are found, unless TF_ADASAMP_CUDA=0; TF_ADASAMP_CUDA=1 makes
+# either missing an error instead of a CPU-only build.
 CUDA_INPUTS = [  # The CUDA source, then what it includes.
     "cc/kernels/sum_tree_gpu.cu",
     "cc/kernels/sum_tree_gpu.h",
@@ -76,7 +76,7 @@ def cuda_build(nvcc, root, build_temp):
   The kernels link CUDA's static runtime from the same toolkit as nvcc,
   private to the library (docs/cuda.md says why), and the GPU OpKernels
   TensorFlow's GPU functors from libtensorflow_cc. nvcc reruns only when a
-  CUDA source is newer than its object: five architectures take minutes.
+  CUDA source is newer than its object: five architectures take a minute.
   """
   architectures = os.environ.get("TF_ADASAMP_CUDA_ARCHITECTURES",
                                  ",".join(CUDA_ARCHITECTURES)).split(",")
