@@ -4,8 +4,9 @@ Where nvcc is found and the installed TensorFlow is a CUDA build, the CUDA
 kernels are compiled by nvcc and linked into //tf_adasamp:_sum_tree_ops.so
 with the GPU OpKernels and CUDA's static runtime; elsewhere the library is
 CPU-only. TF_ADASAMP_CUDA=0 forces CPU-only, TF_ADASAMP_CUDA=1 makes a missing
-nvcc or a CPU-only TensorFlow an error, TF_ADASAMP_CUDA_ARCHITECTURES (e.g. "90") narrows the
-architectures (default 75,80,86,89,90, plus PTX for the last).
+nvcc or a CPU-only TensorFlow an error, TF_ADASAMP_CUDA_ARCHITECTURES (e.g.
+"90") narrows the architectures (default 75,80,86,89,90, plus PTX for the
+last).
 
 Two parts:
   configure_cuda(repository_ctx, python, library_dir): called from
