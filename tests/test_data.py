@@ -114,7 +114,7 @@ def test_new_iterator_forgets_draws_of_an_abandoned_one():
   del abandoned
   batches = []
   reader = threading.Thread(
-      target=lambda: batches.append(next(iter(dataset))))
+      target=lambda: batches.append(next(iter(dataset))), daemon=True)
   reader.start()
   reader.join(timeout=60)
   assert not reader.is_alive(), "the new iterator waited for an update"
@@ -233,8 +233,9 @@ def test_concurrent_draws_and_updates_keep_the_tree_exact():
                direct]
   stop = threading.Event()
   bad = []
+  drawn = [0] * len(pipelines)
 
-  def draw(dataset):
+  def draw(reader, dataset):
     for indices, probabilities in dataset.prefetch(4):
       indices, probabilities = indices.numpy(), probabilities.numpy()
       if not (np.all((indices >= 0) & (indices < num_examples)) and
@@ -242,8 +243,10 @@ def test_concurrent_draws_and_updates_keep_the_tree_exact():
         bad.append((indices, probabilities))
       if stop.is_set():
         return
+      drawn[reader] += 1
 
-  readers = [threading.Thread(target=draw, args=(d,)) for d in pipelines]
+  readers = [threading.Thread(target=draw, args=pair)
+             for pair in enumerate(pipelines)]
   for reader in readers:
     reader.start()
   update = tf.function(sampler.update)
@@ -260,6 +263,7 @@ def test_concurrent_draws_and_updates_keep_the_tree_exact():
     reader.join()
 
   assert not bad
+  assert min(drawn) >= 10  # the readers did draw while the tree changed
   np.testing.assert_allclose(sampler.log_weights.numpy(),
                              algorithm.log_weights, rtol=1e-12, atol=1e-12)
   np.testing.assert_allclose(sampler.probabilities().numpy(),

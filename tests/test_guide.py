@@ -22,4 +22,4 @@ def test_guide_snippet_runs(index, tmp_path, monkeypatch):
   monkeypatch.chdir(tmp_path)
   code = compile(snippets()[index], f"docs/guide.md snippet {index + 1}",
                  "exec")
-  exec(code, {"__name__": f"guide_snippet_{index + 1}"})  # pylint: disable=exec-used
+  exec(code, {"__name__": f"guide_snippet_{index + 1}"})

@@ -56,9 +56,10 @@ def test_fit_reports_loss_metrics_kl_and_validation():
                   loss="sparse_categorical_crossentropy",
                   metrics=["accuracy"])
   batch_logs = BatchLogs()
-  history = trainer.fit(
-      trainer.stage.dataset((x, y)).prefetch(2), steps_per_epoch=8,
-      epochs=2, validation_data=(x, y), callbacks=[batch_logs], verbose=0)
+  dataset = trainer.stage.dataset((x, y)).prefetch(2)
+  history = trainer.fit(dataset, steps_per_epoch=8, epochs=2,
+                        validation_data=(x, y), callbacks=[batch_logs],
+                        verbose=0)
   assert set(history.history) == {"loss", "accuracy", "kl", "val_loss",
                                   "val_accuracy"}
   assert len(batch_logs.logs) == 16
@@ -71,6 +72,8 @@ def test_fit_reports_loss_metrics_kl_and_validation():
   assert evaluation["accuracy"] == pytest.approx(
       history.history["val_accuracy"][-1])
   assert trainer.predict(x[:5], verbose=0).shape == (5, 2)
+  # A second fit starts a fresh iterator and lag count.
+  trainer.fit(dataset, steps_per_epoch=2, verbose=0)
 
 
 @pytest.mark.parametrize("utility,from_logits,steps_per_execution", [
@@ -110,15 +113,19 @@ def label_utility(labels, unused_probs):
   return 0.7 * tf.cast(labels, tf.float64)
 
 
-@pytest.mark.parametrize("debias", [False, True])
-def test_debias_weights_each_loss_by_inverse_n_q(debias):
+@pytest.mark.parametrize("debias,with_sample_weight", [
+    (False, False), (True, False), (True, True)])
+def test_loss_weights_are_inverse_n_q_when_debiased_times_sample_weight(
+    debias, with_sample_weight):
   x, y = toy_data()
+  sample_weight = np.linspace(0.5, 2.0, NUM_EXAMPLES).astype(np.float32)
+  source = (x, y, sample_weight) if with_sample_weight else (x, y)
   net = classifier()
   trainer = make_trainer(max_lag=0, seed=4, net=net, debias=debias,
                          utility=label_utility)
   trainer.compile(optimizer=keras.optimizers.SGD(0.0),
                   loss="sparse_categorical_crossentropy")
-  history = trainer.fit(trainer.stage.dataset((x, y)), steps_per_epoch=1,
+  history = trainer.fit(trainer.stage.dataset(source), steps_per_epoch=1,
                         epochs=2, verbose=0)
 
   # The second step's batch, replayed.
@@ -126,11 +133,15 @@ def test_debias_weights_each_loss_by_inverse_n_q(debias):
   first = twin.sample(BATCH_SIZE)
   twin.update(first, label_utility(tf.gather(y, first), None))
   indices, probabilities = twin.sample_with_probabilities(BATCH_SIZE)
+  indices = indices.numpy()
   losses = keras.losses.sparse_categorical_crossentropy(
-      y[indices.numpy()], net(x[indices.numpy()])).numpy()
-  weights = 1 / (NUM_EXAMPLES * probabilities.numpy()) if debias else 1
-  assert history.history["loss"][1] == pytest.approx(
-      np.mean(weights * losses), rel=1e-5)
+      y[indices], net(x[indices])).numpy()
+  if debias:
+    losses *= 1 / (NUM_EXAMPLES * probabilities.numpy())
+  if with_sample_weight:
+    losses *= sample_weight[indices]
+  assert history.history["loss"][1] == pytest.approx(np.mean(losses),
+                                                     rel=1e-5)
 
 
 def test_jit_compile_runs_the_learning_step_under_xla():

@@ -69,10 +69,10 @@ class AdaptiveSamplingModel(keras.Model):
   def compile(self, *args, **kwargs):
     """`keras.Model.compile`; XLA, if on, compiles only the learning step."""
     super().compile(*args, **kwargs)
-    jit = self.jit_compile
+    # Keras would compile the whole train step, sampler ops included.
+    self._learn = (tf.function(self._learn_step, jit_compile=True)
+                   if self.jit_compile else self._learn_step)
     self.jit_compile = False
-    self._learn = tf.function(self._learn_step, jit_compile=True) if jit \
-        else self._learn_step
 
   def train_step(self, data):
     *batch, indices, probabilities = data
@@ -81,8 +81,8 @@ class AdaptiveSamplingModel(keras.Model):
       weights = tf.cast(
           importance_weights(probabilities, self.stage.sampler.num_examples),
           self.compute_dtype)
-      sample_weight = (weights if sample_weight is None
-                       else weights * sample_weight)
+      sample_weight = (weights if sample_weight is None else
+                       weights * tf.cast(sample_weight, weights.dtype))
     logs, y_pred = self._learn(x, y, sample_weight)
     probs = tf.nn.softmax(y_pred) if self.from_logits else y_pred
     self.stage.update(indices, self.utility(y, probs))
