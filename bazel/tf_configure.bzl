@@ -4,7 +4,11 @@ library) and the Python interpreter that has it, as @local_config_tf.
 The interpreter is $PYTHON_BIN_PATH if set, else the workspace's .venv, else
 python3 on the PATH; TensorFlow's own `tf.sysconfig` says where the headers and
 the library are, so the build always matches the TensorFlow the tests import.
+The package @local_config_tf//cuda says whether the CUDA kernels are built
+(bazel/cuda.bzl).
 """
+
+load("//bazel:cuda.bzl", "CUDA_ENVIRON", "configure_cuda")
 
 def _python(repository_ctx):
     path = repository_ctx.os.environ.get("PYTHON_BIN_PATH", "")
@@ -43,9 +47,10 @@ def _tf_configure_impl(repository_ctx):
         "%{CXX11_ABI}": cxx11_abi,
         "%{PYTHON}": python,
     })
+    configure_cuda(repository_ctx, python, library_dir)
 
 tf_configure = repository_rule(
     implementation = _tf_configure_impl,
-    environ = ["PYTHON_BIN_PATH"],
+    environ = ["PYTHON_BIN_PATH"] + CUDA_ENVIRON,
     local = True,
 )
