@@ -11,12 +11,16 @@
 #include "cc/kernels/sum_tree.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <functional>
 #include <initializer_list>
+#include <memory>
 #include <numeric>
 #include <utility>
 
 #include "absl/container/inlined_vector.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "cc/kernels/sum_tree_algorithm.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -56,6 +60,9 @@ constexpr int kWalks = 32;
 // A batch goes to the intra-op pool only with at least this many draws per
 // thread: handing work to another thread costs about as much as 2000 draws.
 constexpr int64_t kMinDrawsPerShard = 2048;
+
+// Draws that a thread of a shared batch takes at a time.
+constexpr int64_t kDrawsPerChunk = 512;
 
 // Levels ahead whose nodes a walk prefetches. The nodes a walk at node k can
 // read 3 levels down, 8k..8k + 7, are 8 aligned values: one cache line.
@@ -129,6 +136,43 @@ void DescendInterleaved(const T* tree, int depth, T total, const T* uniforms,
   }
 }
 
+// Runs work(begin, end) over [0, total) in chunks of `chunk` that the calling
+// thread and `num_helpers` tasks on `pool` take in turn. The caller waits
+// only for chunks already taken, never for a task still queued behind other
+// work (on a busy machine a pool thread can start late); a task that starts
+// after the last chunk is taken returns at once, touching only `progress`.
+void ShareWork(tensorflow::thread::ThreadPool* pool, int num_helpers,
+               int64_t total, int64_t chunk,
+               const std::function<void(int64_t, int64_t)>& work) {
+  struct Progress {
+    explicit Progress(int64_t total) : total(total) {}
+    bool Finished() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+      return done == total;
+    }
+    const int64_t total;
+    std::atomic<int64_t> next{0};
+    absl::Mutex mu;
+    int64_t done ABSL_GUARDED_BY(mu) = 0;
+  };
+  auto progress = std::make_shared<Progress>(total);
+  // `work` is only called for a chunk taken before the last, while the
+  // caller still waits, so the reference to it stays valid.
+  auto take_chunks = [progress, chunk, &work] {
+    for (;;) {
+      const int64_t begin = progress->next.fetch_add(chunk);
+      if (begin >= progress->total) return;
+      const int64_t end = std::min(progress->total, begin + chunk);
+      work(begin, end);
+      absl::MutexLock lock(&progress->mu);
+      progress->done += end - begin;
+    }
+  };
+  for (int i = 0; i < num_helpers; ++i) pool->Schedule(take_chunks);
+  take_chunks();
+  absl::MutexLock lock(&progress->mu);
+  progress->mu.Await(absl::Condition(progress.get(), &Progress::Finished));
+}
+
 // Sets every internal node to the sum of its children, bottom up.
 template <typename T>
 void RebuildInternalNodes(int64_t capacity, T* tree) {
@@ -146,18 +190,17 @@ void RecomputeAncestors(absl::Span<int64_t> nodes,
                         std::initializer_list<T*> trees) {
   size_t count = nodes.size();
   while (count > 0 && nodes[0] > 1) {
+    // Sorted nodes have sorted parents, so repeats are adjacent.
     size_t num_parents = 0;
     for (size_t k = 0; k < count; ++k) {
       const int64_t parent = nodes[k] / 2;
-      if (num_parents == 0 || nodes[num_parents - 1] != parent) {
-        nodes[num_parents++] = parent;
+      if (num_parents > 0 && nodes[num_parents - 1] == parent) continue;
+      nodes[num_parents++] = parent;
+      for (T* tree : trees) {
+        tree[parent] = tree[2 * parent] + tree[2 * parent + 1];
       }
     }
     count = num_parents;
-    for (size_t k = 0; k < count; ++k) {
-      const int64_t node = nodes[k];
-      for (T* tree : trees) tree[node] = tree[2 * node] + tree[2 * node + 1];
-    }
   }
 }
 
@@ -291,16 +334,13 @@ struct SumTreeSample<CPUDevice, T> {
       }
     };
     const auto& workers = *ctx->device()->tensorflow_cpu_worker_threads();
-    const int64_t num_shards =
+    const int64_t num_threads =
         std::min<int64_t>(workers.num_threads, num_draws / kMinDrawsPerShard);
-    if (num_shards <= 1) {
+    if (num_threads <= 1) {
       draw(0, num_draws);
     } else {
-      const int64_t shard_size = (num_draws + num_shards - 1) / num_shards;
-      workers.workers->ParallelFor(
-          num_draws,
-          tensorflow::thread::ThreadPool::SchedulingParams::Fixed(shard_size),
-          draw);
+      ShareWork(workers.workers, num_threads - 1, num_draws, kDrawsPerChunk,
+                draw);
     }
     return absl::OkStatus();
   }
