@@ -1,0 +1,358 @@
+"""tf_adasamp.distribute: one adaptive distribution across replicas and workers.
+
+The strategies run in worker processes (tests/distribute_worker.py):
+MirroredStrategy needs two logical CPU devices, which can only be configured
+before TensorFlow starts its runtime, and this pytest process shares its
+TensorFlow with every other test file, in whatever order they run;
+MultiWorkerMirroredStrategy needs a process per worker anyway. The checks
+replay each run's global batches on a single-device `AdaptiveSampler` here.
+The multi-worker runs carry the `multi_worker` mark.
+"""
+
+import collections
+import json
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from scipy import stats
+import tensorflow as tf
+
+import distribute_worker as worker
+from tf_adasamp import AdaptiveSampler
+from tf_adasamp import distribute
+
+TIMEOUT_S = 120
+WORKER = pathlib.Path(__file__).with_name("distribute_worker.py")
+
+# outputs: each worker's saved arrays, by task; start: the checkpoint the run
+# restored; checkpoint: the one it wrote after training.
+Run = collections.namedtuple("Run", "outputs start checkpoint")
+
+
+def plain_sampler(**kwargs):
+  return AdaptiveSampler(worker.NUM_EXAMPLES, worker.AMPLITUDE, worker.DECAY,
+                         seed=worker.SEED, **kwargs)
+
+
+def free_ports(count):
+  sockets = [socket.socket() for _ in range(count)]
+  try:
+    for s in sockets:
+      s.bind(("127.0.0.1", 0))
+    return [s.getsockname()[1] for s in sockets]
+  finally:
+    for s in sockets:
+      s.close()
+
+
+def run_workers(mode, out, restore, num_workers):
+  """Runs the worker processes to completion, or kills them at the timeout."""
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
+             PYTHONPATH=os.pathsep.join(filter(None, sys.path)))
+  cluster = [f"127.0.0.1:{port}" for port in free_ports(num_workers)]
+  processes, logs = [], []
+  try:
+    for task in range(num_workers):
+      if mode == "multi_worker":
+        env["TF_CONFIG"] = json.dumps({
+            "cluster": {"worker": cluster},
+            "task": {"type": "worker", "index": task}})
+      logs.append(open(out / f"log{task}.txt", "w+"))
+      processes.append(subprocess.Popen(
+          [sys.executable, str(WORKER), mode, str(out), "--restore", restore],
+          env=env, stdout=logs[-1], stderr=subprocess.STDOUT))
+    deadline = time.monotonic() + TIMEOUT_S
+    # Until all finish, one fails (the others may wait for it forever) or
+    # time runs out.
+    while (any(p.poll() is None for p in processes) and
+           not any(p.returncode for p in processes) and
+           time.monotonic() < deadline):
+      time.sleep(0.1)
+    for process, log in zip(processes, logs):
+      if process.returncode:
+        log.seek(0)
+        pytest.fail(f"{mode} worker failed:\n{log.read()[-4000:]}")
+    if any(p.returncode is None for p in processes):
+      pytest.fail(f"{mode} workers still running after {TIMEOUT_S} s")
+  finally:
+    for process in processes:
+      if process.poll() is None:
+        process.kill()
+        process.wait()
+    for log in logs:
+      log.close()
+  return Run([dict(np.load(out / f"task{task}.npz"))
+              for task in range(num_workers)],
+             restore, str(out / "ckpt"))
+
+
+@pytest.fixture(scope="module")
+def start_checkpoint(tmp_path_factory):
+  """A plain sampler's checkpoint away from uniform, to start the runs."""
+  sampler = plain_sampler()
+  rng = np.random.default_rng(1)
+  for _ in range(5):
+    sampler.update(sampler.sample(8), rng.normal(size=8))
+  return tf.train.Checkpoint(sampler=sampler).write(
+      str(tmp_path_factory.mktemp("plain") / "ckpt"))
+
+
+@pytest.fixture(scope="module")
+def mirrored_run(start_checkpoint, tmp_path_factory):
+  """Two replicas of one process; starts from a plain sampler's checkpoint."""
+  return run_workers("mirrored", tmp_path_factory.mktemp("mirrored"),
+                     start_checkpoint, num_workers=1)
+
+
+@pytest.fixture(scope="module")
+def multi_worker_run(mirrored_run, tmp_path_factory):
+  """Two workers of one replica; starts from the mirrored run's checkpoint."""
+  return run_workers("multi_worker", tmp_path_factory.mktemp("multi_worker"),
+                     mirrored_run.checkpoint, num_workers=2)
+
+
+@pytest.fixture
+def run(request):
+  return request.getfixturevalue(f"{request.param}_run")
+
+
+RUNS = pytest.mark.parametrize(
+    "run", ["mirrored", pytest.param("multi_worker",
+                                     marks=pytest.mark.multi_worker)],
+    indirect=True)
+
+
+def global_replicas(run, key):
+  """Every worker's [steps, local replicas, B] `key`, as [steps, R, B] in
+  replica-id order."""
+  values = np.concatenate([o[key] for o in run.outputs], axis=1)
+  ids = np.concatenate([o["replica_ids"] for o in run.outputs])
+  return values[:, np.argsort(ids)]
+
+
+def restored(checkpoint):
+  sampler = plain_sampler()
+  tf.train.Checkpoint(sampler=sampler).read(checkpoint).assert_consumed()
+  return sampler
+
+
+def replay(run):
+  """Feeds the run's global batches, in replica order, to one sampler.
+
+  Returns the sampler and Q_t before each step, [steps, n].
+  """
+  sampler = restored(run.start)
+  distributions = []
+  for batch in global_replicas(run, "draws"):
+    distributions.append(sampler.probabilities().numpy())
+    replicas = np.arange(len(batch))[:, np.newaxis]
+    sampler.update(batch.reshape(-1),
+                   tf.reshape(worker.utilities(batch, replicas), [-1]))
+  return sampler, np.stack(distributions)
+
+
+@RUNS
+def test_every_copy_of_the_state_stays_bit_identical(run):
+  # At the end; each draw's probability, below, checks every step.
+  first = run.outputs[0]
+  num_state = len(worker.state_variables(plain_sampler()))
+  for output in run.outputs:
+    assert output["state0"].shape[0] == len(output["replica_ids"])
+    for k in range(num_state):
+      for copy in output[f"state{k}"]:
+        np.testing.assert_array_equal(copy, first[f"state{k}"][0])
+
+
+@RUNS
+def test_copies_equal_one_sampler_fed_the_global_batches_in_replica_order(run):
+  # Indices that both replicas drew carry two utilities; the first wins.
+  draws = global_replicas(run, "draws")
+  assert sum(np.intersect1d(step[0], step[1]).size for step in draws) > 100
+  sampler, _ = replay(run)
+  for k, variable in enumerate(sampler.variables):
+    for output in run.outputs:
+      for copy in output[f"state{k}"]:
+        np.testing.assert_array_equal(copy, variable.numpy())
+
+
+@RUNS
+def test_each_draw_has_its_single_device_probability(run):
+  _, distributions = replay(run)
+  draws = global_replicas(run, "draws")
+  probabilities = global_replicas(run, "probabilities")
+  for distribution, batch, batch_probabilities in zip(distributions, draws,
+                                                      probabilities):
+    np.testing.assert_array_equal(batch_probabilities, distribution[batch])
+
+
+@RUNS
+def test_draw_frequencies_match_single_device_distribution(run):
+  _, distributions = replay(run)
+  draws = global_replicas(run, "draws")
+  per_step = draws[0].size
+  counts = np.bincount(draws.reshape(-1), minlength=worker.NUM_EXAMPLES)
+  expected = per_step * distributions.sum(axis=0)
+  # Q_t is far from uniform, so the test has power against a wrong one.
+  assert distributions[-1].max() > 4 * distributions[-1].min()
+  assert stats.chisquare(counts, expected).pvalue > 1e-3
+
+
+@RUNS
+def test_replicas_draw_from_different_streams(run):
+  draws = global_replicas(run, "draws")
+  # Independent draws coincide with probability sum_i Q_t(i)^2, about 0.04.
+  assert np.mean(draws[:, 0] == draws[:, 1]) < 0.15
+
+
+@RUNS
+def test_checkpoint_restores_without_a_strategy(run):
+  sampler = restored(run.checkpoint)
+  for k, variable in enumerate(worker.state_variables(sampler)):
+    np.testing.assert_array_equal(variable.numpy(),
+                                  run.outputs[0][f"state{k}"][0])
+
+
+@RUNS
+def test_pipeline_shares_are_slices_of_one_single_device_draw(run):
+  sampler = restored(run.checkpoint)
+  num_pipelines = int(run.outputs[0]["num_pipelines"])
+  assert num_pipelines == len(run.outputs)
+  num_local = len(run.outputs[0]["replica_ids"])
+  size = worker.BATCH_SIZE
+  # Element e of every pipeline is the e-th draw, on step e // num_local.
+  for element in range(worker.SHARE_STEPS * num_local):
+    indices, probabilities = sampler.sample_with_probabilities(
+        num_pipelines * size)
+    step, replica = divmod(element, num_local)
+    for pipeline, output in enumerate(run.outputs):
+      piece = slice(pipeline * size, (pipeline + 1) * size)
+      np.testing.assert_array_equal(output["shares"][step, replica],
+                                    indices[piece])
+      np.testing.assert_array_equal(
+          output["share_probabilities"][step, replica], probabilities[piece])
+
+
+@RUNS
+def test_update_refuses_a_one_copy_sampler_under_several_replicas(run):
+  assert "create_sampler" in str(run.outputs[0]["refusal"])
+
+
+def test_default_strategy_gives_a_plain_sampler():
+  sampler = distribute.create_sampler(tf.distribute.get_strategy(),
+                                      worker.NUM_EXAMPLES, worker.AMPLITUDE,
+                                      worker.DECAY, seed=worker.SEED)
+  reference = plain_sampler()
+  assert not isinstance(sampler.tree.variable, tf.distribute.DistributedValues)
+  np.testing.assert_array_equal(sampler.sample(50), reference.sample(50))
+
+
+@pytest.mark.parametrize("function", [False, True])
+@pytest.mark.parametrize("dtype,utility_dtype,index_dtype", [
+    (tf.float64, tf.float64, tf.int64),
+    (tf.float64, tf.float32, tf.int32),
+    (tf.float32, tf.float64, tf.int64),
+    (tf.float32, tf.float32, tf.int32),
+])
+def test_update_without_a_strategy_is_sampler_update(function, dtype,
+                                                     utility_dtype,
+                                                     index_dtype):
+  sampler, reference = plain_sampler(dtype=dtype), plain_sampler(dtype=dtype)
+  # A repeated index keeps its first utility; utilities pass bit for bit.
+  indices = tf.constant([3, 1, 3, 0], index_dtype)
+  utilities = tf.constant([1.0 / 3, -2.0, 5.0, -1e-30], utility_dtype)
+  update = tf.function(distribute.update) if function else distribute.update
+  update(sampler, indices, utilities)
+  reference.update(indices, utilities)
+  for actual, expected in zip(sampler.variables, reference.variables):
+    np.testing.assert_array_equal(actual.numpy(), expected.numpy())
+
+
+@pytest.mark.parametrize("mirrored", [True, False])
+@pytest.mark.parametrize("context", ["replica", "cross_replica", "outside"])
+def test_update_applies_the_batch_once_in_every_context(mirrored, context):
+  # One replica, in this process; several replicas: the worker runs above.
+  strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+  if mirrored:
+    sampler = distribute.create_sampler(strategy, worker.NUM_EXAMPLES,
+                                        worker.AMPLITUDE, worker.DECAY)
+  else:
+    sampler = plain_sampler()  # One copy, outside the strategy.
+  reference = plain_sampler()
+  indices, utilities = [3, 1, 3, 0], [1.0, -2.0, 5.0, 0.5]
+  if context == "replica":
+    with strategy.scope():
+      strategy.run(tf.function(
+          lambda: distribute.update(sampler, indices, utilities)))
+  else:
+    values = strategy.run(lambda: (tf.constant(indices),
+                                   tf.constant(utilities, tf.float64)))
+    if context == "cross_replica":
+      with strategy.scope():
+        distribute.update(sampler, *values)
+    else:
+      distribute.update(sampler, *values)
+  reference.update(indices, utilities)
+  for actual, expected in zip(sampler.variables, reference.variables):
+    np.testing.assert_array_equal(actual.numpy(), expected.numpy())
+
+
+@pytest.mark.parametrize("stratified", [False, True])
+def test_shares_of_one_call_make_the_single_device_batch(stratified):
+  num_shares, size = 3, 7
+  # One sampler per pipeline, their generators in step, as on workers.
+  samplers = [plain_sampler(stratified=stratified) for _ in range(num_shares)]
+  reference = plain_sampler(stratified=stratified)
+  for sampler in [*samplers, reference]:
+    sampler.update([1, 5, 9], [2.0, -1.0, 1.0])
+  for _ in range(2):
+    shares = [distribute.sample_share(sampler, size, share, num_shares)
+              for share, sampler in enumerate(samplers)]
+    indices, probabilities = reference.sample_with_probabilities(
+        num_shares * size)
+    np.testing.assert_array_equal(np.concatenate([s[0] for s in shares]),
+                                  indices)
+    np.testing.assert_array_equal(np.concatenate([s[1] for s in shares]),
+                                  probabilities)
+
+
+@pytest.mark.parametrize("call,error", [
+    (lambda s: distribute.create_sampler("mirrored", 10, 1.0, 0.9), TypeError),
+    (lambda s: distribute.sample_share(s, 4, 2, 2), ValueError),
+    (lambda s: distribute.sample_share(s, 4, -1, 2), ValueError),
+    (lambda s: distribute.sample_share(s, 4, 1.0, 2), TypeError),
+    (lambda s: distribute.sample_share(s, 0, 0, 2), ValueError),
+    (lambda s: distribute.sample_share(s, 4, 0, 0), ValueError),
+])
+def test_bad_arguments_are_refused(call, error):
+  with pytest.raises(error):
+    call(plain_sampler())
+
+
+@pytest.mark.xfail(strict=True, raises=AttributeError,
+                   reason="SumTree and AdaptiveSampler read with "
+                   "Variable.sparse_read, which MirroredVariables lack")
+@pytest.mark.parametrize("context", ["replica", "cross_replica"])
+def test_reads_work_on_mirrored_state(context):
+  strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+  sampler = distribute.create_sampler(strategy, worker.NUM_EXAMPLES,
+                                      worker.AMPLITUDE, worker.DECAY)
+  reference = plain_sampler()
+  for s in (sampler, reference):
+    distribute.update(s, [1, 5, 5], [2.0, -1.0, 1.0])
+
+  def reads(s):
+    return s.kl_divergence(), s.probabilities(), s.tree.weights()
+
+  with strategy.scope():
+    if context == "replica":
+      values = strategy.run(tf.function(lambda: reads(sampler)))
+    else:
+      values = reads(sampler)
+  for actual, expected in zip(values, reads(reference)):
+    np.testing.assert_array_equal(actual, expected)
