@@ -86,7 +86,9 @@ class AdaptiveSampling:
     Args:
       sampler: the `AdaptiveSampler` to draw from, over the source's n
         examples. The stage is its only user of the sampler's generator, so
-        with a seed and max_lag=0 the draws are reproducible.
+        with a seed and max_lag=0 the draws are reproducible. tf.data runs
+        on the host: on a machine with a GPU, create the sampler under
+        `tf.device("/cpu:0")`.
       batch_size: B, an int >= 1.
       max_lag: how many reported updates a draw may miss, an int >= 0; or
         None for no bound (draws run as far ahead as the buffers after the
