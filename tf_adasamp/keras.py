@@ -1,6 +1,6 @@
 """Adaptive sampling for `keras.Model.fit` (Keras 3, TensorFlow backend).
 
-`AdaptiveSamplingModel` wraps a model and trains it on batches from an
+`AdaptiveSamplingModel` wraps a model and trains it on batches from a
 `tf_adasamp.data.AdaptiveSampling` stage: each step computes per-example
 utilities from the predictions and reweights the drawn examples (London,
 NIPS 2017, Algorithm 1), and logs KL(Q_t || uniform) as the metric `kl`
