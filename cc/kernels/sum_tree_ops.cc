@@ -57,8 +57,9 @@ constexpr int kInlineBatch = 128;
 // instead of adding up level by level.
 constexpr int kWalks = 32;
 
-// A batch goes to the intra-op pool only with at least this many draws per
-// thread: handing work to another thread costs about as much as 2000 draws.
+// A batch goes to the intra-op pool only with at least this many draws (tens
+// of microseconds) per thread: for less, waking a pool thread costs much of
+// what it saves.
 constexpr int64_t kMinDrawsPerShard = 2048;
 
 // Draws that a thread of a shared batch takes at a time.
@@ -297,6 +298,7 @@ struct SumTreeSet<CPUDevice, T> {
     }
 
     absl::InlinedVector<int64_t, kInlineBatch> nodes;
+    nodes.reserve(indices.size());
     updates.ForEachIndex([&](int64_t index, int64_t first, int64_t last) {
       leaves[index] = weights(last);
       nodes.push_back(capacity + index);
@@ -381,6 +383,7 @@ struct AdaptiveReweight<CPUDevice, T> {
     T* entropy_leaves = entropy_tree.data() + capacity;
     const T scale = log_scale();
     absl::InlinedVector<int64_t, kInlineBatch> nodes;
+    nodes.reserve(indices.size());
     updates.ForEachIndex([&](int64_t index, int64_t first, int64_t last) {
       log_weights(index) = new_log_weight(index, first);
       const T log_scaled = log_weights(index) - scale;
