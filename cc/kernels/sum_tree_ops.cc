@@ -214,19 +214,21 @@ class SortedUpdates {
   // that num_leaves - 1 needs: O(B) per byte, where comparison sorts of
   // thousands of random keys lose most of their time to mispredictions.
   SortedUpdates(TTypes<int64_t>::ConstFlat indices, int64_t num_leaves)
-      : updates_(indices.size()), buffer_(indices.size()) {
-    for (int64_t i = 0; i < indices.size(); ++i) updates_[i] = {indices(i), i};
+      : size_(indices.size()), storage_(2 * size_) {
+    sorted_ = storage_.data();
+    Update* buffer = sorted_ + size_;
+    for (int64_t i = 0; i < size_; ++i) sorted_[i] = {indices(i), i};
     for (int shift = 0; shift < 64 && ((num_leaves - 1) >> shift) > 0;
          shift += 8) {
       int64_t starts[257] = {0};
-      for (const Update& update : updates_) {
-        ++starts[((update.first >> shift) & 255) + 1];
+      for (int64_t i = 0; i < size_; ++i) {
+        ++starts[((sorted_[i].first >> shift) & 255) + 1];
       }
       std::partial_sum(starts, starts + 257, starts);
-      for (const Update& update : updates_) {
-        buffer_[starts[(update.first >> shift) & 255]++] = update;
+      for (int64_t i = 0; i < size_; ++i) {
+        buffer[starts[(sorted_[i].first >> shift) & 255]++] = sorted_[i];
       }
-      updates_.swap(buffer_);
+      std::swap(sorted_, buffer);
     }
   }
 
@@ -234,21 +236,20 @@ class SortedUpdates {
   // increasing index order.
   template <typename Visit>
   void ForEachIndex(Visit visit) const {
-    for (size_t begin = 0, end; begin < updates_.size(); begin = end) {
+    for (int64_t begin = 0, end; begin < size_; begin = end) {
       end = begin + 1;
-      while (end < updates_.size() &&
-             updates_[end].first == updates_[begin].first) {
-        ++end;
-      }
-      visit(updates_[begin].first, updates_[begin].second,
-            updates_[end - 1].second);
+      while (end < size_ && sorted_[end].first == sorted_[begin].first) ++end;
+      visit(sorted_[begin].first, sorted_[begin].second,
+            sorted_[end - 1].second);
     }
   }
 
  private:
   using Update = std::pair<int64_t, int64_t>;
-  absl::InlinedVector<Update, kInlineBatch> updates_;
-  absl::InlinedVector<Update, kInlineBatch> buffer_;
+  const int64_t size_;
+  // The pairs and a buffer for the sort's passes.
+  absl::InlinedVector<Update, 2 * kInlineBatch> storage_;
+  Update* sorted_;
 };
 
 }  // namespace
