@@ -1,10 +1,11 @@
 """The CPU kernels' fast paths against straightforward NumPy references.
 
 The sample kernel advances up to 32 walks in lockstep without branches and
-shards batches of >= 2 * 2048 draws over the intra-op pool; the update
-kernels deduplicate a batch with a radix sort over the index bytes and keep
-batches of <= 128 on the stack. The sizes below straddle those thresholds,
-and a draw must equal `Descend` (cc/kernels/sum_tree_algorithm.h) bit for bit.
+shares batches of >= 2 * 2048 draws with the intra-op pool in chunks of 512;
+the update kernels deduplicate a batch with a radix sort over the index bytes
+and keep batches of <= 128 on the stack. The sizes below straddle those
+thresholds, and a draw must equal `Descend` (cc/kernels/sum_tree_algorithm.h)
+bit for bit.
 """
 
 import numpy as np
@@ -16,7 +17,8 @@ from tf_adasamp import SumTree
 from tf_adasamp import ops
 
 DTYPES = [tf.float64, tf.float32]
-# The walks' group size is 32; shards hold at least 2048 draws.
+# Groups of 32 walks; with 2 or more intra-op threads, batches from 4096 on
+# are shared in chunks of 512.
 BATCH_SIZES = [1, 31, 32, 33, 100, 4095, 4096, 4097, 10000]
 # One leaf (no levels), a few, and radix sorts of 1, 2 and 3 bytes.
 SIZES = [1, 2, 3, 256, 257, 1000, 2**16 + 1]
@@ -215,7 +217,8 @@ def test_reweight_uses_first_utility_and_recomputes_every_ancestor(
   leaves = tree.numpy()[capacity:capacity + num_leaves]
   np.testing.assert_allclose(leaves, np.exp(expected), rtol=rtol)
   untouched = np.setdiff1d(np.arange(num_leaves), indices)
-  np.testing.assert_array_equal(leaves[untouched], old_tree[capacity:][untouched])
+  np.testing.assert_array_equal(leaves[untouched],
+                                old_tree[capacity:][untouched])
 
 
 def test_reweight_checks_only_the_first_utility_of_a_repeated_index():

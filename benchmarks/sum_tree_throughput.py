@@ -1,0 +1,386 @@
+"""Sum-tree op throughput on CPU, against the baselines users would pick.
+
+For each n (leaves) and B (batch size), in float64:
+  sample         draws/s of SumTreeSample, uniforms given
+  draw           draws/s of a tf.random.Generator's uniforms + SumTreeSample
+  sorted         SumTreeSample draws/s on sorted (stratified) uniforms
+  set            unique updates/s of SumTreeSet
+  reweight       unique updates/s of AdaptiveReweight
+  step           microseconds per AdaptiveSampler step: uniforms + sample +
+                 reweight
+and, in the same run, the baselines of benchmarks/baselines.py (cpprb only if
+installed), each as the ratio of our median rate to theirs: `draw` against
+those that make their own random numbers, `sample` against the NumPy tree
+(given uniforms), `set` against the updates. Then one sampler step at
+n = 50000, B = 100, op by op.
+
+TensorFlow work runs in-graph: one tf.function runs UNROLL batches, each
+after the previous one's outputs (a control dependency) and state (the
+variables' order), on inputs that rotate between calls so that consecutive
+batches touch different leaves. Steps are ordered by their state only, so TF
+may draw a step's uniforms while the previous step reweights, as in any
+in-graph loop. NumPy and cpprb run from Python, one batch per call. Every
+figure is over --repeats runs of at least --min-seconds each: the best (min
+time) and the median.
+
+  python -m benchmarks.sum_tree_throughput [--sizes 10000 50000 1000000
+      10000000] [--batch-sizes 128 1024 4096] [--repeats 5]
+"""
+
+import argparse
+import datetime
+import itertools
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+import tensorflow as tf
+
+import tf_adasamp
+from benchmarks import baselines
+
+UNROLL = 32
+# O(n)-per-batch baselines run fewer batches per call at large n, where one
+# batch already costs milliseconds.
+UNROLL_LARGE_N = 4
+INPUT_SETS = 4
+DTYPE = tf.float64
+
+
+def machine():
+  """The CPU, core count and library versions, for the record."""
+  model = "unknown"
+  try:
+    lscpu = subprocess.run(["lscpu"], capture_output=True, text=True,
+                           check=False).stdout
+    model = next(line.split(":", 1)[1].strip() for line in lscpu.splitlines()
+                 if line.startswith("Model name"))
+  except (OSError, StopIteration):
+    pass
+  return {
+      "cpu": model, "cores": os.cpu_count(), "platform": platform.platform(),
+      "python": platform.python_version(), "numpy": np.__version__,
+      "tensorflow": tf.__version__, "cpprb": baselines.cpprb_version(),
+      "date": datetime.datetime.now().isoformat(timespec="seconds"),
+  }
+
+
+def load():
+  """The 1-minute load average (the machine may be shared)."""
+  return round(os.getloadavg()[0], 2)
+
+
+def seconds_per_call(call, repeats, min_seconds):
+  """Times `call` over `repeats` runs of >= min_seconds; seconds per call."""
+  call()  # Traces and warms the caches.
+  start = time.perf_counter()
+  call()
+  calls = max(1, int(min_seconds / max(time.perf_counter() - start, 1e-9)))
+  times = []
+  for _ in range(repeats):
+    start = time.perf_counter()
+    for _ in range(calls):
+      call()
+    times.append((time.perf_counter() - start) / calls)
+  return times
+
+
+def rates(call, units_per_call, repeats, min_seconds):
+  """{best, median} of units/s, and the raw seconds per call."""
+  times = seconds_per_call(call, repeats, min_seconds)
+  return {"best": units_per_call / min(times),
+          "median": units_per_call / statistics.median(times),
+          "seconds_per_call": times}
+
+
+def in_graph(batch, input_sets, unroll):
+  """A call that runs `unroll` batches in one tf.function, each after the
+  last: batch(*[x[r] for x in inputs]) for r < unroll, where `inputs` is the
+  next of `input_sets`, tuples of tensors of leading dimension `unroll`."""
+
+  @tf.function
+  def run(inputs):
+    columns = [tf.unstack(x, num=unroll) for x in inputs]
+    result = []
+    for r in range(unroll):
+      with tf.control_dependencies(result):
+        result = [x for x in tf.nest.flatten(
+            batch(*[column[r] for column in columns])) if x is not None]
+    # Returning the tensors keeps the last batch (and so all) from pruning.
+    return [x for x in result if isinstance(x, tf.Tensor)]
+
+  cycle = itertools.cycle(input_sets)
+  return lambda: run(next(cycle))
+
+
+def rotating(batch, input_sets):
+  """A call that runs batch(*inputs) on the next of `input_sets`."""
+  cycle = itertools.cycle(input_sets)
+  return lambda: batch(*next(cycle))
+
+
+def random_weights(num_leaves, rng):
+  # Positive, so that every baseline accepts them.
+  return rng.gamma(0.5, size=num_leaves) + 1e-3
+
+
+def sampler_step(sampler, batch_size):
+  """A training step's sampling: draw a batch, reweight it by `utility`."""
+
+  def step(utility):
+    indices, _ = sampler.sample_with_probabilities(batch_size)
+    sampler.update(indices, utility)
+
+  return step
+
+
+def measure_ours(num_leaves, batch_size, weights, rng, args):
+  tree = tf_adasamp.SumTree(num_leaves, initial_weights=weights, dtype=DTYPE)
+  sampler = tf_adasamp.AdaptiveSampler(num_leaves, amplitude=1.0, decay=0.9,
+                                       seed=0, dtype=DTYPE)
+  generator = tf.random.Generator.from_seed(1)
+
+  def sets(make):
+    """INPUT_SETS tuples of tensors, each stacking UNROLL make()s."""
+    return [tuple(tf.constant(np.stack(column))
+                  for column in zip(*[make() for _ in range(UNROLL)]))
+            for _ in range(INPUT_SETS)]
+
+  def uniforms():
+    return (rng.random(batch_size),)
+
+  def sorted_uniforms():
+    return (np.sort(rng.random(batch_size)),)
+
+  def unique_update():
+    return (rng.choice(num_leaves, batch_size, replace=False),
+            random_weights(batch_size, rng))
+
+  def utilities():
+    return (rng.normal(size=batch_size),)
+
+  def sample(uniforms):
+    return tree.sample(uniforms)[0]
+
+  def draw():
+    return sample(generator.uniform([batch_size], dtype=DTYPE))
+
+  def measure(batch, input_sets, units=batch_size):
+    return rates(in_graph(batch, input_sets, UNROLL), UNROLL * units,
+                 args.repeats, args.min_seconds)
+
+  return {
+      "sample": measure(sample, sets(uniforms)),
+      "draw": measure(draw, [()]),
+      "sorted": measure(sample, sets(sorted_uniforms)),
+      "set": measure(tree.set, sets(unique_update)),
+      "reweight": measure(sampler.update, sets(unique_update)),
+      "step": measure(sampler_step(sampler, batch_size), sets(utilities),
+                      units=1),
+  }
+
+
+def measure_baselines(num_leaves, batch_size, weights, rng, args):
+  result = {}
+  unroll = UNROLL if num_leaves <= 10**5 else UNROLL_LARGE_N
+  log_weights = tf.constant(np.log(weights))
+  result["categorical"] = rates(
+      in_graph(lambda: baselines.categorical(log_weights, batch_size), [()],
+               unroll),
+      unroll * batch_size, args.repeats, args.min_seconds)
+
+  probabilities = weights / weights.sum()
+  result["numpy_choice"] = rates(
+      lambda: baselines.numpy_choice(rng, probabilities, batch_size),
+      batch_size, args.repeats, args.min_seconds)
+
+  # As many distinct batches as the in-graph runs rotate through.
+  def unique_updates():
+    return [(rng.choice(num_leaves, batch_size, replace=False),
+             random_weights(batch_size, rng))
+            for _ in range(INPUT_SETS * UNROLL)]
+
+  numpy_tree = baselines.NumpySumTree(weights)
+  result["numpy_tree_sample"] = rates(
+      rotating(numpy_tree.sample, [(rng.random(batch_size),)
+                                   for _ in range(INPUT_SETS * UNROLL)]),
+      batch_size, args.repeats, args.min_seconds)
+  result["numpy_tree_set"] = rates(
+      rotating(numpy_tree.set, unique_updates()), batch_size, args.repeats,
+      args.min_seconds)
+
+  if baselines.cpprb_version() is not None:
+    cpprb_tree = baselines.CpprbSumTree(weights)
+    result["cpprb_sample"] = rates(
+        lambda: cpprb_tree.sample(batch_size), batch_size, args.repeats,
+        args.min_seconds)
+    result["cpprb_set"] = rates(
+        rotating(cpprb_tree.set, unique_updates()), batch_size, args.repeats,
+        args.min_seconds)
+  return result
+
+
+# Which of our figures each baseline is compared with.
+COUNTERPART = {
+    "categorical": "draw", "numpy_choice": "draw",
+    "numpy_tree_sample": "sample", "numpy_tree_set": "set",
+    "cpprb_sample": "draw", "cpprb_set": "set",
+}
+
+
+def step_breakdown(args, num_leaves=50000, batch_size=100):
+  """Microseconds per in-graph op of one sampler step, and per step."""
+  sampler = tf_adasamp.AdaptiveSampler(num_leaves, amplitude=1.0, decay=0.9,
+                                       seed=0, dtype=DTYPE)
+  rng = np.random.default_rng(1)
+  counter = tf.Variable(0, dtype=tf.int64)
+  uniforms = (tf.constant(rng.random((UNROLL, batch_size))),)
+  indices = tf.constant(rng.integers(num_leaves, size=(UNROLL, batch_size)))
+  utilities = (tf.constant(rng.normal(size=(UNROLL, batch_size))),)
+  step = sampler_step(sampler, batch_size)
+
+  parts = {
+      "trivial op (AssignAddVariableOp)": (
+          lambda: counter.assign_add(1, read_value=False), ()),
+      "uniforms (generator.uniform)": (lambda: sampler.uniforms(batch_size),
+                                       ()),
+      "SumTreeSample": (lambda u: sampler.tree.sample(u)[0], uniforms),
+      "AdaptiveReweight": (sampler.update, (indices, *utilities)),
+      "step: uniforms + sample + reweight": (step, utilities),
+  }
+  result = {}
+  for name, (batch, inputs) in parts.items():
+    times = seconds_per_call(in_graph(batch, [inputs], UNROLL), args.repeats,
+                             args.min_seconds)
+    result[name] = [1e6 * t / UNROLL for t in times]
+  one_step = tf.function(step)
+  utility = utilities[0][0]
+  times = seconds_per_call(lambda: one_step(utility), args.repeats,
+                           args.min_seconds)
+  result["step, one tf.function call from Python"] = [1e6 * t for t in times]
+  return result
+
+
+def millions(rate):
+  return f"{rate / 1e6:.3g}"
+
+
+def print_tables(results):
+  print("\nOurs (best / median over the runs):\n")
+  print("| n | B | sample M draws/s | draw M draws/s | sorted M draws/s | "
+        "set M updates/s | reweight M updates/s | step us | load |")
+  print("|---|---|---|---|---|---|---|---|---|")
+  for row in results:
+    ours = row["ours"]
+    cells = [f"{millions(ours[k]['best'])} / {millions(ours[k]['median'])}"
+             for k in ("sample", "draw", "sorted", "set", "reweight")]
+    step = ours["step"]
+    cells.append(f"{1e6 / step['best']:.1f} / {1e6 / step['median']:.1f}")
+    print(f"| {row['n']} | {row['batch_size']} | {' | '.join(cells)} | "
+          f"{row['load'][0]}-{row['load'][1]} |")
+
+  names = list(results[0]["baselines"])
+  print("\nBaselines: median rate (M/s), and our median rate over theirs:\n")
+  print("| n | B | " + " | ".join(names) + " |")
+  print("|---|---|" + "---|" * len(names))
+  for row in results:
+    cells = []
+    for name in names:
+      theirs = row["baselines"][name]["median"]
+      ours = row["ours"][COUNTERPART[name]]["median"]
+      ratio = ours / theirs
+      digits = 2 if ratio < 10 else 0
+      cells.append(f"{millions(theirs)} ({ratio:.{digits}f}x)")
+    print(f"| {row['n']} | {row['batch_size']} | {' | '.join(cells)} |")
+
+
+def find(results, num_leaves, batch_size):
+  return next((row for row in results if row["n"] == num_leaves and
+               row["batch_size"] == batch_size), None)
+
+
+def print_targets(results, breakdown):
+  """Issue 7's targets, where this run measured them."""
+  print("\nTargets (median; best in brackets):")
+  checks = []
+  for num_leaves, batch_size, minimum in [(50000, 4096, 20e6),
+                                          (10**7, 4096, 5e6)]:
+    row = find(results, num_leaves, batch_size)
+    if row:
+      sample = row["ours"]["sample"]
+      checks.append((f"draws/s at n={num_leaves}, B={batch_size} >= "
+                     f"{minimum / 1e6:g}M", sample["median"] >= minimum,
+                     f"{millions(sample['median'])}M "
+                     f"[{millions(sample['best'])}M]"))
+  row = find(results, 10**6, 128)
+  if row:
+    ratio = (row["ours"]["draw"]["median"] /
+             row["baselines"]["categorical"]["median"])
+    checks.append(("draws (uniforms included) vs tf.random.categorical at "
+                   "n=1e6, B=128 >= 50x",
+                   ratio >= 50, f"{ratio:.0f}x"))
+  step = breakdown["step: uniforms + sample + reweight"]
+  checks.append(("in-graph step at n=5e4, B=100 <= 25 us",
+                 statistics.median(step) <= 25,
+                 f"{statistics.median(step):.1f} us [{min(step):.1f} us]"))
+  for name, met, figure in checks:
+    print(f"  {name}: {figure} ({'met' if met else 'NOT met'})")
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--sizes", type=int, nargs="+",
+                      default=[10**4, 5 * 10**4, 10**6, 10**7])
+  parser.add_argument("--batch-sizes", type=int, nargs="+",
+                      default=[128, 1024, 4096])
+  parser.add_argument("--repeats", type=int, default=5)
+  parser.add_argument("--min-seconds", type=float, default=0.05,
+                      help="the shortest run")
+  parser.add_argument("--output", default=os.path.join(
+      os.path.dirname(__file__), "results", "sum_tree_throughput.json"))
+  args = parser.parse_args()
+
+  command = " ".join(["python -m benchmarks.sum_tree_throughput",
+                      *sys.argv[1:]])
+  info = machine()
+  print(command, json.dumps(info), sep="\n")
+  rng = np.random.default_rng(0)
+  results = []
+  for num_leaves in args.sizes:
+    weights = random_weights(num_leaves, rng)
+    for batch_size in args.batch_sizes:
+      before = load()
+      ours = measure_ours(num_leaves, batch_size, weights, rng, args)
+      theirs = measure_baselines(num_leaves, batch_size, weights, rng, args)
+      results.append({"n": num_leaves, "batch_size": batch_size,
+                      "ours": ours, "baselines": theirs,
+                      "load": [before, load()]})
+      print(f"n={num_leaves} B={batch_size}: "
+            f"{millions(ours['sample']['median'])}M draws/s "
+            f"(load {before})", flush=True)
+  print_tables(results)
+
+  before = load()
+  breakdown = step_breakdown(args)
+  print(f"\nOne sampler step at n=50000, B=100, in-graph unless said "
+        f"(us per op; load {before}-{load()}):\n")
+  print("| op | best us | median us |\n|---|---|---|")
+  for name, times in breakdown.items():
+    print(f"| {name} | {min(times):.2f} | {statistics.median(times):.2f} |")
+  print_targets(results, breakdown)
+
+  os.makedirs(os.path.dirname(args.output), exist_ok=True)
+  with open(args.output, "w") as f:
+    json.dump({"command": command, "machine": info, "unroll": UNROLL,
+               "repeats": args.repeats, "results": results,
+               "step_breakdown_us": breakdown}, f, indent=1)
+  print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+  main()
