@@ -1,0 +1,156 @@
+"""Time per training step of the paper's CNN: uniform vs adaptive sampling.
+
+Target (issue 6): with the cheaper utility option (utility_at="step"),
+adaptive sampling's time per step is within 3% of uniform sampling's, for the
+paper's CNN at batch 100. The default option (utility_at="updated",
+Algorithm 1's h_t) adds a second, inference-mode forward pass over the batch;
+its cost is reported beside.
+
+Variants, each a `tf_adasamp.training.make_train_step` (sample, gather,
+forward/backward, SGD update and, when adaptive, utility and reweighting, in
+one tf.function) on the same initial model:
+  uniform            UniformSampler
+  adaptive_step      AdaptiveSampler(amplitude=1, decay=0.5), zero-one
+                     utility from the step's own forward pass (h_{t-1})
+  adaptive_updated   the same, utility from a second pass after the update
+Data: CIFAR-sized random images (50000 x 32x32x3 float32) and the 1500
+training digits (8x8x1). Each timed run calls the step `--steps` times from
+Python, as the trainer does, after `--warmup` untimed steps; each round runs
+every variant once, back to back, in a rotating order, so load from other
+processes falls on all of them. Reports min and median seconds per step over
+`--repeats` rounds, and the median of the per-round ratios to uniform.
+
+  python -m benchmarks.train_step [--steps 10] [--repeats 40]
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from tf_adasamp import datasets
+from tf_adasamp import models
+from tf_adasamp import training
+from tf_adasamp.sampler import AdaptiveSampler
+
+BATCH_SIZE = 100
+CIFAR_SIZED_EXAMPLES = 50000
+VARIANTS = {
+    "uniform": None,
+    "adaptive_step": "step",
+    "adaptive_updated": "updated",
+}
+
+
+def cifar_sized(seed):
+  rng = np.random.default_rng(seed)
+  images = rng.random((CIFAR_SIZED_EXAMPLES, 32, 32, 3), dtype=np.float32)
+  labels = rng.integers(0, 10, CIFAR_SIZED_EXAMPLES).astype(np.int32)
+  return images, labels
+
+
+def digits():
+  data = datasets.load("digits")
+  return data.x_train, data.y_train
+
+
+def make_step(images, labels, utility_at):
+  """One variant's train step, on the CNN every variant starts from."""
+  model = models.build("cnn", images.shape[1:], 10, seed=0)
+  optimizer = training.make_optimizer("sgd", 0.01, 0.0)
+  num_examples = len(labels)
+  if utility_at is None:
+    sampler = training.UniformSampler(num_examples, seed=0)
+  else:
+    sampler = AdaptiveSampler(num_examples, amplitude=1.0, decay=0.5, seed=0)
+  return training.make_train_step(
+      model, optimizer, sampler, tf.constant(images), tf.constant(labels),
+      BATCH_SIZE, utility="zero_one", utility_at=utility_at or "updated")
+
+
+def seconds_per_step(step, steps):
+  start = time.perf_counter()
+  for _ in range(steps):
+    loss = step()[0]
+  float(loss)  # waits for the last step
+  return (time.perf_counter() - start) / steps
+
+
+def benchmark(images, labels, steps, warmup, repeats):
+  """{variant: [seconds per step of each run]}."""
+  train_steps = {name: make_step(images, labels, utility_at)
+                 for name, utility_at in VARIANTS.items()}
+  for step in train_steps.values():
+    seconds_per_step(step, warmup)
+  times = {name: [] for name in VARIANTS}
+  names = list(VARIANTS)
+  for repeat in range(repeats):
+    # A different variant goes first each round.
+    shift = repeat % len(names)
+    for name in names[shift:] + names[:shift]:
+      times[name].append(seconds_per_step(train_steps[name], steps))
+  return times
+
+
+def report(times):
+  """Prints one data set's table; returns its JSON entry.
+
+  Besides min and median, the median over rounds of each round's time
+  ratio to uniform: the variants of a round run back to back, under much
+  the same load from other processes.
+  """
+  print(f"{'variant':<18} {'min ms':>8} {'median ms':>10} "
+        f"{'min vs unif':>12} {'paired median vs unif':>22}")
+  entry = {}
+  for name, values in times.items():
+    paired = statistics.median(
+        t / u for t, u in zip(values, times["uniform"]))
+    entry[name] = {"seconds_per_step": values, "min": min(values),
+                   "median": statistics.median(values),
+                   "min_ratio_to_uniform": min(values) / min(
+                       times["uniform"]),
+                   "paired_median_ratio_to_uniform": paired}
+    print(f"{name:<18} {1e3 * entry[name]['min']:>8.2f} "
+          f"{1e3 * entry[name]['median']:>10.2f} "
+          f"{entry[name]['min_ratio_to_uniform']:>11.3f}x {paired:>21.3f}x")
+  overhead = entry["adaptive_step"]["paired_median_ratio_to_uniform"] - 1
+  print(f"adaptive_step over uniform (paired median): {100 * overhead:+.1f}% "
+        f"(target within 3%: {'met' if abs(overhead) <= 0.03 else 'NOT met'})")
+  return entry
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--steps", type=int, default=10)
+  parser.add_argument("--warmup", type=int, default=10)
+  parser.add_argument("--repeats", type=int, default=40)
+  parser.add_argument("--output", default=os.path.join(
+      os.path.dirname(__file__), "results", "train_step.json"))
+  args = parser.parse_args()
+
+  results = {}
+  for name, load in [("cifar_sized", lambda: cifar_sized(seed=0)),
+                     ("digits", digits)]:
+    images, labels = load()
+    print(f"\n{name}: {len(labels)} x {'x'.join(map(str, images.shape[1:]))}"
+          f", batch {BATCH_SIZE}, {args.steps} steps x {args.repeats} runs")
+    results[name] = report(benchmark(images, labels, args.steps,
+                                     args.warmup, args.repeats))
+
+  os.makedirs(os.path.dirname(args.output), exist_ok=True)
+  with open(args.output, "w") as f:
+    json.dump({"batch_size": BATCH_SIZE, "steps": args.steps,
+               "warmup": args.warmup, "repeats": args.repeats,
+               "cpus": os.cpu_count(), "machine": platform.platform(),
+               "tensorflow": tf.__version__, "results": results}, f,
+              indent=2)
+  print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+  main()

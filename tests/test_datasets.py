@@ -1,0 +1,84 @@
+"""The trainer's data sets: digits offline, CIFAR-10 through tfds."""
+
+import socket
+import time
+
+import numpy as np
+import pytest
+from sklearn import datasets as sk_datasets
+import tensorflow_datasets as tfds
+
+from tf_adasamp import datasets
+
+
+def check_images_and_labels(images, labels, shape, num_classes=10):
+  assert images.shape[1:] == shape
+  assert images.dtype == np.float32
+  assert 0 <= images.min() and images.max() <= 1
+  assert labels.dtype == np.int32
+  assert len(labels) == len(images)
+  assert 0 <= labels.min() and labels.max() < num_classes
+
+
+def test_digits_are_unit_interval_nhwc_images_split_1500_297():
+  data = datasets.load("digits")
+  check_images_and_labels(data.x_train, data.y_train, (8, 8, 1))
+  check_images_and_labels(data.x_test, data.y_test, (8, 8, 1))
+  assert (len(data.y_train), len(data.y_test)) == (1500, 297)
+  assert data.image_shape == (8, 8, 1) and data.num_classes == 10
+  # Stratified: every class is in the test split.
+  assert set(data.y_test) == set(range(10))
+
+
+def sorted_rows(images):
+  return sorted(map(bytes, images.reshape(len(images), -1)))
+
+
+def test_digits_split_is_deterministic_and_partitions_the_data():
+  first, second = datasets.load_digits(), datasets.load_digits()
+  np.testing.assert_array_equal(first.x_train, second.x_train)
+  np.testing.assert_array_equal(first.y_test, second.y_test)
+  everything = (sk_datasets.load_digits().images / 16.0).astype(np.float32)
+  assert sorted_rows(np.concatenate([first.x_train, first.x_test])) == (
+      sorted_rows(everything))
+
+
+def test_cifar10_loads_through_tfds_as_unit_interval_images(tmp_path):
+  with tfds.testing.mock_data(num_examples=7):
+    data = datasets.load("cifar10", data_dir=str(tmp_path))
+  assert data.name == "cifar10"
+  check_images_and_labels(data.x_train, data.y_train, (32, 32, 3))
+  check_images_and_labels(data.x_test, data.y_test, (32, 32, 3))
+  assert len(data.y_train) == 7
+
+
+def closed_port():
+  """A local TCP port that nothing listens on."""
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def test_cifar10_without_data_or_network_fails_fast_naming_digits(
+    tmp_path, monkeypatch):
+  monkeypatch.setattr(datasets, "CIFAR10_HOST", ("127.0.0.1", closed_port()))
+  start = time.monotonic()
+  with pytest.raises(datasets.DatasetUnavailableError,
+                     match="--dataset=digits"):
+    datasets.load("cifar10", data_dir=str(tmp_path))
+  # Fast means no download retries; a generous bound, not a benchmark.
+  assert time.monotonic() - start < 10
+
+
+def test_network_reachable_tells_listening_from_closed_port():
+  with socket.socket() as server:
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    assert datasets.network_reachable(server.getsockname(), timeout=1)
+  assert not datasets.network_reachable(("127.0.0.1", closed_port()),
+                                        timeout=1)
+
+
+def test_unknown_dataset_is_a_value_error():
+  with pytest.raises(ValueError, match="unknown dataset 'mnist'"):
+    datasets.load("mnist")

@@ -1,0 +1,153 @@
+"""The five panels of the paper's Figure 1 (London, NIPS 2017, Experiments).
+
+  train_loss.png      training cross-entropy over iterations (log scale)
+  train_accuracy.png  training accuracy
+  test_accuracy.png   test accuracy
+  amplitude.png       effect of the amplitude alpha on train and test accuracy
+  kl.png              KL(Q_t || P_t) of the adaptive sampling distribution
+  figure1.png         all five, (a)-(e)
+
+Curves are the mean over trials with a band of +-1 standard deviation.
+Colour says the utility (uniform sampling in grey), line style the update
+rule.
+"""
+
+import functools
+import os
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; no display needed
+from matplotlib import ticker  # pylint: disable=wrong-import-position
+import matplotlib.pyplot as plt  # pylint: disable=wrong-import-position
+import numpy as np  # pylint: disable=wrong-import-position
+
+_COLOURS = {"Unif": "0.35", "AdaSamp-01": "tab:blue", "AdaSamp-L1": "tab:red"}
+_LINESTYLES = {"SGD": "-", "AdaGrad": "--"}
+
+# (metric, y label, file name, log-scale y).
+CURVE_PANELS = [
+    ("train_loss", "train cross-entropy", "train_loss", True),
+    ("train_accuracy", "train accuracy", "train_accuracy", False),
+    ("test_accuracy", "test accuracy", "test_accuracy", False),
+]
+KL_PANEL = ("kl", r"KL$(Q_t \,\|\, P_t)$ (nats)", "kl", False)
+
+
+def style(algorithm):
+  """Colour and line style of an algorithm named like 'AdaSamp-01-SGD'."""
+  sampling, _, rule = algorithm.rpartition("-")
+  return {"color": _COLOURS.get(sampling, "k"),
+          "linestyle": _LINESTYLES.get(rule, "-")}
+
+
+def plot_curves(ax, curves, metric, ylabel, log_scale=False):
+  """Mean +- std over trials of `metric` for each algorithm.
+
+  Args:
+    ax: matplotlib Axes.
+    curves: {algorithm: {"step": [E], metric: [trials, E]}}.
+    metric: which metric to draw.
+    ylabel: its label.
+    log_scale: log-scale y axis.
+  """
+  for algorithm, curve in curves.items():
+    values = np.asarray(curve[metric])
+    mean, std = values.mean(axis=0), values.std(axis=0)
+    line_style = style(algorithm)
+    ax.plot(curve["step"], mean, label=algorithm, linewidth=1.6,
+            **line_style)
+    lower = mean - std
+    if log_scale:  # a band below zero has no place on a log axis
+      lower = np.maximum(lower, mean / 10)
+    ax.fill_between(curve["step"], lower, mean + std, alpha=0.15,
+                    color=line_style["color"], linewidth=0)
+  ax.set_xlabel("iteration")
+  ax.set_ylabel(ylabel)
+  if log_scale:
+    ax.set_yscale("log")
+    # Plain numbers (0.01, 0.1, 1) at the decades only.
+    ax.yaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
+    ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+  ax.grid(True, alpha=0.3)
+  ax.legend(fontsize="small")
+
+
+def plot_amplitude(ax, sweep):
+  """Train accuracy (mean over the first half of training) and final test
+  accuracy against the amplitude, mean +- std over trials.
+
+  Args:
+    ax: matplotlib Axes.
+    sweep: {"algorithm": name, "amplitude": [A] (0 is uniform sampling),
+      "train_accuracy": [A, trials] (first-half means),
+      "test_accuracy": [A, trials] (final)}.
+  """
+  positions = np.arange(len(sweep["amplitude"]))
+  for metric, label, colour, marker in [
+      ("train_accuracy", "train accuracy, mean over 1st half", "tab:blue",
+       "o"),
+      ("test_accuracy", "test accuracy, final", "tab:orange", "s")]:
+    values = np.asarray(sweep[metric])
+    ax.errorbar(positions, values.mean(axis=1), yerr=values.std(axis=1),
+                color=colour, marker=marker, capsize=3, label=label)
+  ax.set_xticks(positions)
+  ax.set_xticklabels([f"{a:g}" if a else "0\n(unif)"
+                      for a in sweep["amplitude"]])
+  ax.set_xlabel(rf"amplitude $\alpha$ ({sweep['algorithm']})")
+  ax.set_ylabel("accuracy")
+  ax.grid(True, alpha=0.3)
+  ax.legend(fontsize="small")
+
+
+def _panels(curves, sweep):
+  """(file name, title, draw(ax)) for each of the five panels."""
+  adaptive = {name: curve for name, curve in curves.items()
+              if not name.startswith("Unif")}
+  panels = [
+      (file_name, title, functools.partial(
+          plot_curves, curves=curves, metric=metric, ylabel=title,
+          log_scale=log_scale))
+      for metric, title, file_name, log_scale in CURVE_PANELS]
+  panels.append(("amplitude", r"impact of $\alpha$",
+                 functools.partial(plot_amplitude, sweep=sweep)))
+  metric, title, file_name, log_scale = KL_PANEL
+  panels.append((file_name, title, functools.partial(
+      plot_curves, curves=adaptive, metric=metric, ylabel=title,
+      log_scale=log_scale)))
+  return panels
+
+
+def figure1(curves, sweep, out_dir, title=""):
+  """Writes the five panels and figure1.png to `out_dir`; returns the paths.
+
+  Args:
+    curves: {algorithm: {"step": [E], metric: [trials, E]}}, metrics
+      train_loss, train_accuracy, test_accuracy and kl.
+    sweep: the amplitude sweep, as for plot_amplitude.
+    out_dir: directory for the PNG files.
+    title: suptitle of figure1.png (e.g. data set and trials).
+  """
+  os.makedirs(out_dir, exist_ok=True)
+  paths = []
+  panels = _panels(curves, sweep)
+  for file_name, title_text, draw in panels:
+    fig, ax = plt.subplots(figsize=(6, 4.5), constrained_layout=True)
+    draw(ax)
+    ax.set_title(title_text)
+    paths.append(os.path.join(out_dir, f"{file_name}.png"))
+    fig.savefig(paths[-1], dpi=120)
+    plt.close(fig)
+  # Two rows of three; the sixth cell stays empty.
+  fig, axes = plt.subplots(2, 3, figsize=(18, 10), constrained_layout=True)
+  axes = axes.ravel()
+  for ax, (_, title_text, draw), letter in zip(axes, panels, "abcde"):
+    draw(ax)
+    ax.set_title(f"({letter}) {title_text}")
+  axes[-1].axis("off")
+  if title:
+    fig.suptitle(title)
+  paths.append(os.path.join(out_dir, "figure1.png"))
+  fig.savefig(paths[-1], dpi=100)
+  plt.close(fig)
+  return paths
