@@ -1,5 +1,6 @@
 # Set-up and the two everyday commands (see README.md):
-#   make demo    set up, then run the main job
+#   make experiment  set up, then run the main job: the paper's experiment
+#                    on the bundled digits data, with its figures and table
 #   make test    set up, then run every test: pytest and `bazel test //...`
 # Set-up is idempotent: a virtual environment in .venv with TensorFlow and the
 # package installed in place (its op library built against that TensorFlow),
@@ -12,7 +13,7 @@ TENSORFLOW := tensorflow==2.21.0
 CC_SOURCES := $(wildcard cc/*/*.cc cc/*/*.h cc/*/*.cu)
 OP_LIBRARY := tf_adasamp/_sum_tree_ops.so
 
-.PHONY: setup demo test pytest bazel-test clean
+.PHONY: setup experiment demo test pytest bazel-test clean
 
 setup: $(OP_LIBRARY)
 
@@ -25,6 +26,10 @@ $(VENV)/installed: setup.py pyproject.toml
 
 $(OP_LIBRARY): $(VENV)/installed $(CC_SOURCES)
 	$(PY) setup.py -q build_ext --inplace
+
+experiment: setup
+	$(PY) -m tf_adasamp.reproduce --dataset=digits --trials=5 \
+	  --output_dir=runs/digits --report_dir=docs/experiment
 
 demo: setup
 	$(PY) -m tf_adasamp.demo
