@@ -24,11 +24,15 @@ import argparse
 import os
 import sys
 
+import keras
 import numpy as np
 import tensorflow as tf
 
 from tf_adasamp import AdaptiveSampler
+from tf_adasamp import data
 from tf_adasamp import distribute
+from tf_adasamp import training
+from tf_adasamp.keras import AdaptiveSamplingModel
 
 NUM_EXAMPLES = 40
 AMPLITUDE = 0.5
@@ -37,6 +41,7 @@ SEED = 7
 BATCH_SIZE = 16  # Per replica.
 STEPS = 300
 SHARE_STEPS = 3
+STAGE_STEPS = 150
 # Utility of each example: signed, fixed, so that Q_t is far from uniform.
 UTILITIES = np.random.default_rng(0).normal(size=NUM_EXAMPLES)
 # Added per replica id, so that an index two replicas drew has two utilities
@@ -56,7 +61,7 @@ def state_variables(sampler):
 
 
 def make_strategy(mode):
-  if mode == "mirrored":
+  if mode in ("mirrored", "trainer"):
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(
         cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
@@ -121,6 +126,75 @@ def draw_shares(strategy, sampler):
           "num_pipelines": pipelines[0]}
 
 
+def train_through_stage(strategy):
+  """STAGE_STEPS steps on batches of a fresh sampler's tf.data stage
+  (max_lag=0: exactly Algorithm 1), one pipeline per worker."""
+  sampler = distribute.create_sampler(strategy, NUM_EXAMPLES, AMPLITUDE,
+                                      DECAY, seed=SEED)
+  stage = data.AdaptiveSampling(sampler, BATCH_SIZE, max_lag=0)
+  # Each example is its own index, to check that batches match draws.
+  examples = np.arange(NUM_EXAMPLES)
+  batches = iter(strategy.distribute_datasets_from_function(
+      lambda context: stage.dataset(examples, context)))
+
+  @tf.function
+  def step(batch):
+    def replica_step(batch_examples, indices, probabilities):
+      replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+      stage.update(indices, utilities(indices, replica))
+      return batch_examples, indices, probabilities
+    return strategy.run(replica_step, batch)
+
+  steps = [[local(strategy, value) for value in step(next(batches))]
+           for _ in range(STAGE_STEPS)]
+  # Not the generator: the pipelines draw one step ahead of the last update,
+  # each in its own time.
+  results = {f"stage_state{k}": local(strategy, v)
+             for k, v in enumerate(sampler.variables)}
+  for key, values in zip(["examples", "draws", "probabilities"],
+                         zip(*steps)):
+    results[f"stage_{key}"] = np.stack(values)
+  return results
+
+
+def fit_keras(strategy):
+  """A short `fit` of AdaptiveSamplingModel under the strategy; returns
+  whether the sampler's copies ended identical and the losses."""
+  sampler = distribute.create_sampler(strategy, NUM_EXAMPLES, AMPLITUDE,
+                                      DECAY, seed=SEED)
+  stage = data.AdaptiveSampling(sampler, BATCH_SIZE, max_lag=1)
+  x = np.random.default_rng(0).normal(size=(NUM_EXAMPLES, 4))
+  y = (x[:, 0] > 0).astype(np.int64)
+  with strategy.scope():
+    keras.utils.set_random_seed(0)
+    net = keras.Sequential([keras.Input((4,)),
+                            keras.layers.Dense(2, activation="softmax")])
+    model = AdaptiveSamplingModel(net, stage, utility="l1")
+    model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+  history = model.fit(
+      strategy.distribute_datasets_from_function(
+          lambda context: stage.dataset((x.astype(np.float32), y), context)),
+      steps_per_epoch=10, epochs=2, verbose=0)
+  copies = local(strategy, sampler.tree.variable)
+  return {"keras_copies_identical": all(np.array_equal(c, copies[0])
+                                        for c in copies),
+          "keras_loss": np.array(history.history["loss"]),
+          "keras_kl": np.array(history.history["kl"])}
+
+
+def run_trainer(out):
+  """The trainer with strategy="mirrored" on digits, briefly. In a process
+  of its own: two MirroredStrategy objects in one process share collective
+  keys."""
+  records = training.train(training.TrainConfig(
+      dataset="digits", model="logistic", steps=20, eval_interval=10,
+      strategy="mirrored"))
+  np.savez(os.path.join(out, "task0.npz"),
+           replicas=training.make_strategy("mirrored").num_replicas_in_sync,
+           test_accuracy=[r["test_accuracy"] for r in records],
+           kl=[r["kl"] for r in records])
+
+
 def refusal(strategy):
   """What `update` says to a one-copy sampler under several replicas."""
   one_copy = AdaptiveSampler(NUM_EXAMPLES, AMPLITUDE, DECAY)  # No strategy.
@@ -133,11 +207,13 @@ def refusal(strategy):
 
 def main():
   parser = argparse.ArgumentParser()
-  parser.add_argument("mode", choices=["mirrored", "multi_worker"])
+  parser.add_argument("mode", choices=["mirrored", "multi_worker", "trainer"])
   parser.add_argument("out")
   parser.add_argument("--restore")
   args = parser.parse_args()
   strategy = make_strategy(args.mode)
+  if args.mode == "trainer":
+    return run_trainer(args.out)
   sampler = distribute.create_sampler(strategy, NUM_EXAMPLES, AMPLITUDE,
                                       DECAY, seed=SEED)
   if args.restore:
@@ -152,6 +228,9 @@ def main():
     tf.train.Checkpoint(sampler=sampler).write(
         os.path.join(args.out, "ckpt" if task == 0 else f"ckpt{task}"))
     results.update(draw_shares(strategy, sampler))
+  results.update(train_through_stage(strategy))
+  if args.mode == "mirrored":
+    results.update(fit_keras(strategy))
   results["refusal"] = refusal(strategy)
   np.savez(os.path.join(args.out, f"task{task}.npz"), **results)
 

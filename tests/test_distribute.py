@@ -64,8 +64,9 @@ def run_workers(mode, out, restore, num_workers):
             "cluster": {"worker": cluster},
             "task": {"type": "worker", "index": task}})
       logs.append(open(out / f"log{task}.txt", "w+"))
+      command = [sys.executable, str(WORKER), mode, str(out)]
       processes.append(subprocess.Popen(
-          [sys.executable, str(WORKER), mode, str(out), "--restore", restore],
+          command + (["--restore", restore] if restore else []),
           env=env, stdout=logs[-1], stderr=subprocess.STDOUT))
     deadline = time.monotonic() + TIMEOUT_S
     # Until all finish, one fails (the others may wait for it forever) or
@@ -117,15 +118,43 @@ def multi_worker_run(mirrored_run, tmp_path_factory):
                      mirrored_run.checkpoint, num_workers=2)
 
 
+@pytest.fixture(scope="module")
+def trainer_run(tmp_path_factory):
+  """The trainer with strategy="mirrored", two replicas."""
+  return run_workers("trainer", tmp_path_factory.mktemp("trainer"), None,
+                     num_workers=1)
+
+
+def stage_part(run):
+  """A run's steps through the tf.data stage, as a run from a fresh
+  sampler."""
+  return Run([{**{key[len("stage_"):]: value
+                  for key, value in output.items()
+                  if key.startswith("stage_")},
+               "replica_ids": output["replica_ids"]}
+              for output in run.outputs], None, None)
+
+
 @pytest.fixture
 def run(request):
-  return request.getfixturevalue(f"{request.param}_run")
+  kind, _, part = request.param.partition(":")
+  run = request.getfixturevalue(f"{kind}_run")
+  return stage_part(run) if part else run
 
 
-RUNS = pytest.mark.parametrize(
-    "run", ["mirrored", pytest.param("multi_worker",
-                                     marks=pytest.mark.multi_worker)],
-    indirect=True)
+def runs(*parts):
+  """Parametrizes `run` over both strategies and the given parts of a run:
+  "" (the sampler used directly) or "stage" (through the tf.data stage)."""
+  params = []
+  for kind in ("mirrored", "multi_worker"):
+    marks = [pytest.mark.multi_worker] if kind == "multi_worker" else []
+    params += [pytest.param(":".join(filter(None, [kind, part])), marks=marks)
+               for part in parts]
+  return pytest.mark.parametrize("run", params, indirect=True)
+
+
+RUNS = runs("")
+ALL_RUNS = runs("", "stage")
 
 
 def global_replicas(run, key):
@@ -137,8 +166,10 @@ def global_replicas(run, key):
 
 
 def restored(checkpoint):
+  """A plain sampler, restored from `checkpoint` if not None."""
   sampler = plain_sampler()
-  tf.train.Checkpoint(sampler=sampler).read(checkpoint).assert_consumed()
+  if checkpoint:
+    tf.train.Checkpoint(sampler=sampler).read(checkpoint).assert_consumed()
   return sampler
 
 
@@ -157,19 +188,20 @@ def replay(run):
   return sampler, np.stack(distributions)
 
 
-@RUNS
+@ALL_RUNS
 def test_every_copy_of_the_state_stays_bit_identical(run):
   # At the end; each draw's probability, below, checks every step.
   first = run.outputs[0]
-  num_state = len(worker.state_variables(plain_sampler()))
+  keys = [key for key in first if key.startswith("state")]
+  assert len(keys) >= len(plain_sampler().variables)
   for output in run.outputs:
     assert output["state0"].shape[0] == len(output["replica_ids"])
-    for k in range(num_state):
-      for copy in output[f"state{k}"]:
-        np.testing.assert_array_equal(copy, first[f"state{k}"][0])
+    for key in keys:
+      for copy in output[key]:
+        np.testing.assert_array_equal(copy, first[key][0])
 
 
-@RUNS
+@ALL_RUNS
 def test_copies_equal_one_sampler_fed_the_global_batches_in_replica_order(run):
   # Indices that both replicas drew carry two utilities; the first wins.
   draws = global_replicas(run, "draws")
@@ -181,7 +213,7 @@ def test_copies_equal_one_sampler_fed_the_global_batches_in_replica_order(run):
         np.testing.assert_array_equal(copy, variable.numpy())
 
 
-@RUNS
+@ALL_RUNS
 def test_each_draw_has_its_single_device_probability(run):
   _, distributions = replay(run)
   draws = global_replicas(run, "draws")
@@ -191,7 +223,7 @@ def test_each_draw_has_its_single_device_probability(run):
     np.testing.assert_array_equal(batch_probabilities, distribution[batch])
 
 
-@RUNS
+@ALL_RUNS
 def test_draw_frequencies_match_single_device_distribution(run):
   _, distributions = replay(run)
   draws = global_replicas(run, "draws")
@@ -203,7 +235,7 @@ def test_draw_frequencies_match_single_device_distribution(run):
   assert stats.chisquare(counts, expected).pvalue > 1e-3
 
 
-@RUNS
+@ALL_RUNS
 def test_replicas_draw_from_different_streams(run):
   draws = global_replicas(run, "draws")
   # Independent draws coincide with probability sum_i Q_t(i)^2, about 0.04.
@@ -241,6 +273,27 @@ def test_pipeline_shares_are_slices_of_one_single_device_draw(run):
 @RUNS
 def test_update_refuses_a_one_copy_sampler_under_several_replicas(run):
   assert "create_sampler" in str(run.outputs[0]["refusal"])
+
+
+@runs("stage")
+def test_stage_batches_hold_the_drawn_examples(run):
+  for output in run.outputs:
+    np.testing.assert_array_equal(output["examples"], output["draws"])
+
+
+def test_keras_fit_keeps_the_copies_identical(mirrored_run):
+  # fit of AdaptiveSamplingModel on the stage's distributed dataset.
+  output = mirrored_run.outputs[0]
+  assert output["keras_copies_identical"]
+  assert np.all(np.isfinite(output["keras_loss"]))
+  assert np.all(output["keras_kl"] > 0)
+
+
+def test_trainer_trains_with_two_mirrored_replicas(trainer_run):
+  output = trainer_run.outputs[0]
+  assert output["replicas"] == 2
+  assert output["test_accuracy"][-1] > output["test_accuracy"][0] + 0.2
+  assert np.all(output["kl"][1:] > 0)
 
 
 def test_default_strategy_gives_a_plain_sampler():
@@ -334,9 +387,6 @@ def test_bad_arguments_are_refused(call, error):
     call(plain_sampler())
 
 
-@pytest.mark.xfail(strict=True, raises=AttributeError,
-                   reason="SumTree and AdaptiveSampler read with "
-                   "Variable.sparse_read, which MirroredVariables lack")
 @pytest.mark.parametrize("context", ["replica", "cross_replica"])
 def test_reads_work_on_mirrored_state(context):
   strategy = tf.distribute.MirroredStrategy(["/cpu:0"])

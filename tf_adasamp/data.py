@@ -21,6 +21,7 @@ import itertools
 import numpy as np
 import tensorflow as tf
 
+from tf_adasamp import distribute
 from tf_adasamp.sum_tree import check_positive_int
 
 # Upper bound on the batch that materializes a dataset of unknown length.
@@ -123,7 +124,7 @@ class AdaptiveSampling:
   def max_lag(self):
     return self._max_lag
 
-  def dataset(self, source):
+  def dataset(self, source, input_context=None):
     """An endless dataset of adaptive batches from `source`.
 
     Args:
@@ -133,6 +134,13 @@ class AdaptiveSampling:
         `__getitem__` (or `__getitems__`) returning nests of equally shaped
         arrays, such as a `tfds.data_source(...)` over ArrayRecord files
         (read with `tf.numpy_function`, in parallel).
+      input_context: under a `tf.distribute` strategy, the
+        `tf.distribute.InputContext` that
+        `strategy.distribute_datasets_from_function` passes. The dataset
+        then yields this worker's per-replica batches of `batch_size`, each
+        a share of one step's draws from the one Q_t
+        (`tf_adasamp.distribute.sample_share`), and the lag counts steps of
+        all local replicas.
 
     Returns:
       A `tf.data.Dataset` of the source's batches with indices and
@@ -143,10 +151,17 @@ class AdaptiveSampling:
       raise ValueError(f"the source has {num_examples} examples but the "
                        f"sampler {self._sampler.num_examples}")
 
+    share, num_shares, per_step = 0, 1, 1
+    if input_context is not None:
+      share = input_context.input_pipeline_id
+      num_shares = input_context.num_input_pipelines
+      # Local replicas: each takes one batch, and reports one update, a step.
+      per_step = input_context.num_replicas_in_sync // num_shares
+
     def draw(step):
-      with tf.control_dependencies(self._wait_for_turn(step)):
-        return tuple(
-            self._sampler.sample_with_probabilities(self._batch_size))
+      with tf.control_dependencies(self._wait_for_turn(step, per_step)):
+        return tuple(distribute.sample_share(self._sampler, self._batch_size,
+                                             share, num_shares))
 
     def load(indices, probabilities):
       return _with_sampling(gather(indices), indices, probabilities)
@@ -162,16 +177,18 @@ class AdaptiveSampling:
 
   def update(self, indices, utilities):
     """Reweights the drawn `indices` (Algorithm 1, line 5) and lets the
-    pipeline draw one batch further; call once per consumed batch."""
-    self._sampler.update(indices, utilities)
+    pipeline draw one batch further; call once per consumed batch (under a
+    strategy, in every replica: `tf_adasamp.distribute.update`)."""
+    distribute.update(self._sampler, indices, utilities)
     if self._max_lag is not None:
       # Inside tf.function nothing orders ops on different resources; a read
       # of the tree comes after the update, so the token does too.
       with tf.control_dependencies([self._sampler.tree.total()]):
         self._put_tokens(1)
 
-  def _wait_for_turn(self, step):
-    """Ops that block draw `step` of an iterator until its lag is allowed."""
+  def _wait_for_turn(self, step, per_step):
+    """Ops that block draw `step` of an iterator until its lag is allowed;
+    `per_step` draws and updates make one training step."""
     if self._max_lag is None:
       return []
 
@@ -180,7 +197,7 @@ class AdaptiveSampling:
           handle=self._tokens, n=tf.raw_ops.QueueSizeV2(handle=self._tokens),
           component_types=[tf.int32])
       with tf.control_dependencies(leftover):
-        return self._put_tokens(self._max_lag + 1)
+        return self._put_tokens((self._max_lag + 1) * per_step)
 
     started = tf.cond(tf.equal(step, 0), restart, tf.no_op)
     with tf.control_dependencies([started]):

@@ -74,6 +74,13 @@ class AdaptiveSamplingModel(keras.Model):
                    if self.jit_compile else self._learn_step)
     self.jit_compile = False
 
+  def _symbolic_build(self, iterator=None, data_batch=None):
+    # Under a tf.distribute strategy Keras builds the model from one
+    # training batch, which ends with the stage's indices and probabilities.
+    if data_batch is not None and len(data_batch) > 2:
+      data_batch = tuple(data_batch[:-2])
+    super()._symbolic_build(iterator=iterator, data_batch=data_batch)
+
   def train_step(self, data):
     *batch, indices, probabilities = data
     x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(tuple(batch))

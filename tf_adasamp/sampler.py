@@ -159,7 +159,7 @@ class AdaptiveSampler(tf.Module):
     KL = sum_i (s_i / W) log(n s_i / W) = log n + H / W - log W.
     """
     total = self.tree.total()
-    entropy_sum = self._entropy_tree.sparse_read(1)
+    entropy_sum = tf.gather(self._entropy_tree, 1)
     kl = (math.log(self._num_examples) + entropy_sum / total -
           tf.math.log(total))
     # Round-off can leave a uniform distribution a hair below zero.

@@ -88,11 +88,12 @@ class SumTree(tf.Module):
 
   def total(self):
     """The sum of all weights, read in O(1)."""
-    return self.variable.sparse_read(1)
+    return tf.gather(self.variable, 1)
 
   def weights(self):
     """All n leaf weights, [n]."""
-    return self.variable.sparse_read(
+    return tf.gather(
+        self.variable,
         tf.range(self._capacity, self._capacity + self._num_leaves))
 
   def probabilities(self, indices=None):
@@ -105,8 +106,8 @@ class SumTree(tf.Module):
         message="indices out of range")
     tf.debugging.assert_non_negative(indices, message="indices out of range")
     # One read of the total and the leaves, so they agree.
-    values = self.variable.sparse_read(
-        tf.concat([[1], indices + self._capacity], axis=0))
+    values = tf.gather(
+        self.variable, tf.concat([[1], indices + self._capacity], axis=0))
     return values[1:] / values[0]
 
   def assign(self, weights):

@@ -77,6 +77,12 @@ def define_flags():
   flags.DEFINE_bool("resume", False,
                     "Continue the run in --output_dir from its last "
                     "checkpoint.")
+  flags.DEFINE_enum("strategy", defaults.strategy, training.STRATEGIES,
+                    "tf.distribute strategy: default (one device), mirrored "
+                    "(every local GPU, else every logical CPU device) or "
+                    "multi_worker (the cluster in TF_CONFIG; give each "
+                    "worker its own --output_dir). The batch is split among "
+                    "the replicas, which share one sampling distribution.")
   flags.DEFINE_bool("progress", True, "Show a progress bar.")
 
 

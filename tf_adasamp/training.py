@@ -20,6 +20,10 @@ the same seeded random stream as `AdaptiveSampler` and skips the utility and
 the reweighting. With a shared seed, uniform and adaptive runs start from the
 same model (see `models.build`) and draw the same first batch.
 
+With `strategy` "mirrored" or "multi_worker" the step runs on every
+tf.distribute replica, each drawing its share of the batch from one adaptive
+distribution whose copies stay identical (tf_adasamp.distribute).
+
 `train(config)` runs the loop: metrics of the whole train and test sets every
 `eval_interval` steps, as JSON lines and TensorBoard summaries, checkpoints of
 everything that shapes the run (model, dropout and sampler random state,
@@ -40,14 +44,15 @@ from tensorflow.core.framework import summary_pb2
 
 from tf_adasamp import bounds
 from tf_adasamp import datasets
+from tf_adasamp import distribute
 from tf_adasamp import models
 from tf_adasamp import utilities
-from tf_adasamp.sampler import AdaptiveSampler
 from tf_adasamp.sampler import check_amplitude
 from tf_adasamp.sampler import check_decay
 from tf_adasamp.sum_tree import check_positive_int
 
 SAMPLINGS = ("uniform", "adaptive")
+STRATEGIES = ("default", "mirrored", "multi_worker")
 OPTIMIZERS = ("sgd", "adagrad")
 UTILITY_AT = ("updated", "step")
 METRICS_FILE = "metrics.jsonl"
@@ -97,12 +102,38 @@ class UniformSampler(tf.Module):
     return tf.zeros([], tf.float64)
 
 
-def make_sampler(sampling, num_examples, amplitude, decay, seed):
-  """A UniformSampler or AdaptiveSampler over `num_examples` examples."""
+def make_strategy(name):
+  """The tf.distribute strategy called `name` (one of STRATEGIES).
+
+  default: this process's default devices, no replication; mirrored: a
+  replica per local GPU (per logical CPU device if none); multi_worker: the
+  cluster of TF_CONFIG, a replica per GPU of every worker.
+  """
+  if name == "default":
+    return tf.distribute.get_strategy()
+  if name == "mirrored":
+    devices = (tf.config.list_logical_devices("GPU") or
+               tf.config.list_logical_devices("CPU"))
+    return tf.distribute.MirroredStrategy([d.name for d in devices])
+  if name == "multi_worker":
+    return tf.distribute.MultiWorkerMirroredStrategy()
+  raise ValueError(f"unknown strategy {name!r}; choose one of {STRATEGIES}")
+
+
+def make_sampler(sampling, num_examples, amplitude, decay, seed,
+                 strategy=None):
+  """A UniformSampler or AdaptiveSampler over `num_examples` examples.
+
+  Under `strategy`, with a copy per replica: each replica draws its share of
+  the batch from one distribution (tf_adasamp.distribute).
+  """
+  strategy = strategy or tf.distribute.get_strategy()
   if sampling == "uniform":
-    return UniformSampler(num_examples, seed=seed)
+    with strategy.scope():
+      return UniformSampler(num_examples, seed=seed)
   if sampling == "adaptive":
-    return AdaptiveSampler(num_examples, amplitude, decay, seed=seed)
+    return distribute.create_sampler(strategy, num_examples, amplitude, decay,
+                                     seed=seed)
   raise ValueError(f"unknown sampling {sampling!r}; choose one of "
                    f"{SAMPLINGS}")
 
@@ -123,8 +154,12 @@ def make_optimizer(name, learning_rate, lr_decay):
 
 
 def make_train_step(model, optimizer, sampler, images, labels, batch_size,
-                    utility="zero_one", utility_at="updated"):
+                    utility="zero_one", utility_at="updated", strategy=None):
   """One training step as a `tf.function` of no arguments.
+
+  Under `strategy` (model, optimizer and sampler made in its scope), each of
+  its R replicas draws batch_size / R examples, and the gradients and the
+  sampler's update cover the whole batch.
 
   Returns the batch's mean cross-entropy and accuracy, its indices ([B]
   int64) and the utilities the sampler was updated with ([B]; zeros for a
@@ -133,12 +168,17 @@ def make_train_step(model, optimizer, sampler, images, labels, batch_size,
   if utility_at not in UTILITY_AT:
     raise ValueError(f"unknown utility_at {utility_at!r}; choose one of "
                      f"{UTILITY_AT}")
+  strategy = strategy or tf.distribute.get_strategy()
+  num_replicas = strategy.num_replicas_in_sync
+  if batch_size % num_replicas:
+    raise ValueError(f"batch_size {batch_size} must be a multiple of the "
+                     f"{num_replicas} replicas")
+  replica_batch_size = batch_size // num_replicas
   utility_fn = utilities.get(utility)
   reweights = not isinstance(sampler, UniformSampler)
 
-  @tf.function
-  def train_step():
-    indices = sampler.sample(batch_size)
+  def replica_step():
+    indices = sampler.sample(replica_batch_size)
     batch_images = tf.gather(images, indices)
     batch_labels = tf.gather(labels, indices)
     with tf.GradientTape() as tape:
@@ -146,7 +186,8 @@ def make_train_step(model, optimizer, sampler, images, labels, batch_size,
       cross_entropy = tf.reduce_mean(
           tf.nn.sparse_softmax_cross_entropy_with_logits(batch_labels,
                                                          logits))
-      loss = tf.add_n([cross_entropy, *model.losses])
+      # The replicas' gradients are summed.
+      loss = tf.add_n([cross_entropy, *model.losses]) / num_replicas
     gradients = tape.gradient(loss, model.trainable_variables)
     optimizer.apply_gradients(zip(gradients, model.trainable_variables))
     accuracy = tf.reduce_mean(tf.cast(
@@ -154,12 +195,23 @@ def make_train_step(model, optimizer, sampler, images, labels, batch_size,
                  batch_labels), tf.float32))
     if not reweights:
       return (cross_entropy, accuracy, indices,
-              tf.zeros([batch_size], tf.float32))
+              tf.zeros([replica_batch_size], tf.float32))
     if utility_at == "updated":
       logits = model(batch_images, training=False)
     batch_utilities = utility_fn(batch_labels, tf.nn.softmax(logits))
-    sampler.update(indices, batch_utilities)
+    distribute.update(sampler, indices, batch_utilities)
     return cross_entropy, accuracy, indices, batch_utilities
+
+  @tf.function
+  def train_step():
+    with strategy.scope():
+      cross_entropy, accuracy, indices, batch_utilities = strategy.run(
+          replica_step)
+      mean = tf.distribute.ReduceOp.MEAN
+      return (strategy.reduce(mean, cross_entropy, axis=None),
+              strategy.reduce(mean, accuracy, axis=None),
+              strategy.gather(indices, axis=0),
+              strategy.gather(batch_utilities, axis=0))
 
   return train_step
 
@@ -219,6 +271,7 @@ class TrainConfig:
   seed: int = 0
   output_dir: str | None = None
   resume: bool = False
+  strategy: str = "default"
 
   def __post_init__(self):
     for name, allowed in [("dataset", datasets.DATASETS),
@@ -226,7 +279,8 @@ class TrainConfig:
                           ("optimizer", OPTIMIZERS),
                           ("sampling", SAMPLINGS),
                           ("utility", tuple(utilities.UTILITIES)),
-                          ("utility_at", UTILITY_AT)]:
+                          ("utility_at", UTILITY_AT),
+                          ("strategy", STRATEGIES)]:
       if getattr(self, name) not in allowed:
         raise ValueError(f"{name} must be one of {allowed}, got "
                          f"{getattr(self, name)!r}")
@@ -399,18 +453,20 @@ def train(config, data=None, progress=False):
     with open(os.path.join(config.output_dir, CONFIG_FILE), "w") as f:
       json.dump(dataclasses.asdict(config), f, indent=2)
 
-  model = models.build(config.model, data.image_shape, data.num_classes,
-                       seed=config.seed, l2=config.l2)
-  optimizer = make_optimizer(config.optimizer, config.learning_rate,
-                             config.lr_decay)
-  # Built now, so a checkpoint restores into existing slots.
-  optimizer.build(model.trainable_variables)
+  strategy = make_strategy(config.strategy)
+  with strategy.scope():
+    model = models.build(config.model, data.image_shape, data.num_classes,
+                         seed=config.seed, l2=config.l2)
+    optimizer = make_optimizer(config.optimizer, config.learning_rate,
+                               config.lr_decay)
+    # Built now, so a checkpoint restores into existing slots.
+    optimizer.build(model.trainable_variables)
   sampler = make_sampler(config.sampling, num_examples, config.amplitude,
-                         config.decay, config.seed)
+                         config.decay, config.seed, strategy)
   images, labels = tf.constant(data.x_train), tf.constant(data.y_train)
   train_step = make_train_step(model, optimizer, sampler, images, labels,
                                config.batch_size, config.utility,
-                               config.utility_at)
+                               config.utility_at, strategy)
   evaluate = make_evaluate(model)
   step = tf.Variable(0, dtype=tf.int64, trainable=False)
   # Theorems 4 and 5 (and Corollary 1) for the run so far. Uniform sampling
