@@ -41,6 +41,13 @@ def check_decay(decay):
   return decay
 
 
+def make_generator(seed):
+  """A `tf.random.Generator` seeded with `seed`; nondeterministic if None."""
+  if seed is None:
+    return tf.random.Generator.from_non_deterministic_state()
+  return tf.random.Generator.from_seed(seed)
+
+
 class AdaptiveSampler(tf.Module):
   """Draws example indices from Algorithm 1's adaptive distribution Q_t.
 
@@ -86,10 +93,7 @@ class AdaptiveSampler(tf.Module):
       # The tree caches exp(log_weights - log_scale).
       self._log_scale = tf.Variable(tf.zeros([], dtype), trainable=False,
                                     name="log_scale")
-      if seed is None:
-        self.generator = tf.random.Generator.from_non_deterministic_state()
-      else:
-        self.generator = tf.random.Generator.from_seed(seed)
+      self.generator = make_generator(seed)
 
   @property
   def num_examples(self):

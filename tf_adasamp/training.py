@@ -49,6 +49,7 @@ from tf_adasamp import models
 from tf_adasamp import utilities
 from tf_adasamp.sampler import check_amplitude
 from tf_adasamp.sampler import check_decay
+from tf_adasamp.sampler import make_generator
 from tf_adasamp.sum_tree import check_positive_int
 
 SAMPLINGS = ("uniform", "adaptive")
@@ -79,10 +80,7 @@ class UniformSampler(tf.Module):
     super().__init__(name=name)
     self._num_examples = check_positive_int(num_examples, "num_examples")
     with self.name_scope:
-      if seed is None:
-        self.generator = tf.random.Generator.from_non_deterministic_state()
-      else:
-        self.generator = tf.random.Generator.from_seed(seed)
+      self.generator = make_generator(seed)
 
   @property
   def num_examples(self):
