@@ -1,17 +1,20 @@
 """What adaptive sampling adds to a CPU training step, at batch 100.
 
-Two SGD steps on the same model and data, each one tf.function call from
-Python, as in a training loop:
+SGD steps on the same model and data, each one tf.function call from Python,
+as in a training loop:
   uniform    indices from a tf.random.Generator, uniform over [0, n)
-  adaptive   indices from AdaptiveSampler (London, NIPS 2017, Algorithm 1),
-             then reweighting the batch by its zero-one utilities
+  sampler    indices from AdaptiveSampler (London, NIPS 2017, Algorithm 1),
+             then reweighting the batch by fixed utilities: the sampler's ops
+             alone
+  adaptive   the same, reweighting by the batch's zero-one utilities, which
+             the step also has to compute
 Models: the paper's CNN (DESIGN.md: conv32-conv32-pool-drop.25,
 conv64-conv64-pool-drop.25, dense512-drop.5, softmax) on 32x32x3 images, and a
 small MLP (64-128-10) on 8x8 images; n = 50000 random images each. The two
-steps alternate over --repeats runs of --steps steps; reported are the best
-and median ms per step, and the adaptive step's extra time.
+steps alternate over --repeats runs (of 10 CNN steps, 500 MLP steps); reported
+are the best and median ms per step, and the extra time over uniform.
 
-  python -m benchmarks.training_step_cost [--steps 20] [--repeats 5]
+  python -m benchmarks.training_step_cost [--repeats 5]
 """
 
 import argparse
@@ -54,11 +57,13 @@ def small_mlp():
        tf.keras.layers.Dense(NUM_CLASSES)])
 
 
-MODELS = {"cnn": (paper_cnn, (32, 32, 3)), "mlp": (small_mlp, (8, 8, 1))}
+# Each model's builder, image shape and steps per run.
+MODELS = {"cnn": (paper_cnn, (32, 32, 3), 10),
+          "mlp": (small_mlp, (8, 8, 1), 500)}
 
 
 def make_steps(build, image_shape, seed=0):
-  """The uniform and the adaptive train step, on one model and data set."""
+  """The three train steps, on one model and data set."""
   rng = np.random.default_rng(seed)
   images = tf.constant(rng.integers(0, 256, (NUM_EXAMPLES, *image_shape),
                                     dtype=np.uint8))
@@ -69,6 +74,7 @@ def make_steps(build, image_shape, seed=0):
   generator = tf.random.Generator.from_seed(seed)
   sampler = tf_adasamp.AdaptiveSampler(NUM_EXAMPLES, amplitude=1.0,
                                        decay=0.9, seed=seed)
+  fixed_utilities = tf.constant(rng.uniform(size=BATCH_SIZE))
 
   def train(indices):
     """One SGD step on the examples `indices`; returns their predictions."""
@@ -88,11 +94,17 @@ def make_steps(build, image_shape, seed=0):
                             dtype=tf.int64))
 
   @tf.function
+  def sampler_only():
+    indices = sampler.sample(BATCH_SIZE)
+    train(indices)
+    sampler.update(indices, fixed_utilities)
+
+  @tf.function
   def adaptive():
     indices = sampler.sample(BATCH_SIZE)
     sampler.update(indices, tf_adasamp.utilities.zero_one(*train(indices)))
 
-  return {"uniform": uniform, "adaptive": adaptive}
+  return {"uniform": uniform, "sampler": sampler_only, "adaptive": adaptive}
 
 
 def ms_per_step(step, steps):
@@ -104,18 +116,21 @@ def ms_per_step(step, steps):
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--steps", type=int, default=20)
-  parser.add_argument("--repeats", type=int, default=5)
+  parser.add_argument("--repeats", type=int, default=10)
   parser.add_argument("--output", default=os.path.join(
       os.path.dirname(__file__), "results", "training_step_cost.json"))
   args = parser.parse_args()
 
+  command = " ".join(["python -m benchmarks.training_step_cost",
+                      *sys.argv[1:]])
   info = machine()
-  print(" ".join(sys.argv), json.dumps(info), sep="\n")
+  print(command, json.dumps(info), sep="\n")
   results = {}
-  print("\n| model | uniform ms/step | adaptive ms/step | adaptive extra "
-        "(medians) | load |\n|---|---|---|---|---|")
-  for name, (build, image_shape) in MODELS.items():
+  print("\nms per step, best / median; the extras over uniform, of the "
+        "medians:\n")
+  print("| model | uniform | sampler | adaptive | sampler extra | "
+        "adaptive extra | load |\n|---|---|---|---|---|---|---|")
+  for name, (build, image_shape, num_steps) in MODELS.items():
     before = load()
     steps = make_steps(build, image_shape)
     times = {variant: [] for variant in steps}
@@ -123,23 +138,22 @@ def main():
       ms_per_step(step, 3)  # Traces and warms up.
     for _ in range(args.repeats):
       for variant, step in steps.items():
-        times[variant].append(ms_per_step(step, args.steps))
-    uniform, adaptive = (statistics.median(times[v])
-                         for v in ("uniform", "adaptive"))
-    results[name] = {"ms_per_step": times, "load": [before, load()]}
+        times[variant].append(ms_per_step(step, num_steps))
+    results[name] = {"steps_per_run": num_steps, "ms_per_step": times,
+                     "load": [before, load()]}
     cells = [f"{min(times[v]):.3g} / {statistics.median(times[v]):.3g}"
-             for v in ("uniform", "adaptive")]
-    print(f"| {name} | {' | '.join(cells)} | {adaptive - uniform:+.3f} ms "
-          f"({adaptive / uniform - 1:+.1%}) | {before}-{load()} |",
+             for v in steps]
+    uniform = statistics.median(times["uniform"])
+    for variant in ("sampler", "adaptive"):
+      extra = statistics.median(times[variant]) - uniform
+      cells.append(f"{extra:+.3f} ms ({extra / uniform:+.1%})")
+    print(f"| {name} | {' | '.join(cells)} | {before}-{load()} |",
           flush=True)
 
   os.makedirs(os.path.dirname(args.output), exist_ok=True)
   with open(args.output, "w") as f:
-    json.dump({"command": " ".join(["python -m benchmarks.training_step_cost",
-                                    *sys.argv[1:]]),
-               "machine": info, "batch_size": BATCH_SIZE,
-               "num_examples": NUM_EXAMPLES, "steps": args.steps,
-               "repeats": args.repeats, "results": results}, f, indent=1)
+    json.dump({"command": command, "machine": info, "batch_size": BATCH_SIZE,
+               "num_examples": NUM_EXAMPLES, "repeats": args.repeats, "results": results}, f, indent=1)
   print(f"wrote {args.output}")
 
 
