@@ -10,11 +10,11 @@ as in a training loop:
              the step also has to compute
 Models: the paper's CNN (DESIGN.md: conv32-conv32-pool-drop.25,
 conv64-conv64-pool-drop.25, dense512-drop.5, softmax) on 32x32x3 images, and a
-small MLP (64-128-10) on 8x8 images; n = 50000 random images each. The two
+small MLP (64-128-10) on 8x8 images; n = 50000 random images each. The three
 steps alternate over --repeats runs (of 10 CNN steps, 500 MLP steps); reported
 are the best and median ms per step, and the extra time over uniform.
 
-  python -m benchmarks.training_step_cost [--repeats 5]
+  python -m benchmarks.training_step_cost [--repeats 10]
 """
 
 import argparse
@@ -77,7 +77,8 @@ def make_steps(build, image_shape, seed=0):
   fixed_utilities = tf.constant(rng.uniform(size=BATCH_SIZE))
 
   def train(indices):
-    """One SGD step on the examples `indices`; returns their predictions."""
+    """One SGD step on the examples `indices`; returns their labels and
+    predicted class probabilities."""
     x = tf.cast(tf.gather(images, indices), tf.float32) / 255
     y = tf.gather(labels, indices)
     with tf.GradientTape() as tape:
