@@ -22,12 +22,12 @@ import os
 import sys
 import time
 
-from absl import app
 from absl import flags
 from absl import logging
 import numpy as np
 import tensorflow as tf
 
+from tf_adasamp import cli
 from tf_adasamp import datasets
 from tf_adasamp import models
 from tf_adasamp import plots
@@ -451,8 +451,7 @@ def main(argv):
 
 def run():
   """Console-script entry point (tf-adasamp-reproduce)."""
-  define_flags()
-  app.run(main)
+  cli.run(define_flags, main)
 
 
 if __name__ == "__main__":

@@ -14,10 +14,10 @@ the same metrics as an uninterrupted one. Flags may come from --flagfile.
 import dataclasses
 import sys
 
-from absl import app
 from absl import flags
 from absl import logging
 
+from tf_adasamp import cli
 from tf_adasamp import datasets
 from tf_adasamp import models
 from tf_adasamp import training
@@ -110,8 +110,7 @@ def main(argv):
 
 def run():
   """Console-script entry point (tf-adasamp-train)."""
-  define_flags()
-  app.run(main)
+  cli.run(define_flags, main)
 
 
 if __name__ == "__main__":
