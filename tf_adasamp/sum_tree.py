@@ -88,6 +88,8 @@ class SumTree(tf.Module):
 
   def total(self):
     """The sum of all weights, read in O(1)."""
+    # tf.gather reads a plain variable in place (its sparse_read), and also
+    # takes the mirrored variables of tf_adasamp.distribute, which lack one.
     return tf.gather(self.variable, 1)
 
   def weights(self):
