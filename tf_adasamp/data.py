@@ -14,6 +14,13 @@ reported since that iterator began, i.e. it misses at most `max_lag` of the
 updates before it. The bound holds whatever `map` and `prefetch` follow the
 stage; with max_lag=0 the draws are exactly Algorithm 1's. `sample_batch`
 draws inside the step instead, exact with no pipeline at all.
+
+Ending a loop. With a lag bound, a draw can wait for an update that never
+comes once training stops. Stop in Python (break, `itertools.islice`) or by
+deleting the iterator: tf.data then cancels the waiting draw. Do not end the
+pipeline with `Dataset.take` (or `zip`) after the stage: they tear down their
+input mid-pipeline with a cancellation that does not reach a draw waiting
+under a `prefetch` or parallel `map`, and the iterator can hang at its end.
 """
 
 import itertools
@@ -71,7 +78,8 @@ class AdaptiveSampling:
                                          seed=0)
     stage = tf_adasamp.data.AdaptiveSampling(sampler, batch_size=100)
     dataset = stage.dataset((x, y)).prefetch(tf.data.AUTOTUNE)
-    for x_batch, y_batch, indices, probabilities in dataset.take(steps):
+    for x_batch, y_batch, indices, probabilities in itertools.islice(
+        dataset, steps):
       ... forward/backward, utilities ...
       stage.update(indices, utilities)
 
