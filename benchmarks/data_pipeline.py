@@ -32,7 +32,6 @@ import argparse
 import functools
 import json
 import os
-import platform
 import statistics
 import time
 
@@ -40,6 +39,8 @@ import numpy as np
 import tensorflow as tf
 
 import tf_adasamp
+from benchmarks.machine import load
+from benchmarks.machine import machine
 from tf_adasamp import data
 
 NUM_EXAMPLES = 50000
@@ -164,7 +165,9 @@ def main():
       os.path.dirname(__file__), "results", "data_pipeline.json"))
   args = parser.parse_args()
 
-  load_before = os.getloadavg()
+  info = machine()
+  print(json.dumps(info))
+  load_before = load()
   images, labels = cifar_sized(seed=0)
   results = {}
   for consumer in CONSUMERS:
@@ -181,11 +184,8 @@ def main():
   with open(args.output, "w") as f:
     json.dump({"batch_size": BATCH_SIZE, "num_examples": NUM_EXAMPLES,
                "steps": args.steps, "warmup": args.warmup,
-               "repeats": args.repeats, "cpus": os.cpu_count(),
-               "machine": platform.platform(),
-               "load_average_before": load_before,
-               "load_average_after": os.getloadavg(),
-               "tensorflow": tf.__version__, "results": results}, f,
+               "repeats": args.repeats, "machine": info,
+               "load": [load_before, load()], "results": results}, f,
               indent=2)
   print(f"wrote {args.output}")
 

@@ -36,7 +36,6 @@ alternating; the median milliseconds per step are printed as JSON lines.
 import argparse
 import json
 import os
-import platform
 import socket
 import statistics
 import subprocess
@@ -46,6 +45,8 @@ import time
 import numpy as np
 import tensorflow as tf
 
+from benchmarks.machine import load
+from benchmarks.machine import machine
 from tf_adasamp import AdaptiveSampler
 from tf_adasamp import distribute
 
@@ -170,9 +171,7 @@ def measure(args):
     if is_chief:
       print(json.dumps(record), flush=True)
 
-  report({"strategy": args.strategy, "machine": platform.machine(),
-          "cpus": os.cpu_count(), "load": os.getloadavg()[0],
-          "tensorflow": tf.__version__})
+  report({"strategy": args.strategy, "machine": machine(), "load": load()})
   for num_examples in map(int, args.sizes.split(",")):
     table = tf.constant(np.random.default_rng(0).normal(size=num_examples))
     for batch_size in map(int, args.batch_sizes.split(",")):

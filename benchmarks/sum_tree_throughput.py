@@ -28,13 +28,10 @@ time) and the median.
 """
 
 import argparse
-import datetime
 import itertools
 import json
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
 
@@ -43,6 +40,8 @@ import tensorflow as tf
 
 import tf_adasamp
 from benchmarks import baselines
+from benchmarks.machine import load
+from benchmarks.machine import machine
 
 UNROLL = 32
 # O(n)-per-batch baselines run fewer batches per call at large n, where one
@@ -50,29 +49,6 @@ UNROLL = 32
 UNROLL_LARGE_N = 4
 INPUT_SETS = 4
 DTYPE = tf.float64
-
-
-def machine():
-  """The CPU, core count and library versions, for the record."""
-  model = "unknown"
-  try:
-    lscpu = subprocess.run(["lscpu"], capture_output=True, text=True,
-                           check=False).stdout
-    model = next(line.split(":", 1)[1].strip() for line in lscpu.splitlines()
-                 if line.startswith("Model name"))
-  except (OSError, StopIteration):
-    pass
-  return {
-      "cpu": model, "cores": os.cpu_count(), "platform": platform.platform(),
-      "python": platform.python_version(), "numpy": np.__version__,
-      "tensorflow": tf.__version__, "cpprb": baselines.cpprb_version(),
-      "date": datetime.datetime.now().isoformat(timespec="seconds"),
-  }
-
-
-def load():
-  """The 1-minute load average (the machine may be shared)."""
-  return round(os.getloadavg()[0], 2)
 
 
 def seconds_per_call(call, repeats, min_seconds):
@@ -347,7 +323,7 @@ def main():
 
   command = " ".join(["python -m benchmarks.sum_tree_throughput",
                       *sys.argv[1:]])
-  info = machine()
+  info = {**machine(), "cpprb": baselines.cpprb_version()}
   print(command, json.dumps(info), sep="\n")
   rng = np.random.default_rng(0)
   results = []

@@ -26,13 +26,13 @@ processes falls on all of them. Reports min and median seconds per step over
 import argparse
 import json
 import os
-import platform
 import statistics
 import time
 
 import numpy as np
 import tensorflow as tf
 
+from benchmarks.machine import machine
 from tf_adasamp import datasets
 from tf_adasamp import models
 from tf_adasamp import training
@@ -133,10 +133,12 @@ def main():
       os.path.dirname(__file__), "results", "train_step.json"))
   args = parser.parse_args()
 
+  info = machine()
+  print(json.dumps(info))
   results = {}
-  for name, load in [("cifar_sized", lambda: cifar_sized(seed=0)),
-                     ("digits", digits)]:
-    images, labels = load()
+  for name, load_data in [("cifar_sized", lambda: cifar_sized(seed=0)),
+                          ("digits", digits)]:
+    images, labels = load_data()
     print(f"\n{name}: {len(labels)} x {'x'.join(map(str, images.shape[1:]))}"
           f", batch {BATCH_SIZE}, {args.steps} steps x {args.repeats} runs")
     results[name] = report(benchmark(images, labels, args.steps,
@@ -146,8 +148,7 @@ def main():
   with open(args.output, "w") as f:
     json.dump({"batch_size": BATCH_SIZE, "steps": args.steps,
                "warmup": args.warmup, "repeats": args.repeats,
-               "cpus": os.cpu_count(), "machine": platform.platform(),
-               "tensorflow": tf.__version__, "results": results}, f,
+               "machine": info, "results": results}, f,
               indent=2)
   print(f"wrote {args.output}")
 

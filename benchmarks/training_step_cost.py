@@ -28,8 +28,8 @@ import numpy as np
 import tensorflow as tf
 
 import tf_adasamp
-from benchmarks.sum_tree_throughput import load
-from benchmarks.sum_tree_throughput import machine
+from benchmarks.machine import load
+from benchmarks.machine import machine
 
 NUM_EXAMPLES = 50000
 BATCH_SIZE = 100
