@@ -337,8 +337,10 @@ void CheckOps(int64_t num_leaves, cudaStream_t stream) {
   ExpectEqual(tag + "sample probabilities", probabilities.Download(),
               expected_probabilities);
 
-  // Set, repeated indices included: the last weight wins.
-  for (const int64_t count : {int64_t{1}, int64_t{100}, max_count}) {
+  // Set, repeated indices included: the last weight wins. The one-block path
+  // (B <= 1024) and the sorting path.
+  for (const int64_t count : {int64_t{1}, int64_t{100}, int64_t{1024},
+                              int64_t{1025}, max_count}) {
     const std::vector<int64_t> indices =
         RandomIndices(count, num_leaves, random);
     const std::vector<T> new_weights = RandomWeights<T>(count, random);

@@ -145,8 +145,10 @@ def test_build_with_bad_weights_leaves_tree_untouched(steps, dtype, bad):
 
 @pytest.mark.parametrize("order", ORDERS)
 @pytest.mark.parametrize("dtype", DTYPES)
+# Batches up to 1024 take the one-block path, larger ones the sorting path.
 @pytest.mark.parametrize("num_leaves,count", [(1, 3), (13, 40), (1000, 1),
-                                              (1000, 3000), (5000, 700)])
+                                              (5000, 700), (1000, 1024),
+                                              (1000, 1025), (1000, 3000)])
 def test_set_writes_the_cpu_ops_tree(steps, order, dtype, num_leaves, count):
   steps.order(order, seed=count)
   rng = np.random.default_rng(count)
@@ -162,34 +164,50 @@ def test_set_writes_the_cpu_ops_tree(steps, order, dtype, num_leaves, count):
   np.testing.assert_array_equal(tree, cpu_tree.numpy())
 
 
+def padded(indices, weights, count, dtype):
+  """The batch behind `count - len(indices)` good entries, for either path."""
+  padding = count - len(indices)
+  return (np.concatenate([np.arange(padding) % 4, indices]).astype(np.int64),
+          np.concatenate([np.ones(padding), weights]).astype(dtype))
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("count", [3, 2000])
 @pytest.mark.parametrize("index,weight", [(100, 1.0), (-1, 1.0), (3, np.nan),
                                           (3, -2.0)])
-def test_set_with_bad_input_leaves_tree_untouched(steps, dtype, index, weight):
+def test_set_with_bad_input_leaves_tree_untouched(steps, dtype, count, index,
+                                                  weight):
   tree = cpu_build(random_weights(100, dtype, seed=2)).numpy()
   before = tree.copy()
   # A later weight of index 3 would win, but the bad one is checked all the
   # same, as on the CPU.
-  steps.set(tree, 100, np.array([5, index, 3], np.int64),
-            np.array([1, weight, 2], dtype))
+  steps.set(tree, 100, *padded([5, index, 3], [1, weight, 2], count, dtype))
   np.testing.assert_array_equal(tree, before)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_set_that_overflows_the_total_leaves_tree_untouched(steps, dtype):
+@pytest.mark.parametrize("count", [3, 2000])
+def test_set_that_overflows_the_total_leaves_tree_untouched(steps, dtype,
+                                                            count):
   tree = cpu_build(np.full(4, np.finfo(dtype).max / 4, dtype)).numpy()
   before = tree.copy()
-  steps.set(tree, 4, np.array([0], np.int64),
-            np.array([np.finfo(dtype).max], dtype))
+  # Only the last entry's change overflows (leaf 3 keeps max / 4), so the check
+  # must sum every change.
+  weights = np.ones(count, dtype)
+  weights[-1] = np.finfo(dtype).max
+  steps.set(tree, 4, np.arange(count, dtype=np.int64) % 3, weights)
   np.testing.assert_array_equal(tree, before)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_set_checks_the_total_with_the_last_weight_of_an_index(steps, dtype):
+@pytest.mark.parametrize("count", [2, 2000])
+def test_set_checks_the_total_with_the_last_weight_of_an_index(steps, dtype,
+                                                               count):
   weights = np.full(4, np.finfo(dtype).max / 4, dtype)
-  indices = np.array([0, 0], np.int64)
-  # The first weight would overflow the total, but the last one wins.
-  new_weights = np.array([np.finfo(dtype).max, 1], dtype)
+  indices = np.zeros(count, np.int64)
+  # The earlier weights would overflow the total, but the last one wins.
+  new_weights = np.full(count, np.finfo(dtype).max, dtype)
+  new_weights[-1] = 1
   cpu_tree = cpu_build(weights)
   ops.sum_tree_set(cpu_tree.handle, indices, new_weights, num_leaves=4)
   tree = cpu_build(weights).numpy()

@@ -19,10 +19,12 @@ namespace gpu {
 namespace {
 
 constexpr int kForEachThreads = 256;
-// ForEach's threads stride over larger ranges, so that a step gated off by a
-// flag (most of a rescale, on most calls) costs one short wave, not a grid
-// sized to the tree.
-constexpr int64_t kMaxForEachBlocks = 1024;
+// Grids stop at this many blocks and their threads stride over the rest, so
+// that a step gated off by a flag (most of a rescale, on most calls) costs one
+// short wave, not a grid sized to the tree.
+constexpr int64_t kMaxGridBlocks = 1024;
+
+int64_t GridBlocks(int64_t blocks) { return std::min(blocks, kMaxGridBlocks); }
 
 template <class F>
 __global__ void __launch_bounds__(kForEachThreads)
@@ -34,15 +36,20 @@ __global__ void __launch_bounds__(kForEachThreads)
   }
 }
 
+// Runs the op's blocks [0, blocks), gridDim.x of them at a time. NumPhases()
+// is read here, on the device: an op gated off by a flag word has none.
 template <class Op>
 __global__ void __launch_bounds__(Op::kThreads)
-    BlockKernel(Op op, int num_phases) {
+    BlockKernel(Op op, int64_t blocks) {
   __shared__ typename Op::Shared shared;
-  const parallel::BlockThread thread{static_cast<int>(threadIdx.x),
-                                     Op::kThreads, blockIdx.x, gridDim.x};
-  for (int phase = 0; phase < num_phases; ++phase) {
-    op.Phase(phase, thread, shared);
-    __syncthreads();
+  const int num_phases = op.NumPhases();
+  for (int64_t block = blockIdx.x; block < blocks; block += gridDim.x) {
+    const parallel::BlockThread thread{static_cast<int>(threadIdx.x),
+                                       Op::kThreads, block, blocks};
+    for (int phase = 0; phase < num_phases; ++phase) {
+      op.Phase(phase, thread, shared);
+      __syncthreads();
+    }
   }
 }
 
@@ -56,16 +63,15 @@ class CudaExecutor {
   void ForEach(int64_t count, const F& f) {
     if (failed() || count <= 0) return;
     const int64_t blocks =
-        std::min((count + kForEachThreads - 1) / kForEachThreads,
-                 kMaxForEachBlocks);
+        GridBlocks((count + kForEachThreads - 1) / kForEachThreads);
     ForEachKernel<<<blocks, kForEachThreads, 0, stream_>>>(count, f);
     Record(cudaGetLastError());
   }
 
   template <class Op>
   void Blocks(int64_t blocks, const Op& op) {
-    if (failed()) return;
-    BlockKernel<<<blocks, Op::kThreads, 0, stream_>>>(op, op.NumPhases());
+    if (failed() || blocks <= 0) return;
+    BlockKernel<<<GridBlocks(blocks), Op::kThreads, 0, stream_>>>(op, blocks);
     Record(cudaGetLastError());
   }
 

@@ -8,6 +8,9 @@
 //                            p = 0, 1, ..., op.NumPhases() - 1, and no thread
 //                            of a block starts phase p + 1 before all of its
 //                            block finished phase p (CUDA's __syncthreads);
+//                            NumPhases() is read on the device as the blocks
+//                            start, so an op gated off by a flag word returns
+//                            0 there and its blocks end at once;
 //   ex.SortPairs(...)        a stable sort of (key, value) pairs by key;
 //   ex.Sum(...), ex.Zero(...).
 // Steps run in order: a step sees everything its predecessors wrote.
@@ -35,7 +38,15 @@ namespace adasamp {
 namespace parallel {
 
 // The largest batch the one-block paths take: one thread per element.
+// Larger batches sort, in scratch sized for them.
 constexpr int kBlockThreads = 1024;
+
+inline bool TakesOneBlock(int64_t count) { return count <= kBlockThreads; }
+
+// The batch size the sorting paths take, 0 for one block.
+inline int64_t SortedCount(int64_t count) {
+  return TakesOneBlock(count) ? 0 : count;
+}
 
 template <typename T>
 ADASAMP_HOST_DEVICE inline bool IsFinite(T x) {
@@ -70,7 +81,7 @@ ADASAMP_HOST_DEVICE inline bool IsValidWeight(T w) {
 }
 
 // log2 of a power of two.
-inline int Log2(int64_t power_of_two) {
+ADASAMP_HOST_DEVICE inline int Log2(int64_t power_of_two) {
   int log = 0;
   while ((int64_t{1} << log) < power_of_two) ++log;
   return log;
@@ -355,7 +366,9 @@ struct SmallReweightOp {
   ReweightState<T> state;
   int* invalid_out;  // for the rescale steps that follow
 
-  int NumPhases() const { return 4 + Log2(state.capacity); }
+  ADASAMP_HOST_DEVICE int NumPhases() const {
+    return 4 + Log2(state.capacity);
+  }
 
   ADASAMP_HOST_DEVICE void Phase(int phase, const BlockThread& t,
                                  Shared& s) const {
@@ -387,6 +400,68 @@ struct SmallReweightOp {
   }
 };
 
+// A set of at most kBlockThreads entries in one block, as SmallReweightOp:
+// sort by rank, check, sum the changes to the total in shared memory, write
+// the leaves, then one level per phase.
+template <typename T>
+struct SmallSetOp {
+  static constexpr int kThreads = kBlockThreads;
+  static constexpr int kReducePhases = 10;  // log2(kThreads)
+  static constexpr int kWritePhase = 4 + kReducePhases;
+  struct Shared {
+    int64_t indices[kThreads];
+    int64_t sorted[kThreads];
+    int32_t positions[kThreads];
+    T deltas[kThreads];
+    int invalid;
+  };
+
+  const int64_t* indices;
+  const T* weights;
+  int64_t count;  // <= kThreads
+  int64_t num_leaves;
+  T* tree;
+  int64_t capacity;
+
+  ADASAMP_HOST_DEVICE int NumPhases() const {
+    return kWritePhase + 1 + Log2(capacity);
+  }
+
+  ADASAMP_HOST_DEVICE void Phase(int phase, const BlockThread& t,
+                                 Shared& s) const {
+    const int64_t j = t.thread;
+    if (phase == 0) {
+      if (j == 0) s.invalid = 0;
+      if (j < count) s.indices[j] = indices[j];
+    } else if (phase == 1) {
+      if (j < count) {
+        const int64_t rank = StableRank(s.indices, count, j);
+        s.sorted[rank] = s.indices[j];
+        s.positions[rank] = static_cast<int32_t>(j);
+      }
+    } else if (phase == 2) {
+      s.deltas[j] = T(0);
+      if (j < count) {
+        CheckSet<T>{s.sorted, s.positions, count,    weights,
+                    tree + capacity,       num_leaves, s.deltas, &s.invalid}(j);
+      }
+    } else if (phase < 3 + kReducePhases) {
+      const int half = kThreads >> (phase - 2);
+      if (j < half) s.deltas[j] += s.deltas[j + half];
+    } else if (phase == 3 + kReducePhases) {
+      if (j == 0) CheckSetTotal<T>{tree, &s.deltas[0], &s.invalid}(0);
+    } else if (phase == kWritePhase) {
+      if (j < count) {
+        WriteSetLeaves<T>{s.sorted, s.positions,     count,
+                          weights,  tree + capacity, &s.invalid}(j);
+      }
+    } else if (j < count) {
+      RecomputeLevel<T>{s.sorted, capacity, phase - kWritePhase,
+                        tree,     nullptr,  &s.invalid}(j);
+    }
+  }
+};
+
 // Rebuilds the levels above the child level [child_level, 2 * child_level):
 // each block sums 2 ** levels children and `levels` levels of their
 // ancestors, in shared memory, writing each sum to the tree(s) as it goes.
@@ -403,11 +478,12 @@ struct SumSubtreesOp {
   int levels;
   const int* skip;
 
-  int NumPhases() const { return levels; }
+  ADASAMP_HOST_DEVICE int NumPhases() const {
+    return Skipped(skip) ? 0 : levels;
+  }
 
   ADASAMP_HOST_DEVICE void Phase(int phase, const BlockThread& t,
                                  Shared& s) const {
-    if (Skipped(skip)) return;
     const int64_t children = int64_t{1} << levels;
     const int64_t first_child = child_level + t.block * children;
     if (t.thread >= (children >> (phase + 1))) return;
@@ -487,7 +563,7 @@ struct LogSumExpOp {
   T* log_scale;
   int* skip_out;
 
-  int NumPhases() const { return kPhases; }
+  ADASAMP_HOST_DEVICE int NumPhases() const { return kPhases; }
 
   ADASAMP_HOST_DEVICE void Phase(int phase, const BlockThread& t,
                                  Shared& s) const {
@@ -645,9 +721,11 @@ struct SetScratch {
   SetScratch(Executor& ex, Scratch& scratch, int64_t count, int bits)
       : invalid(scratch.Take<int>(1)),
         delta_sum(scratch.Take<T>(1)),
-        deltas(scratch.Take<T>(count)),
-        batch(ex, scratch, count, bits),
-        sum_temp_bytes(ex.template SumTempBytes<T>(count)) {
+        deltas(scratch.Take<T>(SortedCount(count))),
+        batch(ex, scratch, SortedCount(count), bits),
+        sum_temp_bytes(SortedCount(count) > 0
+                           ? ex.template SumTempBytes<T>(count)
+                           : 0) {
     sum_temp = scratch.TakeBytes(sum_temp_bytes);
   }
 };
@@ -662,12 +740,19 @@ size_t SumTreeSetScratchBytes(Executor& ex, int64_t count,
 
 // Sorts the indices, checks every index and weight and the new total, writes
 // the last weight of each index and recomputes the distinct ancestors level by
-// level: O(B log B + B log n), never the whole tree.
+// level: O(B log B + B log n), never the whole tree. Batches of up to
+// kBlockThreads run as one SmallSetOp; larger ones sort and run a launch per
+// step and level.
 template <typename T, class Executor>
 void SumTreeSet(Executor& ex, const int64_t* indices, const T* weights,
                 int64_t count, int64_t num_leaves, T* tree, int64_t capacity,
                 void* scratch_memory) {
   if (count == 0) return;
+  if (TakesOneBlock(count)) {
+    ex.Blocks(1, SmallSetOp<T>{indices, weights, count, num_leaves, tree,
+                               capacity});
+    return;
+  }
   const int bits = IndexBits(num_leaves);
   Scratch scratch(scratch_memory);
   SetScratch<Executor, T> s(ex, scratch, count, bits);
@@ -718,11 +803,8 @@ struct ReweightScratch {
       : invalid(scratch.Take<int>(1)),
         skip_rescale(scratch.Take<int>(1)),
         partials(scratch.Take<LogSumExp<T>>(LogSumExpBlocks<T>(num_leaves))),
-        new_log_weights(scratch.Take<T>(Large(count) ? count : 0)),
-        batch(ex, scratch, Large(count) ? count : 0, IndexBits(num_leaves)) {}
-
-  // Batches past one block take the sorting path.
-  static bool Large(int64_t count) { return count > kBlockThreads; }
+        new_log_weights(scratch.Take<T>(SortedCount(count))),
+        batch(ex, scratch, SortedCount(count), IndexBits(num_leaves)) {}
 };
 
 template <typename T, class Executor>
@@ -764,7 +846,7 @@ void AdaptiveReweight(Executor& ex, const int64_t* indices, int64_t count,
   ReweightScratch<Executor, T> s(ex, scratch, count, state.num_leaves);
   if (count == 0) {
     ex.Zero(s.invalid, sizeof(int));
-  } else if (!s.Large(count)) {
+  } else if (TakesOneBlock(count)) {
     ex.Blocks(1, SmallReweightOp<T>{indices, count, state, s.invalid});
   } else {
     ex.Zero(s.invalid, sizeof(int));
