@@ -17,7 +17,9 @@ from setuptools import setup
 from setuptools.command.build_ext import build_ext
 
 CPU_SOURCES = [
+    "cc/ops/draw_permits_ops.cc",
     "cc/ops/sum_tree_ops.cc",
+    "cc/kernels/draw_permits.cc",
     "cc/kernels/sum_tree_ops.cc",
 ]
 # The GPU kernels (docs/cuda.md): built where nvcc and a CUDA build of

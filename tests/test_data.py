@@ -1,7 +1,9 @@
 """tf_adasamp.data: the adaptive tf.data stage and in-step sampling."""
 
-import itertools
 import math
+import os
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -181,14 +183,44 @@ def test_seeded_pipelines_draw_the_same_batches():
                                   max_lag=0)
     dataset = stage.dataset(examples()).prefetch(tf.data.AUTOTUNE)
     drawn = []
-    # Not dataset.take(10): see "Ending a loop" in tf_adasamp/data.py.
-    for step, (_, _, indices, _) in enumerate(
-        itertools.islice(dataset, 10)):
+    for step, (_, _, indices, _) in enumerate(dataset.take(10)):
       drawn.append(indices.numpy())
       stage.update(indices, signed_utilities(step, indices.numpy()))
     return np.stack(drawn)
 
   np.testing.assert_array_equal(run(), run())
+
+
+# A subprocess, so that a regression fails the test instead of hanging it.
+ENDS_WHILE_A_DRAW_WAITS = """
+import itertools, sys, time
+import numpy as np, tensorflow as tf
+from tf_adasamp import AdaptiveSampler, data
+stage = data.AdaptiveSampling(AdaptiveSampler(50, 1.0, 0.9, seed=0), 4,
+                              max_lag=0)
+dataset = stage.dataset((np.arange(50.0),)).prefetch(2)
+loops = {"take": lambda: dataset.take(3),
+         "islice": lambda: itertools.islice(dataset, 3)}
+for step, (_, indices, probabilities) in enumerate(loops[sys.argv[1]]()):
+  if step < 2:
+    stage.update(indices, tf.ones_like(probabilities))
+  else:
+    time.sleep(0.5)  # The prefetched next draw now waits for an update.
+print("ended")
+"""
+
+
+@pytest.mark.parametrize("loop", ["take", "islice"])
+def test_loop_ends_while_a_draw_waits_for_an_update(loop):
+  # Dataset.take tears down the prefetch under it while the draw below waits
+  # for a permit; that wait must end, as when Python stops the loop.
+  result = subprocess.run(
+      [sys.executable, "-c", ENDS_WHILE_A_DRAW_WAITS, loop],
+      capture_output=True, text=True, timeout=120, check=False,
+      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
+               PYTHONPATH=os.pathsep.join(filter(None, sys.path))))
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert result.stdout.strip().endswith("ended")
 
 
 def test_stage_composes_with_tf_distribute():

@@ -15,12 +15,10 @@ updates before it. The bound holds whatever `map` and `prefetch` follow the
 stage; with max_lag=0 the draws are exactly Algorithm 1's. `sample_batch`
 draws inside the step instead, exact with no pipeline at all.
 
-Ending a loop. With a lag bound, a draw can wait for an update that never
-comes once training stops. Stop in Python (break, `itertools.islice`) or by
-deleting the iterator: tf.data then cancels the waiting draw. Do not end the
-pipeline with `Dataset.take` (or `zip`) after the stage: they tear down their
-input mid-pipeline with a cancellation that does not reach a draw waiting
-under a `prefetch` or parallel `map`, and the iterator can hang at its end.
+Ending a loop. With a lag bound, a draw ahead of the step can wait for an
+update that never comes once training stops. Ending the loop ends the wait:
+`Dataset.take` after the stage, `break`, `itertools.islice` or deleting the
+iterator all tear the pipeline down, which cancels a waiting draw.
 """
 
 import itertools
@@ -28,7 +26,10 @@ import itertools
 import numpy as np
 import tensorflow as tf
 
+from tensorflow.python.data.ops import dataset_ops
+
 from tf_adasamp import distribute
+from tf_adasamp import ops
 from tf_adasamp.sum_tree import check_positive_int
 
 # Upper bound on the batch that materializes a dataset of unknown length.
@@ -78,8 +79,7 @@ class AdaptiveSampling:
                                          seed=0)
     stage = tf_adasamp.data.AdaptiveSampling(sampler, batch_size=100)
     dataset = stage.dataset((x, y)).prefetch(tf.data.AUTOTUNE)
-    for x_batch, y_batch, indices, probabilities in itertools.islice(
-        dataset, steps):
+    for x_batch, y_batch, indices, probabilities in dataset.take(steps):
       ... forward/backward, utilities ...
       stage.update(indices, utilities)
 
@@ -112,12 +112,12 @@ class AdaptiveSampling:
         raise TypeError(f"max_lag must be an int or None, got {max_lag!r}")
       if max_lag < 0:
         raise ValueError(f"max_lag must be >= 0, got {max_lag}")
-      # One token per draw allowed: max_lag + 1 at an iterator's start, one
-      # more per reported update. The queue lives until the process exits:
-      # destroying it under an iterator blocked on it crashes TensorFlow.
-      self._tokens = tf.raw_ops.FIFOQueueV2(
-          component_types=[tf.int32], shapes=[[]], capacity=-1,
-          shared_name=f"adaptive_sampling_tokens_{next(_stage_ids)}")
+      # One permit per draw allowed: max_lag + 1 steps' worth at an
+      # iterator's start, one more per reported update; see
+      # cc/kernels/draw_permits.cc. They live in the host's resource manager
+      # until the process exits, as a pipeline may still wait on them.
+      self._permits = ops.draw_permits_handle(
+          shared_name=f"adaptive_sampling_permits_{next(_stage_ids)}")
     self._max_lag = max_lag
 
   @property
@@ -166,17 +166,20 @@ class AdaptiveSampling:
       # Local replicas: each takes one batch, and reports one update, a step.
       per_step = input_context.num_replicas_in_sync // num_shares
 
-    def draw(step):
-      with tf.control_dependencies(self._wait_for_turn(step, per_step)):
-        return tuple(distribute.sample_share(self._sampler, self._batch_size,
-                                             share, num_shares))
+    def draw(_):
+      return tuple(distribute.sample_share(self._sampler, self._batch_size,
+                                           share, num_shares))
 
     def load(indices, probabilities):
       return _with_sampling(gather(indices), indices, probabilities)
 
+    steps = tf.data.Dataset.counter()
+    if self._max_lag is not None:
+      steps = _DrawPermitDataset(steps, self._permits,
+                                 (self._max_lag + 1) * per_step)
     # Draws run in order, one at a time, so that a seeded sampler's
     # generator gives the same sequence; loading overlaps with them.
-    return (tf.data.Dataset.counter()
+    return (steps
             .map(draw)
             .map(load, num_parallel_calls=tf.data.AUTOTUNE,
                  deterministic=True))
@@ -190,31 +193,20 @@ class AdaptiveSampling:
     distribute.update(self._sampler, indices, utilities)
     if self._max_lag is not None:
       # Inside tf.function nothing orders ops on different resources; a read
-      # of the tree comes after the update, so the token does too.
+      # of the tree comes after the update, so the permit does too.
       with tf.control_dependencies([self._sampler.tree.total()]):
-        self._put_tokens(1)
+        ops.release_draw_permits(self._permits, 1)
 
-  def _wait_for_turn(self, step, per_step):
-    """Ops that block draw `step` of an iterator until its lag is allowed;
-    `per_step` draws and updates make one training step."""
-    if self._max_lag is None:
-      return []
 
-    def restart():
-      leftover = tf.raw_ops.QueueDequeueManyV2(
-          handle=self._tokens, n=tf.raw_ops.QueueSizeV2(handle=self._tokens),
-          component_types=[tf.int32])
-      with tf.control_dependencies(leftover):
-        return self._put_tokens((self._max_lag + 1) * per_step)
+class _DrawPermitDataset(dataset_ops.UnaryUnchangedStructureDataset):
+  """`input_dataset`, each element after a draw permit (DrawPermitDataset)."""
 
-    started = tf.cond(tf.equal(step, 0), restart, tf.no_op)
-    with tf.control_dependencies([started]):
-      return tf.raw_ops.QueueDequeueV2(handle=self._tokens,
-                                       component_types=[tf.int32])
-
-  def _put_tokens(self, count):
-    return tf.raw_ops.QueueEnqueueManyV2(
-        handle=self._tokens, components=[tf.zeros([count], tf.int32)])
+  def __init__(self, input_dataset, permits, initial_permits):
+    self._input_dataset = input_dataset
+    variant_tensor = ops.draw_permit_dataset(
+        input_dataset._variant_tensor,  # pylint: disable=protected-access
+        permits, initial_permits, **self._flat_structure)
+    super().__init__(input_dataset, variant_tensor)
 
 
 def _gather(nest, indices):

@@ -46,3 +46,7 @@ sum_tree_build = _ops.ada_samp_sum_tree_build
 sum_tree_set = _ops.ada_samp_sum_tree_set
 sum_tree_sample = _ops.ada_samp_sum_tree_sample
 adaptive_reweight = _ops.ada_samp_adaptive_reweight
+
+draw_permits_handle = _ops.ada_samp_draw_permits_handle
+release_draw_permits = _ops.ada_samp_release_draw_permits
+draw_permit_dataset = _ops.ada_samp_draw_permit_dataset

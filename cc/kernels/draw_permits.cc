@@ -1,0 +1,299 @@
+// Draw permits: how far an adaptive tf.data pipeline may draw ahead of the
+// training step (tf_adasamp/data.py, `max_lag`). A count in a resource: the
+// step releases one permit per update, and DrawPermitDataset takes one before
+// it passes on each element, waiting while there is none.
+//
+// The wait belongs to the dataset, not to an op inside a map function, so
+// that tearing down the pipeline above it ends it. tf.data cancels an
+// iterator's inputs through the cancellation manager it gave them at
+// initialization (an async iterator such as prefetch or a parallel map
+// cancels its own when it is destroyed, as `Dataset.take` does to its input
+// once done); an op in a map function sees only the manager of the caller's
+// GetNext, cancelled when the whole iterator is deleted. A blocking op there
+// (this library once used a FIFOQueue dequeue) hangs `take`'s teardown.
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "tensorflow/core/framework/dataset.h"
+#include "tensorflow/core/framework/model.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/resource_mgr.h"
+#include "tensorflow/core/framework/tensor.h"
+#include "tensorflow/core/platform/mutex.h"
+
+namespace adasamp {
+namespace {
+
+using ::tensorflow::CancellationManager;
+using ::tensorflow::CancellationToken;
+using ::tensorflow::DataTypeVector;
+using ::tensorflow::HandleFromInput;
+using ::tensorflow::LookupOrCreateResource;
+using ::tensorflow::Node;
+using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
+using ::tensorflow::OpKernelContext;
+using ::tensorflow::PartialTensorShape;
+using ::tensorflow::Tensor;
+using ::tensorflow::mutex;
+using ::tensorflow::mutex_lock;
+using ::tensorflow::data::DatasetBase;
+using ::tensorflow::data::DatasetIterator;
+using ::tensorflow::data::IteratorBase;
+using ::tensorflow::data::IteratorContext;
+using ::tensorflow::data::IteratorStateReader;
+using ::tensorflow::data::IteratorStateWriter;
+using ::tensorflow::data::SerializationContext;
+using ::tensorflow::errors::InvalidArgument;
+
+class DrawPermits : public ::tensorflow::ResourceBase {
+ public:
+  std::string DebugString() const override {
+    mutex_lock lock(mu_);
+    return absl::StrCat("DrawPermits(", available_, ")");
+  }
+
+  void Release(int64_t count) {
+    {
+      mutex_lock lock(mu_);
+      available_ += count;
+    }
+    changed_.notify_all();
+  }
+
+  void Reset(int64_t count) {
+    {
+      mutex_lock lock(mu_);
+      available_ = count;
+    }
+    changed_.notify_all();
+  }
+
+  // Takes a permit, waiting while there is none; CancelledError instead if
+  // one of `cancellations` (null ones skipped) is cancelled first.
+  absl::Status Acquire(absl::Span<CancellationManager* const> cancellations) {
+    bool cancelled = false;
+    const auto cancel = [this, &cancelled] {
+      {
+        mutex_lock lock(mu_);
+        cancelled = true;
+      }
+      changed_.notify_all();
+    };
+    std::vector<std::pair<CancellationManager*, CancellationToken>> callbacks;
+    for (CancellationManager* cancellation : cancellations) {
+      if (cancellation == nullptr) continue;
+      const CancellationToken token = cancellation->get_cancellation_token();
+      if (!cancellation->RegisterCallback(token, cancel)) {
+        cancel();  // Already cancelled.
+        break;
+      }
+      callbacks.emplace_back(cancellation, token);
+    }
+    absl::Status status;
+    {
+      mutex_lock lock(mu_);
+      while (available_ == 0 && !cancelled) changed_.wait(lock);
+      if (cancelled) {
+        status = absl::CancelledError("a draw waiting for a permit");
+      } else {
+        --available_;
+      }
+    }
+    // Without the lock: a callback in flight takes it, and deregistering
+    // waits for it.
+    for (const auto& [cancellation, token] : callbacks) {
+      cancellation->DeregisterCallback(token);
+    }
+    return status;
+  }
+
+ private:
+  mutable mutex mu_;
+  ::tensorflow::condition_variable changed_;
+  int64_t available_ TF_GUARDED_BY(mu_) = 0;
+};
+
+absl::Status GetPermits(OpKernelContext* ctx, int input,
+                        ::tensorflow::core::RefCountPtr<DrawPermits>* permits) {
+  return LookupOrCreateResource<DrawPermits>(
+      ctx, HandleFromInput(ctx, input), permits, [](DrawPermits** created) {
+        *created = new DrawPermits;
+        return absl::OkStatus();
+      });
+}
+
+class ReleaseDrawPermitsOp : public OpKernel {
+ public:
+  using OpKernel::OpKernel;
+
+  void Compute(OpKernelContext* ctx) override {
+    const Tensor& count = ctx->input(1);
+    OP_REQUIRES(ctx, ::tensorflow::TensorShapeUtils::IsScalar(count.shape()),
+                InvalidArgument("count must be a scalar, got shape ",
+                                count.shape().DebugString()));
+    const int64_t value = count.scalar<int64_t>()();
+    OP_REQUIRES(ctx, value >= 0,
+                InvalidArgument("count must be >= 0, got ", value));
+    ::tensorflow::core::RefCountPtr<DrawPermits> permits;
+    OP_REQUIRES_OK(ctx, GetPermits(ctx, 0, &permits));
+    permits->Release(value);
+  }
+};
+
+class DrawPermitDatasetOp : public ::tensorflow::data::UnaryDatasetOpKernel {
+ public:
+  using UnaryDatasetOpKernel::UnaryDatasetOpKernel;
+
+ protected:
+  void MakeDataset(OpKernelContext* ctx, DatasetBase* input,
+                   DatasetBase** output) override {
+    int64_t initial_permits;
+    OP_REQUIRES_OK(ctx, ::tensorflow::data::ParseScalarArgument(
+                            ctx, "initial_permits", &initial_permits));
+    OP_REQUIRES(ctx, initial_permits >= 1,
+                InvalidArgument("initial_permits must be >= 1, got ",
+                                initial_permits));
+    ::tensorflow::core::RefCountPtr<DrawPermits> permits;
+    OP_REQUIRES_OK(ctx, GetPermits(ctx, 1, &permits));
+    *output = new Dataset(ctx, input, ctx->input(1), std::move(permits),
+                          initial_permits);
+  }
+
+ private:
+  class Dataset : public DatasetBase {
+   public:
+    Dataset(OpKernelContext* ctx, const DatasetBase* input,
+            const Tensor& permits_handle,
+            ::tensorflow::core::RefCountPtr<DrawPermits> permits,
+            int64_t initial_permits)
+        : DatasetBase(::tensorflow::data::DatasetContext(ctx)),
+          input_(input),
+          permits_handle_(permits_handle),
+          permits_(std::move(permits)),
+          initial_permits_(initial_permits) {
+      input_->Ref();
+    }
+
+    ~Dataset() override { input_->Unref(); }
+
+    std::unique_ptr<IteratorBase> MakeIteratorInternal(
+        const std::string& prefix) const override {
+      return std::make_unique<Iterator>(
+          Iterator::Params{this, absl::StrCat(prefix, "::DrawPermit")});
+    }
+
+    const DataTypeVector& output_dtypes() const override {
+      return input_->output_dtypes();
+    }
+    const std::vector<PartialTensorShape>& output_shapes() const override {
+      return input_->output_shapes();
+    }
+    std::string DebugString() const override {
+      return "DrawPermitDatasetOp::Dataset";
+    }
+    int64_t CardinalityInternal(
+        ::tensorflow::data::CardinalityOptions options) const override {
+      return input_->Cardinality(options);
+    }
+    absl::Status InputDatasets(
+        std::vector<const DatasetBase*>* inputs) const override {
+      inputs->push_back(input_);
+      return absl::OkStatus();
+    }
+    absl::Status CheckExternalState() const override {
+      return absl::FailedPreconditionError(
+          absl::StrCat(DebugString(), " waits for permits that the training "
+                                      "step releases"));
+    }
+
+   protected:
+    absl::Status AsGraphDefInternal(SerializationContext* ctx,
+                                    DatasetGraphDefBuilder* b,
+                                    Node** output) const override {
+      Node* input;
+      TF_RETURN_IF_ERROR(b->AddInputDataset(ctx, input_, &input));
+      Node* permits;
+      TF_RETURN_IF_ERROR(b->AddDatasetOrTensor(ctx, permits_handle_, &permits));
+      Node* initial_permits;
+      TF_RETURN_IF_ERROR(b->AddScalar(initial_permits_, &initial_permits));
+      return b->AddDataset(this, {input, permits, initial_permits}, output);
+    }
+
+   private:
+    class Iterator : public DatasetIterator<Dataset> {
+     public:
+      explicit Iterator(const Params& params)
+          : DatasetIterator<Dataset>(params) {}
+
+      absl::Status Initialize(IteratorContext* ctx) override {
+        // A new iterator: max_lag + 1 steps' draws may precede the first
+        // update.
+        dataset()->permits_->Reset(dataset()->initial_permits_);
+        teardown_ = ctx->cancellation_manager();
+        return dataset()->input_->MakeIterator(ctx, this, prefix(),
+                                               &input_impl_);
+      }
+
+      absl::Status GetNextInternal(IteratorContext* ctx,
+                                   std::vector<Tensor>* out_tensors,
+                                   bool* end_of_sequence) override {
+        // Waiting is not work: autotuning should not count it.
+        RecordStop(ctx);
+        const absl::Status acquired = dataset()->permits_->Acquire(
+            {teardown_, ctx->cancellation_manager()});
+        RecordStart(ctx);
+        TF_RETURN_IF_ERROR(acquired);
+        return input_impl_->GetNext(ctx, out_tensors, end_of_sequence);
+      }
+
+     protected:
+      std::shared_ptr<::tensorflow::data::model::Node> CreateNode(
+          IteratorContext* ctx,
+          ::tensorflow::data::model::Node::Args args) const override {
+        return ::tensorflow::data::model::MakeKnownRatioNode(std::move(args),
+                                                             /*ratio=*/1);
+      }
+
+      // The permits are not saved: a restored iterator starts afresh.
+      absl::Status SaveInternal(SerializationContext* ctx,
+                                IteratorStateWriter* writer) override {
+        return SaveInput(ctx, writer, input_impl_);
+      }
+      absl::Status RestoreInternal(IteratorContext* ctx,
+                                   IteratorStateReader* reader) override {
+        dataset()->permits_->Reset(dataset()->initial_permits_);
+        return RestoreInput(ctx, reader, input_impl_);
+      }
+
+     private:
+      // The manager tf.data gave this iterator at initialization: cancelled
+      // when the iterator above it tears down, even if the whole pipeline
+      // lives on.
+      CancellationManager* teardown_ = nullptr;
+      std::unique_ptr<IteratorBase> input_impl_;
+    };
+
+    const DatasetBase* const input_;
+    const Tensor permits_handle_;
+    const ::tensorflow::core::RefCountPtr<DrawPermits> permits_;
+    const int64_t initial_permits_;
+  };
+};
+
+using ::tensorflow::DEVICE_CPU;
+REGISTER_KERNEL_BUILDER(Name("AdaSamp>DrawPermitsHandle").Device(DEVICE_CPU),
+                        ::tensorflow::ResourceHandleOp<DrawPermits>);
+REGISTER_KERNEL_BUILDER(Name("AdaSamp>ReleaseDrawPermits").Device(DEVICE_CPU),
+                        ReleaseDrawPermitsOp);
+REGISTER_KERNEL_BUILDER(Name("AdaSamp>DrawPermitDataset").Device(DEVICE_CPU),
+                        DrawPermitDatasetOp);
+
+}  // namespace
+}  // namespace adasamp
