@@ -10,6 +10,7 @@ Pipelines, each ending in prefetch(AUTOTUNE):
   adaptive          AdaptiveSampling(sampler, 100).dataset((x, y)), the
                     default max_lag=1
   adaptive_nolag    the same with max_lag=0 (exact Algorithm 1)
+  adaptive_lag8     the same with max_lag=8
   adaptive_draws    the same with max_lag=None and no updates: the
                     pipeline alone, without the sampler update
 There is no model: each batch goes to a step that does nothing for the
@@ -88,6 +89,7 @@ PIPELINES = {
     "uniform_gather": uniform_gather,
     "adaptive": adaptive,
     "adaptive_nolag": functools.partial(adaptive, max_lag=0),
+    "adaptive_lag8": functools.partial(adaptive, max_lag=8),
     "adaptive_draws": functools.partial(adaptive, max_lag=None, report=False),
 }
 
