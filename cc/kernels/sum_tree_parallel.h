@@ -346,6 +346,23 @@ struct RescaleLeaf {
 // ---------------------------------------------------------------------------
 // Block steps.
 
+// Phases 0 and 1 of the one-block ops: thread j loads entry j of the batch
+// into shared memory, then stores it at its rank in a stable sort, with its
+// position in the batch.
+template <class Shared>
+ADASAMP_HOST_DEVICE inline void LoadSorted(int phase, int64_t j,
+                                           const int64_t* indices,
+                                           int64_t count, Shared& s) {
+  if (phase == 0) {
+    if (j == 0) s.invalid = 0;
+    if (j < count) s.indices[j] = indices[j];
+  } else if (j < count) {
+    const int64_t rank = StableRank(s.indices, count, j);
+    s.sorted[rank] = s.indices[j];
+    s.positions[rank] = static_cast<int32_t>(j);
+  }
+}
+
 // A reweight of at most kBlockThreads entries in one block: the indices are
 // sorted in shared memory by rank, then the per-element steps above run
 // phase by phase, one level per phase. One launch instead of a dozen plus a
@@ -373,15 +390,8 @@ struct SmallReweightOp {
   ADASAMP_HOST_DEVICE void Phase(int phase, const BlockThread& t,
                                  Shared& s) const {
     const int64_t j = t.thread;
-    if (phase == 0) {
-      if (j == 0) s.invalid = 0;
-      if (j < count) s.indices[j] = indices[j];
-    } else if (phase == 1) {
-      if (j < count) {
-        const int64_t rank = StableRank(s.indices, count, j);
-        s.sorted[rank] = s.indices[j];
-        s.positions[rank] = static_cast<int32_t>(j);
-      }
+    if (phase < 2) {
+      LoadSorted(phase, j, indices, count, s);
     } else if (phase == 2) {
       if (j < count) {
         CheckReweight<T>{s.sorted, s.positions, state, s.new_log_weights,
@@ -430,15 +440,8 @@ struct SmallSetOp {
   ADASAMP_HOST_DEVICE void Phase(int phase, const BlockThread& t,
                                  Shared& s) const {
     const int64_t j = t.thread;
-    if (phase == 0) {
-      if (j == 0) s.invalid = 0;
-      if (j < count) s.indices[j] = indices[j];
-    } else if (phase == 1) {
-      if (j < count) {
-        const int64_t rank = StableRank(s.indices, count, j);
-        s.sorted[rank] = s.indices[j];
-        s.positions[rank] = static_cast<int32_t>(j);
-      }
+    if (phase < 2) {
+      LoadSorted(phase, j, indices, count, s);
     } else if (phase == 2) {
       s.deltas[j] = T(0);
       if (j < count) {
