@@ -14,6 +14,7 @@ import tensorflow_datasets as tfds
 import reference
 from tf_adasamp import AdaptiveSampler
 from tf_adasamp import data
+from tf_adasamp import ops
 
 NUM_EXAMPLES = 37  # not a power of two: the tree has padding leaves
 BATCH_SIZE = 8
@@ -338,3 +339,11 @@ def test_dataset_rejects_bad_sources(source, error, message):
   stage = data.AdaptiveSampling(make_sampler(), 4)
   with pytest.raises(error, match=message):
     stage.dataset(source)
+
+
+def test_permit_ops_reject_bad_counts():
+  permits = ops.draw_permits_handle(shared_name="test_bad_permit_counts")
+  with pytest.raises(tf.errors.InvalidArgumentError, match="count must be"):
+    ops.release_draw_permits(permits, -1)
+  with pytest.raises(tf.errors.InvalidArgumentError, match="initial_permits"):
+    data._DrawPermitDataset(tf.data.Dataset.counter(), permits, 0)
