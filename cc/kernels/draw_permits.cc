@@ -233,6 +233,7 @@ class DrawPermitDatasetOp : public ::tensorflow::data::UnaryDatasetOpKernel {
           : DatasetIterator<Dataset>(params) {}
 
       absl::Status Initialize(IteratorContext* ctx) override {
+        mutex_lock lock(mu_);
         // A new iterator: max_lag + 1 steps' draws may precede the first
         // update.
         dataset()->permits_->Reset(dataset()->initial_permits_);
@@ -250,6 +251,7 @@ class DrawPermitDatasetOp : public ::tensorflow::data::UnaryDatasetOpKernel {
             {teardown_, ctx->cancellation_manager()});
         RecordStart(ctx);
         TF_RETURN_IF_ERROR(acquired);
+        mutex_lock lock(mu_);
         return input_impl_->GetNext(ctx, out_tensors, end_of_sequence);
       }
 
@@ -264,10 +266,12 @@ class DrawPermitDatasetOp : public ::tensorflow::data::UnaryDatasetOpKernel {
       // The permits are not saved: a restored iterator starts afresh.
       absl::Status SaveInternal(SerializationContext* ctx,
                                 IteratorStateWriter* writer) override {
+        mutex_lock lock(mu_);
         return SaveInput(ctx, writer, input_impl_);
       }
       absl::Status RestoreInternal(IteratorContext* ctx,
                                    IteratorStateReader* reader) override {
+        mutex_lock lock(mu_);
         dataset()->permits_->Reset(dataset()->initial_permits_);
         return RestoreInput(ctx, reader, input_impl_);
       }
@@ -275,9 +279,10 @@ class DrawPermitDatasetOp : public ::tensorflow::data::UnaryDatasetOpKernel {
      private:
       // The manager tf.data gave this iterator at initialization: cancelled
       // when the iterator above it tears down, even if the whole pipeline
-      // lives on.
+      // lives on. Set once, before any GetNext.
       CancellationManager* teardown_ = nullptr;
-      std::unique_ptr<IteratorBase> input_impl_;
+      mutex mu_;
+      std::unique_ptr<IteratorBase> input_impl_ TF_GUARDED_BY(mu_);
     };
 
     const DatasetBase* const input_;
