@@ -37,7 +37,6 @@ using ::tensorflow::HandleFromInput;
 using ::tensorflow::LookupOrCreateResource;
 using ::tensorflow::Node;
 using ::tensorflow::OpKernel;
-using ::tensorflow::OpKernelConstruction;
 using ::tensorflow::OpKernelContext;
 using ::tensorflow::PartialTensorShape;
 using ::tensorflow::Tensor;
