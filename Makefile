@@ -28,11 +28,11 @@ $(OP_LIBRARY): $(VENV)/installed $(CC_SOURCES)
 	$(PY) setup.py -q build_ext --inplace
 
 experiment: setup
-	$(PY) -m tf_adasamp.reproduce --dataset=digits --trials=5 \
+	$(PY) -m tf_adasamp.experiment.reproduce --dataset=digits --trials=5 \
 	  --output_dir=runs/digits --report_dir=docs/experiment
 
 demo: setup
-	$(PY) -m tf_adasamp.demo
+	$(PY) -m tf_adasamp.experiment.demo
 
 # Both suites run even if the first fails; the exit status says if either did.
 test: setup

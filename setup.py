@@ -133,29 +133,64 @@ class BuildOpLibrary(build_ext):
     subprocess.check_call(command)
 
 
+def tensorflow_requirement():
+  """TensorFlow at the minor version the op library is built against (the
+  .so is ABI-bound to it), under the distribution name that is installed:
+  a user of tensorflow-cpu must not get the full tensorflow beside it."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  from importlib import metadata  # pylint: disable=import-outside-toplevel
+
+  major, minor = (int(part) for part in tf.__version__.split(".")[:2])
+  name = "tensorflow"
+  for candidate in ("tensorflow-cpu", "tf-nightly", "tensorflow"):
+    try:
+      metadata.distribution(candidate)
+    except metadata.PackageNotFoundError:
+      continue
+    name = candidate
+    break
+  return f"{name}>={major}.{minor},<{major}.{minor + 1}"
+
+
+EXPERIMENT = [
+    "absl-py",
+    "tensorflow-datasets",
+    "importlib_resources",  # imported, not declared, by tfds 4.9.10
+    "matplotlib",
+    "scikit-learn",  # ships the digits dataset used for offline runs
+    "tensorboard",
+]
+
 setup(
     name="tf_adasamp",
     version="0.1.0",
     description=("Adaptive sampling SGD (London, NIPS 2017) as graph-native "
                  "TensorFlow ops"),
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    classifiers=[
+        "License :: OSI Approved :: Apache Software License",
+        "Programming Language :: Python :: 3",
+        "Programming Language :: C++",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
     packages=find_packages(include=["tf_adasamp", "tf_adasamp.*"]),
     ext_modules=[Extension("tf_adasamp._sum_tree_ops", sources=CPU_SOURCES)],
     cmdclass={"build_ext": BuildOpLibrary},
     python_requires=">=3.10",
-    install_requires=[
-        "tensorflow>=2.21",
-        "tensorflow-datasets",
-        "importlib_resources",  # imported, not declared, by tfds 4.9.10
-        "numpy",
-        "absl-py",
-        "matplotlib",
-        "scikit-learn",  # ships the digits dataset used for offline runs
-    ],
-    extras_require={"test": ["pytest", "scipy"]},
+    install_requires=[tensorflow_requirement(), "numpy"],
+    extras_require={
+        # The paper's experiment: tf_adasamp.experiment and its commands.
+        "experiment": EXPERIMENT,
+        "test": EXPERIMENT + ["pytest", "scipy", "hypothesis"],
+    },
     entry_points={
         "console_scripts": [
-            "tf-adasamp-train = tf_adasamp.train:run",
-            "tf-adasamp-reproduce = tf_adasamp.reproduce:run",
+            "tf-adasamp-train = tf_adasamp.experiment.train:run",
+            "tf-adasamp-reproduce = tf_adasamp.experiment.reproduce:run",
+            "tf-adasamp-bounds = tf_adasamp.experiment.bounds_table:run",
+            "tf-adasamp-demo = tf_adasamp.experiment.demo:run",
         ],
     },
     zip_safe=False,

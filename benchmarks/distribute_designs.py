@@ -6,7 +6,7 @@ replica, a utility per draw (a gather from a fixed table, standing in for the
 model) and the reweighting of the global batch of 2B draws:
 
   replicated        every replica holds a copy of the sampler; it draws its B
-                    from its copy, and `distribute.update` all-gathers the 2B
+                    from its copy, and `sampler.update` all-gathers the 2B
                     indices and utilities (one collective) and applies them
                     to every copy
   single_owner      (mirrored only) one sampler on /cpu:0, outside the
@@ -61,7 +61,7 @@ def replicated(strategy, num_examples, batch_size, table):
 
   def replica_step():
     indices = sampler.sample(batch_size)
-    distribute.update(sampler, indices, tf.gather(table, indices))
+    sampler.update(indices, tf.gather(table, indices))
 
   return lambda: strategy.run(replica_step)
 
@@ -80,7 +80,7 @@ def single_owner(strategy, num_examples, batch_size, table):
       indices = owner.sample(NUM_REPLICAS * batch_size)
     with strategy.scope():
       mine, utilities = strategy.run(replica_step, (indices,))
-      distribute.update(owner, mine, utilities)
+      owner.update(mine, utilities)
 
   return step
 

@@ -6,7 +6,7 @@ paper's CNN at batch 100. The default option (utility_at="updated",
 Algorithm 1's h_t) adds a second, inference-mode forward pass over the batch;
 its cost is reported beside.
 
-Variants, each a `tf_adasamp.training.make_train_step` (sample, gather,
+Variants, each a `tf_adasamp.training_loop.make_train_step` (sample, gather,
 forward/backward, SGD update and, when adaptive, utility and reweighting, in
 one tf.function) on the same initial model:
   uniform            UniformSampler
@@ -33,9 +33,9 @@ import numpy as np
 import tensorflow as tf
 
 from benchmarks.machine import machine
-from tf_adasamp import datasets
-from tf_adasamp import models
-from tf_adasamp import training
+from tf_adasamp.experiment import datasets
+from tf_adasamp.experiment import models
+from tf_adasamp.experiment import training_loop
 from tf_adasamp.sampler import AdaptiveSampler
 
 BATCH_SIZE = 100
@@ -62,13 +62,13 @@ def digits():
 def make_step(images, labels, utility_at):
   """One variant's train step, on the CNN every variant starts from."""
   model = models.build("cnn", images.shape[1:], 10, seed=0)
-  optimizer = training.make_optimizer("sgd", 0.01, 0.0)
+  optimizer = training_loop.make_optimizer("sgd", 0.01, 0.0)
   num_examples = len(labels)
   if utility_at is None:
-    sampler = training.UniformSampler(num_examples, seed=0)
+    sampler = training_loop.UniformSampler(num_examples, seed=0)
   else:
     sampler = AdaptiveSampler(num_examples, amplitude=1.0, decay=0.5, seed=0)
-  return training.make_train_step(
+  return training_loop.make_train_step(
       model, optimizer, sampler, tf.constant(images), tf.constant(labels),
       BATCH_SIZE, utility="zero_one", utility_at=utility_at or "updated")
 

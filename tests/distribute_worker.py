@@ -31,7 +31,7 @@ import tensorflow as tf
 from tf_adasamp import AdaptiveSampler
 from tf_adasamp import data
 from tf_adasamp import distribute
-from tf_adasamp import training
+from tf_adasamp.experiment import training_loop
 from tf_adasamp.keras import AdaptiveSamplingModel
 
 NUM_EXAMPLES = 40
@@ -87,14 +87,14 @@ def train(strategy, sampler):
   def update_in_replicas():
     def replica_step():
       indices, probabilities, step_utilities = draw()
-      distribute.update(sampler, indices, step_utilities)
+      sampler.update(indices, step_utilities)
       return indices, probabilities
     return strategy.run(replica_step)
 
   @tf.function
   def update_across_replicas():
     indices, probabilities, step_utilities = strategy.run(draw)
-    distribute.update(sampler, indices, step_utilities)
+    sampler.update(indices, step_utilities)
     return indices, probabilities
 
   draws, probabilities = [], []
@@ -186,11 +186,11 @@ def run_trainer(out):
   """The trainer with strategy="mirrored" on digits, briefly. In a process
   of its own: two MirroredStrategy objects in one process share collective
   keys."""
-  records = training.train(training.TrainConfig(
+  records = training_loop.train(training_loop.TrainConfig(
       dataset="digits", model="logistic", steps=20, eval_interval=10,
       strategy="mirrored"))
   np.savez(os.path.join(out, "task0.npz"),
-           replicas=training.make_strategy("mirrored").num_replicas_in_sync,
+           replicas=training_loop.make_strategy("mirrored").num_replicas_in_sync,
            test_accuracy=[r["test_accuracy"] for r in records],
            kl=[r["kl"] for r in records])
 
@@ -199,7 +199,7 @@ def refusal(strategy):
   """What `update` says to a one-copy sampler under several replicas."""
   one_copy = AdaptiveSampler(NUM_EXAMPLES, AMPLITUDE, DECAY)  # No strategy.
   try:
-    strategy.run(lambda: distribute.update(one_copy, [0], [1.0]))
+    strategy.run(lambda: one_copy.update([0], [1.0]))
   except ValueError as error:
     return str(error)
   return ""

@@ -633,16 +633,6 @@ def test_tracker_and_bounds_accept_tensorflow_tensors():
       sampled_utilities=tf.constant([1.0, 2.0, 3.0])) == pytest.approx(6)
 
 
-def test_module_imports_only_numpy_and_absl():
-  # Loads bounds.py alone (not the package, whose __init__ loads the ops).
-  code = ("import importlib.util, sys\n"
-          "spec = importlib.util.spec_from_file_location("
-          "'bounds', 'tf_adasamp/bounds.py')\n"
-          "spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
-          "assert 'tensorflow' not in sys.modules, 'imported tensorflow'\n")
-  subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
-
-
 # Solving for n, and the command line.
 
 
@@ -662,7 +652,7 @@ def test_minimum_examples_reports_unreachable_target():
 
 def test_command_line_prints_table_and_smallest_n():
   result = subprocess.run(
-      [sys.executable, "-m", "tf_adasamp.bounds", "--n=50000", "--epochs=10",
+      [sys.executable, "-m", "tf_adasamp.experiment.bounds_table", "--n=50000", "--epochs=10",
        "--batch_size=100", "--strong_convexity=0.1", "--initial_risk=0.7",
        "--target=0.2"],
       cwd=ROOT, capture_output=True, text=True, check=True,

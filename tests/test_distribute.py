@@ -312,15 +312,18 @@ def test_default_strategy_gives_a_plain_sampler():
     (tf.float32, tf.float64, tf.int64),
     (tf.float32, tf.float32, tf.int32),
 ])
-def test_update_without_a_strategy_is_sampler_update(function, dtype,
-                                                     utility_dtype,
-                                                     index_dtype):
+def test_gathered_update_passes_utilities_bit_for_bit(function, dtype,
+                                                      utility_dtype,
+                                                      index_dtype):
+  strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
   sampler, reference = plain_sampler(dtype=dtype), plain_sampler(dtype=dtype)
-  # A repeated index keeps its first utility; utilities pass bit for bit.
+  # A repeated index keeps its first utility; utilities pass bit for bit
+  # through the replicas' all-gather.
   indices = tf.constant([3, 1, 3, 0], index_dtype)
   utilities = tf.constant([1.0 / 3, -2.0, 5.0, -1e-30], utility_dtype)
-  update = tf.function(distribute.update) if function else distribute.update
-  update(sampler, indices, utilities)
+  update = lambda: sampler.update(indices, utilities)
+  with strategy.scope():
+    strategy.run(tf.function(update) if function else update)
   reference.update(indices, utilities)
   for actual, expected in zip(sampler.variables, reference.variables):
     np.testing.assert_array_equal(actual.numpy(), expected.numpy())
@@ -341,15 +344,15 @@ def test_update_applies_the_batch_once_in_every_context(mirrored, context):
   if context == "replica":
     with strategy.scope():
       strategy.run(tf.function(
-          lambda: distribute.update(sampler, indices, utilities)))
+          lambda: sampler.update(indices, utilities)))
   else:
     values = strategy.run(lambda: (tf.constant(indices),
                                    tf.constant(utilities, tf.float64)))
     if context == "cross_replica":
       with strategy.scope():
-        distribute.update(sampler, *values)
+        sampler.update(*values)
     else:
-      distribute.update(sampler, *values)
+      sampler.update(*values)
   reference.update(indices, utilities)
   for actual, expected in zip(sampler.variables, reference.variables):
     np.testing.assert_array_equal(actual.numpy(), expected.numpy())
@@ -394,7 +397,7 @@ def test_reads_work_on_mirrored_state(context):
                                       worker.AMPLITUDE, worker.DECAY)
   reference = plain_sampler()
   for s in (sampler, reference):
-    distribute.update(s, [1, 5, 5], [2.0, -1.0, 1.0])
+    s.update([1, 5, 5], [2.0, -1.0, 1.0])
 
   def reads(s):
     return s.kl_divergence(), s.probabilities(), s.tree.weights()

@@ -57,17 +57,13 @@ at 0, as KL >= 0. The exact KL has a plug-in too: by the chain rule
 KL(Q || P) = E_Q[sum_t B KL(Q_t || uniform)], and AdaptiveSampler's
 kl_divergence() reads KL(Q_t || uniform) each step.
 
-Command line (absl flags), a table of the bounds and the smallest n that
-reaches a target:
-  python -m tf_adasamp.bounds --n=50000 --epochs=10 --batch_size=100 \\
-      --strong_convexity=0.1 --target=0.2
+NumPy only: importing this module loads neither TensorFlow nor the op
+library. The command line that tabulates these bounds is
+tf_adasamp.experiment.bounds_table.
 """
 
 import math
-import sys
 
-from absl import app
-from absl import flags
 import numpy as np
 
 
@@ -632,148 +628,3 @@ def minimum_examples(bound, target, lower=1, upper=10**15):
     else:
       lower = middle
   return upper
-
-
-# Command line.
-
-FLAGS = flags.FLAGS
-
-
-def define_flags():
-  """Defines the command line's flags.
-
-  Called by run(), not at import, so that importing this module beside the
-  trainer does not define flags twice.
-  """
-  flags.DEFINE_integer("n", 50000, "Number of training examples.")
-  flags.DEFINE_integer("T", None, "Number of SGD steps (or set --epochs).")
-  flags.DEFINE_float("epochs", None,
-                     "Passes over the data; sets T = ceil(epochs n / B), "
-                     "also while solving for n.")
-  flags.DEFINE_integer("batch_size", 1, "Draws per step, B.")
-  flags.DEFINE_float("delta", 0.05, "Failure probability, in (0, 1).")
-  flags.DEFINE_float("max_loss", 1.0, "M, the loss's upper bound.")
-  flags.DEFINE_float("lipschitz", 1.0, "L, Lipschitz constant of loss and "
-                     "objective.")
-  flags.DEFINE_float("smoothness", 1.0, "Smoothness of the objective.")
-  flags.DEFINE_float("eta", 1.0, "Step-size scale, eta_t <= eta / t "
-                     "(Props. 1-3).")
-  flags.DEFINE_float("strong_convexity", 0.01,
-                     "lambda, e.g. the L2 penalty (Prop. 4, Cor. 1).")
-  flags.DEFINE_float("initial_risk", None,
-                     "R(h_0), the initial model's risk (Prop. 3).")
-  flags.DEFINE_float("kl", 0.0, "KL(Q || P) of the sampling posterior.")
-  flags.DEFINE_float("chi2", 0.0, "chi^2(Q || P) of the sampling posterior.")
-  flags.DEFINE_float("target", None,
-                     "Also print the smallest n whose --solve_for bound is "
-                     "<= target.")
-  flags.DEFINE_enum("solve_for", "cor1", sorted(_rows_for(None)),
-                    "Which row --target is for.")
-
-
-def _rows_for(f):
-  """The table's rows: key -> (paper result, description, function of n).
-
-  `f` holds the constants (the parsed flags); with f None only the keys
-  matter (the choices of --solve_for).
-  """
-  def steps(n):
-    if f.epochs is not None:
-      return math.ceil(f.epochs * n / f.batch_size)
-    return f.T
-
-  def prop1(n):
-    return uniform_stability_convex(n, steps(n), f.lipschitz, f.eta,
-                                    f.smoothness)
-
-  def prop2(n):
-    return uniform_stability_nonconvex(n, steps(n), f.lipschitz, f.smoothness,
-                                       f.eta, f.max_loss, f.batch_size)
-
-  def prop3(n):
-    return hypothesis_stability_convex(n, steps(n), f.lipschitz, f.smoothness,
-                                       f.eta, f.initial_risk)
-
-  def prop4(n):
-    return stability_strongly_convex(n, steps(n), f.lipschitz,
-                                     f.strong_convexity, f.batch_size)
-
-  def thm1(stability):
-    return lambda n: chi2_bound(f.chi2, n, f.delta, f.max_loss, stability(n))
-
-  def cor1(n):
-    return strongly_convex_sgd_bound(f.kl, n, steps(n), f.delta, f.max_loss,
-                                     f.lipschitz, f.strong_convexity,
-                                     f.batch_size)
-
-  def thm3(n):
-    return derandomized_kl_bound(f.kl, n, steps(n), f.delta, f.max_loss,
-                                 *prop4(n), batch_size=f.batch_size)
-
-  return {
-      "prop1": ("Prop. 1", "beta, convex SGD", prop1),
-      "prop2": ("Prop. 2", "beta, non-convex SGD", prop2),
-      "prop3": ("Prop. 3", "beta, convex SGD, from R(h_0)", prop3),
-      "prop4_beta": ("Prop. 4", "beta, strongly convex SGD",
-                     lambda n: prop4(n)[0]),
-      "prop4_theta": ("Prop. 4", "theta, strongly convex SGD",
-                      lambda n: prop4(n)[1]),
-      "thm1_convex": ("Thm. 1", "gen. error, chi2, Prop. 1's beta",
-                      thm1(prop1)),
-      "thm1_nonconvex": ("Thm. 1", "gen. error, chi2, Prop. 2's beta",
-                         thm1(prop2)),
-      "thm1_initial_risk": ("Thm. 1", "gen. error, chi2, Prop. 3's beta",
-                            thm1(prop3)),
-      "cor1": ("Cor. 1", "gen. error, KL, strongly convex SGD", cor1),
-      "thm3": ("Thm. 3", "gen. error, one run, product Q",
-               thm3),
-  }
-
-
-def main(argv):
-  if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  if (FLAGS.T is None) == (FLAGS.epochs is None):
-    raise app.UsageError("set exactly one of --T and --epochs")
-  rows = _rows_for(FLAGS)
-  steps = (FLAGS.T if FLAGS.epochs is None
-           else math.ceil(FLAGS.epochs * FLAGS.n / FLAGS.batch_size))
-  print(f"London (NIPS 2017) bounds for n = {FLAGS.n}, T = {steps} steps x "
-        f"B = {FLAGS.batch_size} draws, delta = {FLAGS.delta:g}, "
-        f"KL = {FLAGS.kl:g}, chi2 = {FLAGS.chi2:g}")
-  print(f"M = {FLAGS.max_loss:g}, L = {FLAGS.lipschitz:g}, smoothness = "
-        f"{FLAGS.smoothness:g}, eta = {FLAGS.eta:g}, lambda = "
-        f"{FLAGS.strong_convexity:g}, R(h_0) = {FLAGS.initial_risk}")
-  print()
-  print(f"{'key':<18} {'result':<8} {'':<40} {'value':>10}")
-  notes = []
-  for key, (paper, description, value_of_n) in rows.items():
-    try:
-      value = f"{value_of_n(FLAGS.n):.4g}"
-    except (TypeError, ValueError) as error:
-      value = "n/a"
-      notes.append(f"{key}: {error}")
-    print(f"{key:<18} {paper:<8} {description:<40} {value:>10}")
-  for note in notes:
-    print(f"  n/a {note}")
-  if FLAGS.target is not None:
-    paper, description, value_of_n = rows[FLAGS.solve_for]
-    # Prop. 2 (n - 1 in a denominator) needs n >= 2; the others n >= 1.
-    lower = 2 if FLAGS.solve_for in ("prop2", "thm1_nonconvex") else 1
-    try:
-      n = minimum_examples(value_of_n, FLAGS.target, lower=lower)
-    except (TypeError, ValueError) as error:
-      sys.exit(f"no n reaches {FLAGS.solve_for} <= {FLAGS.target:g}: {error}")
-    print()
-    print(f"smallest n with {FLAGS.solve_for} ({paper}) <= {FLAGS.target:g}: "
-          f"{n} (bound there {value_of_n(n):.4g})")
-
-
-def run():
-  """Entry point: python -m tf_adasamp.bounds."""
-  define_flags()
-  app.run(main)
-
-
-if __name__ == "__main__":
-  run()

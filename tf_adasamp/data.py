@@ -28,9 +28,9 @@ import tensorflow as tf
 
 from tensorflow.python.data.ops import dataset_ops
 
+from tf_adasamp import _validation
 from tf_adasamp import distribute
 from tf_adasamp import ops
-from tf_adasamp.sum_tree import check_positive_int
 
 # Upper bound on the batch that materializes a dataset of unknown length.
 _ALL = 2**62
@@ -66,7 +66,7 @@ def sample_batch(sampler, source, batch_size):
     The batch with indices and probabilities appended, as the stage yields
     it (see the module docstring).
   """
-  batch_size = check_positive_int(batch_size, "batch_size")
+  batch_size = _validation.positive_int(batch_size, "batch_size")
   indices, probabilities = sampler.sample_with_probabilities(batch_size)
   return _with_sampling(_gather(source, indices), indices, probabilities)
 
@@ -109,7 +109,7 @@ class AdaptiveSampling:
         `update`, or the pipeline waits for it.
     """
     self._sampler = sampler
-    self._batch_size = check_positive_int(batch_size, "batch_size")
+    self._batch_size = _validation.positive_int(batch_size, "batch_size")
     if max_lag is not None:
       if isinstance(max_lag, bool) or not isinstance(max_lag, int):
         raise TypeError(f"max_lag must be an int or None, got {max_lag!r}")
@@ -192,12 +192,12 @@ class AdaptiveSampling:
   def update(self, indices, utilities):
     """Reweights the drawn `indices` (Algorithm 1, line 5) and lets the
     pipeline draw one batch further; call once per consumed batch (under a
-    strategy, in every replica: `tf_adasamp.distribute.update`)."""
-    distribute.update(self._sampler, indices, utilities)
+    strategy, in every replica)."""
+    self._sampler.update(indices, utilities)
     if self._max_lag is not None:
       # Inside tf.function nothing orders ops on different resources; a read
-      # of the tree comes after the update, so the permit does too.
-      with tf.control_dependencies([self._sampler.tree.total()]):
+      # of the sampler comes after its update, so the permit does too.
+      with tf.control_dependencies([self._sampler.kl_divergence()]):
         ops.release_draw_permits(self._permits, 1)
 
 

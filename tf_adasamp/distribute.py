@@ -10,8 +10,9 @@ draws from one Q_t, and each unique index is still reweighted once:
 - each replica draws its share of the batch from its copy with its own random
   stream: a `tf.random.Generator` made under a strategy folds the global
   replica id into its key, while the copies of its state advance together;
-- after the step, `update` all-gathers every replica's indices and utilities,
-  in replica order, and applies the whole global batch to every copy. Same
+- after the step, `AdaptiveSampler.update` (which dispatches on the
+  replica context) all-gathers every replica's indices and utilities, in
+  replica order, and applies the whole global batch to every copy. Same
   input, same deterministic op: the copies stay identical, and an index that
   two replicas drew is reweighted once, with its first utility in replica
   order, exactly as one device would.
@@ -23,13 +24,9 @@ so its checkpoints restore under any strategy, or none.
 
 import tensorflow as tf
 
+from tf_adasamp import _validation
 from tf_adasamp import ops
 from tf_adasamp.sampler import AdaptiveSampler
-from tf_adasamp.sum_tree import as_indices
-from tf_adasamp.sum_tree import check_positive_int
-
-# Integers of the width of each float dtype, to carry utilities bit for bit.
-_BITS = {tf.float32: tf.int32, tf.float64: tf.int64}
 
 
 def create_sampler(strategy, num_examples, amplitude, decay, **kwargs):
@@ -43,7 +40,7 @@ def create_sampler(strategy, num_examples, amplitude, decay, **kwargs):
       def replica_step():
         indices = sampler.sample(per_replica_batch_size)  # this replica's share
         ... forward/backward on tf.gather(x, indices), utilities ...
-        distribute.update(sampler, indices, utilities)
+        sampler.update(indices, utilities)  # all replicas' draws, every copy
       strategy.run(replica_step)
 
   Args:
@@ -54,8 +51,8 @@ def create_sampler(strategy, num_examples, amplitude, decay, **kwargs):
 
   Returns:
     The sampler. In replica context its `sample` methods draw the replica's
-    share; update it with `update` below, never with `sampler.update`, which
-    would change one copy only. `strategy.run(sampler.reset)` resets all.
+    share, and `update` applies every replica's draws to every copy.
+    `strategy.run(sampler.reset)` resets all.
   """
   if not isinstance(strategy, tf.distribute.Strategy):
     raise TypeError(
@@ -71,49 +68,6 @@ def create_sampler(strategy, num_examples, amplitude, decay, **kwargs):
   # to the other replicas (matched by name), and each builds its own copy.
   strategy.run(build)
   return samplers[0]
-
-
-def update(sampler, indices, utilities):
-  """Applies one step's global batch to every copy of the sampler's state.
-
-  Algorithm 1, line 5, for the union of all replicas' draws; a repeated index
-  is reweighted once, with the utility of its first occurrence in replica
-  order.
-
-  In replica context (inside `strategy.run`, e.g. a Keras `train_step`):
-  `indices` and `utilities` are this replica's [b]; every replica must call
-  `update` in the same step, as it is a collective. In cross-replica context
-  (or outside the strategy's scope): the per-replica values that
-  `strategy.run` returned; a sampler with one copy, made outside the
-  strategy (a single owner), is then updated once. Without a strategy it is
-  `sampler.update`.
-  """
-  strategy = _strategy_of(sampler)
-  if strategy is not None and not tf.distribute.has_strategy():
-    with strategy.scope():
-      update(sampler, indices, utilities)
-    return
-  if tf.distribute.in_cross_replica_context():
-    # Always gathered: with one local replica, `strategy.run` returns plain
-    # tensors that still hold only that replica's share.
-    current = tf.distribute.get_strategy()
-    packed = current.run(lambda i, u: _pack(sampler, i, u),
-                         (indices, utilities))
-    indices, utilities = _unpack(sampler, current.gather(packed, axis=0))
-    if strategy is None:
-      # One copy outside the strategy (a single owner): update it once.
-      sampler.update(indices, utilities)
-    else:
-      strategy.run(sampler.update, (indices, utilities))
-    return
-  context = tf.distribute.get_replica_context()
-  if strategy is None and context.num_replicas_in_sync > 1:
-    raise ValueError(
-        "the sampler has one copy of its state but the strategy has "
-        f"{context.num_replicas_in_sync} replicas; make it with "
-        "tf_adasamp.distribute.create_sampler(strategy, ...)")
-  packed = _pack(sampler, indices, utilities)
-  sampler.update(*_unpack(sampler, context.all_gather(packed, axis=0)))
 
 
 def sample_share(sampler, batch_size, share, num_shares):
@@ -133,44 +87,17 @@ def sample_share(sampler, batch_size, share, num_shares):
   Returns:
     (indices, probabilities): int64 [batch_size] and [batch_size] Q_t(i).
   """
-  batch_size = check_positive_int(batch_size, "batch_size")
-  num_shares = check_positive_int(num_shares, "num_shares")
+  batch_size = _validation.positive_int(batch_size, "batch_size")
+  num_shares = _validation.positive_int(num_shares, "num_shares")
   if isinstance(share, bool) or not isinstance(share, int):
     raise TypeError(f"share must be an int, got {share!r}")
   if not 0 <= share < num_shares:
     raise ValueError(f"share must be in [0, {num_shares}), got {share}")
   uniforms = sampler.uniforms(num_shares * batch_size)
   tree = sampler.tree.variable
-  strategy = _strategy_of(sampler)
+  strategy = sampler.strategy
   if strategy is not None:
     # Outside replica context a mirrored variable has no handle of its own.
     tree = strategy.experimental_local_results(tree)[0]
   return ops.sum_tree_sample(
       tree.handle, uniforms[share * batch_size:(share + 1) * batch_size])
-
-
-def _pack(sampler, indices, utilities):
-  """[b, 2] int64: indices and the bits of the utilities, to gather at once.
-
-  One collective instead of two: per step, the collective's latency, not
-  its few bytes, is what costs (docs/distribute.md).
-  """
-  dtype = sampler.tree.dtype
-  utilities = tf.cast(tf.convert_to_tensor(utilities, dtype_hint=dtype), dtype)
-  bits = tf.bitcast(utilities, _BITS[dtype])
-  return tf.stack([as_indices(indices), tf.cast(bits, tf.int64)], axis=1)
-
-
-def _unpack(sampler, packed):
-  """(indices, utilities) from a gathered `_pack`."""
-  dtype = sampler.tree.dtype
-  bits = tf.cast(packed[:, 1], _BITS[dtype])
-  return packed[:, 0], tf.bitcast(bits, dtype)
-
-
-def _strategy_of(sampler):
-  """The strategy that mirrors the sampler's state, or None for one copy."""
-  variable = sampler.tree.variable
-  if isinstance(variable, tf.distribute.DistributedValues):
-    return variable.distribute_strategy
-  return None

@@ -1,52 +1,86 @@
-"""Loads the tf_adasamp op library once; every other module imports ops here.
+"""The op library's ops, loaded on first use (TF Addons' `LazySO` pattern).
 
-The library `_sum_tree_ops.so` is built by `pip install` (next to this file)
-or by `bazel build //tf_adasamp:sum_tree_ops` (under `bazel-bin/`).
+Importing this module costs no library load: the shared object
+`_sum_tree_ops.so`, built by `pip install` (next to this file) or by
+`bazel build //tf_adasamp:_sum_tree_ops.so` (under `bazel-bin/`), is loaded
+by the first op call. Every other module calls the ops through here.
 """
 
 import os
+import threading
 
 import tensorflow as tf
 
 _LIBRARY_NAME = "_sum_tree_ops.so"
-_REBUILD_HINT = (
-    "Rebuild it against the installed TensorFlow "
-    f"({tf.__version__}): `pip install --no-build-isolation -e .` or "
-    "`bazel build //tf_adasamp:sum_tree_ops`."
-)
 
 
-def _library_candidates():
-  here = os.path.dirname(os.path.abspath(__file__))
-  root = os.path.dirname(here)
-  return [
-      os.path.join(here, _LIBRARY_NAME),
-      os.path.join(root, "bazel-bin", "tf_adasamp", _LIBRARY_NAME),
-  ]
+class LazySO:
+  """A custom-op library that `tf.load_op_library` loads on first use."""
+
+  def __init__(self, name):
+    self._name = name
+    self._ops = None
+    self._lock = threading.Lock()
+
+  def candidates(self):
+    """Where the library may be: beside this file, then under bazel-bin."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    return [
+        os.path.join(here, self._name),
+        os.path.join(os.path.dirname(here), "bazel-bin", "tf_adasamp",
+                     self._name),
+    ]
+
+  @property
+  def ops(self):
+    """The loaded library's op functions; raises ImportError if missing."""
+    with self._lock:
+      if self._ops is None:
+        self._ops = self._load()
+      return self._ops
+
+  def _load(self):
+    hint = ("Rebuild it against the installed TensorFlow "
+            f"({tf.__version__}): `pip install --no-build-isolation .`, "
+            "`python setup.py build_ext --inplace` in a checkout, or "
+            "`bazel build //tf_adasamp:_sum_tree_ops.so`.")
+    for path in self.candidates():
+      if os.path.exists(path):
+        try:
+          return tf.load_op_library(path)
+        except tf.errors.NotFoundError as error:
+          # An undefined symbol: built against another TensorFlow.
+          raise ImportError(
+              f"tf_adasamp's op library {path} does not match this "
+              f"TensorFlow: {error}. {hint}") from error
+    raise ImportError("tf_adasamp's op library was not found (looked for "
+                      f"{', '.join(self.candidates())}). {hint}")
 
 
-def _load():
-  for path in _library_candidates():
-    if os.path.exists(path):
-      try:
-        return tf.load_op_library(path)
-      except tf.errors.NotFoundError as error:
-        # An undefined symbol: built against another TensorFlow.
-        raise ImportError(
-            f"tf_adasamp's op library {path} does not match this TensorFlow: "
-            f"{error}. {_REBUILD_HINT}") from error
-  raise ImportError(
-      "tf_adasamp's op library was not found (looked for "
-      f"{', '.join(_library_candidates())}). {_REBUILD_HINT}")
+_library = LazySO(_LIBRARY_NAME)
 
 
-_ops = _load()
+def _op(name):
+  """The op function `name` of the library, resolved at call time."""
 
-sum_tree_build = _ops.ada_samp_sum_tree_build
-sum_tree_set = _ops.ada_samp_sum_tree_set
-sum_tree_sample = _ops.ada_samp_sum_tree_sample
-adaptive_reweight = _ops.ada_samp_adaptive_reweight
+  def call(*args, **kwargs):
+    return getattr(_library.ops, name)(*args, **kwargs)
 
-draw_permits_handle = _ops.ada_samp_draw_permits_handle
-release_draw_permits = _ops.ada_samp_release_draw_permits
-draw_permit_dataset = _ops.ada_samp_draw_permit_dataset
+  call.__name__ = call.__qualname__ = name
+  return call
+
+
+sum_tree_build = _op("ada_samp_sum_tree_build")
+sum_tree_set = _op("ada_samp_sum_tree_set")
+sum_tree_sample = _op("ada_samp_sum_tree_sample")
+adaptive_reweight = _op("ada_samp_adaptive_reweight")
+
+draw_permits_handle = _op("ada_samp_draw_permits_handle")
+release_draw_permits = _op("ada_samp_release_draw_permits")
+draw_permit_dataset = _op("ada_samp_draw_permit_dataset")
+
+# Draws and reweights are not differentiable: gradients stop there, as for
+# TF's own sampling ops, instead of a LookupError.
+for _op_type in ("AdaSamp>SumTreeBuild", "AdaSamp>SumTreeSet",
+                 "AdaSamp>SumTreeSample", "AdaSamp>AdaptiveReweight"):
+  tf.no_gradient(_op_type)

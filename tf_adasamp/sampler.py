@@ -20,25 +20,12 @@ import math
 import numpy as np
 import tensorflow as tf
 
+from tf_adasamp import _validation
 from tf_adasamp import ops
 from tf_adasamp.sum_tree import SumTree
-from tf_adasamp.sum_tree import as_indices
-from tf_adasamp.sum_tree import check_float_dtype
-from tf_adasamp.sum_tree import check_positive_int
 
-
-def check_amplitude(amplitude):
-  amplitude = float(amplitude)
-  if not (math.isfinite(amplitude) and amplitude >= 0):
-    raise ValueError(f"amplitude must be finite and >= 0, got {amplitude}")
-  return amplitude
-
-
-def check_decay(decay):
-  decay = float(decay)
-  if not 0 < decay < 1:
-    raise ValueError(f"decay must be in (0, 1), got {decay}")
-  return decay
+# Integers of the width of each float dtype, to carry utilities bit for bit.
+_BITS = {tf.float32: tf.int32, tf.float64: tf.int64}
 
 
 def make_generator(seed):
@@ -76,22 +63,24 @@ class AdaptiveSampler(tf.Module):
       name: name of the module.
     """
     super().__init__(name=name)
-    self._num_examples = check_positive_int(num_examples, "num_examples")
-    self._amplitude = check_amplitude(amplitude)
-    self._decay = check_decay(decay)
-    self._stratified = bool(stratified)
-    self._dtype = check_float_dtype(dtype)
+    self._num_examples = _validation.positive_int(num_examples,
+                                                  "num_examples")
+    self._amplitude = _validation.amplitude(amplitude)
+    self._decay = _validation.decay(decay)
+    self._stratified = _validation.boolean(stratified, "stratified")
+    self._dtype = _validation.float_dtype(dtype)
+    seed = _validation.seed(seed)
     with self.name_scope:
-      self.tree = SumTree(num_examples, dtype=dtype, name="tree")
+      self.tree = SumTree(self._num_examples, dtype=self._dtype, name="tree")
       # Sums of s_i * log(s_i) over the cached s_i of `tree`.
       self._entropy_tree = tf.Variable(
-          tf.zeros([2 * self.tree.capacity], dtype), trainable=False,
+          tf.zeros([2 * self.tree.capacity], self._dtype), trainable=False,
           name="entropy_tree")
       self.log_weights = tf.Variable(
-          tf.zeros([num_examples], dtype), trainable=False,
+          tf.zeros([self._num_examples], self._dtype), trainable=False,
           name="log_weights")
       # The tree caches exp(log_weights - log_scale).
-      self._log_scale = tf.Variable(tf.zeros([], dtype), trainable=False,
+      self._log_scale = tf.Variable(tf.zeros([], self._dtype), trainable=False,
                                     name="log_scale")
       self.generator = make_generator(seed)
 
@@ -135,22 +124,90 @@ class AdaptiveSampler(tf.Module):
     """
     return self.tree.sample(self.uniforms(batch_size))
 
+  @property
+  def strategy(self):
+    """The strategy whose replicas each hold a copy of this sampler's state
+    (`tf_adasamp.distribute.create_sampler`), or None for one copy."""
+    variable = self.tree.variable
+    if isinstance(variable, tf.distribute.DistributedValues):
+      return variable.distribute_strategy
+    return None
+
   def update(self, indices, utilities):
     """Algorithm 1, line 5: w_i <- w_i ** decay * exp(amplitude * u_i).
 
+    Works in every tf.distribute context, as a mirrored variable's `assign`
+    does. Inside `strategy.run` (e.g. a Keras `train_step`), `indices` and
+    `utilities` are this replica's; every replica must call `update` in the
+    same step (a collective), and the union of all replicas' draws updates
+    every copy of the state, so the copies stay identical. In cross-replica
+    context they are the per-replica values `strategy.run` returned.
+
     Args:
       indices: [B] sampled indices in [0, n); a repeated index is reweighted
-        once, with the utility of its first occurrence.
+        once, with the utility of its first occurrence (in replica order
+        across replicas).
       utilities: [B] finite utilities, e.g. from `tf_adasamp.utilities`.
     """
+    strategy = self.strategy
+    if strategy is not None and not tf.distribute.has_strategy():
+      with strategy.scope():
+        self.update(indices, utilities)
+      return
+    if not tf.distribute.has_strategy():
+      self._reweight(indices, utilities)
+      return
+    if tf.distribute.in_cross_replica_context():
+      # Always gathered: with one local replica, `strategy.run` returns plain
+      # tensors that still hold only that replica's share.
+      current = tf.distribute.get_strategy()
+      packed = current.gather(current.run(self._pack, (indices, utilities)),
+                              axis=0)
+      if strategy is None:
+        # One copy outside the strategy (a single owner): update it once.
+        self._reweight(*self._unpack(packed))
+      else:
+        strategy.run(self._reweight, self._unpack(packed))
+      return
+    context = tf.distribute.get_replica_context()
+    if strategy is None and context.num_replicas_in_sync > 1:
+      raise ValueError(
+          "the sampler has one copy of its state but the strategy has "
+          f"{context.num_replicas_in_sync} replicas; make it with "
+          "tf_adasamp.distribute.create_sampler(strategy, ...)")
+    packed = context.all_gather(self._pack(indices, utilities), axis=0)
+    self._reweight(*self._unpack(packed))
+
+  def _reweight(self, indices, utilities):
+    """Reweights this replica's copy of the state."""
     ops.adaptive_reweight(
         self.tree.variable.handle, self._entropy_tree.handle,
         self.log_weights.handle, self._log_scale.handle,
-        as_indices(indices),
-        tf.cast(tf.convert_to_tensor(utilities, dtype_hint=self._dtype),
-                self._dtype),
+        _validation.indices(indices), self._as_utilities(utilities),
         tf.constant(self._amplitude, self._dtype),
         tf.constant(self._decay, self._dtype))
+
+  def _as_utilities(self, utilities):
+    utilities = tf.convert_to_tensor(utilities, dtype_hint=self._dtype)
+    if not (utilities.dtype.is_floating or utilities.dtype.is_integer):
+      raise TypeError("utilities must be real numbers, got "
+                      f"{utilities.dtype.name}")
+    return tf.cast(utilities, self._dtype)
+
+  def _pack(self, indices, utilities):
+    """[b, 2] int64: indices and the bits of the utilities, to gather at once.
+
+    One collective instead of two: per step, the collective's latency, not
+    its few bytes, is what costs (docs/distribute.md).
+    """
+    bits = tf.bitcast(self._as_utilities(utilities), _BITS[self._dtype])
+    return tf.stack([_validation.indices(indices),
+                     tf.cast(bits, tf.int64)], axis=1)
+
+  def _unpack(self, packed):
+    """(indices, utilities) from a gathered `_pack`."""
+    bits = tf.cast(packed[:, 1], _BITS[self._dtype])
+    return packed[:, 0], tf.bitcast(bits, self._dtype)
 
   def probabilities(self):
     """Q_t over all n examples, [n]."""

@@ -9,38 +9,14 @@ run as custom ops on the variable itself, inside or outside `tf.function`
 
 import tensorflow as tf
 
+from tf_adasamp import _validation
 from tf_adasamp import ops
 
-_DTYPES = (tf.float32, tf.float64)
 
 
 def tree_capacity(num_leaves):
   """The power of two that pads `num_leaves` leaves."""
   return 1 << max(num_leaves - 1, 0).bit_length()
-
-
-def check_positive_int(value, name):
-  """Returns `value` as an int, or raises if it is not an integer >= 1."""
-  if isinstance(value, bool) or not isinstance(value, int):
-    raise TypeError(f"{name} must be an int, got {value!r}")
-  if value < 1:
-    raise ValueError(f"{name} must be >= 1, got {value}")
-  return value
-
-
-def check_float_dtype(dtype):
-  dtype = tf.as_dtype(dtype)
-  if dtype not in _DTYPES:
-    raise TypeError(f"dtype must be float32 or float64, got {dtype.name}")
-  return dtype
-
-
-def as_indices(indices):
-  """`indices` as an int64 tensor; int32 tensors are widened, floats refused."""
-  indices = tf.convert_to_tensor(indices)
-  if not indices.dtype.is_integer:
-    raise TypeError(f"indices must be integers, got {indices.dtype.name}")
-  return tf.cast(indices, tf.int64)
 
 
 class SumTree(tf.Module):
@@ -63,11 +39,11 @@ class SumTree(tf.Module):
       name: name of the module.
     """
     super().__init__(name=name)
-    self._num_leaves = check_positive_int(num_leaves, "num_leaves")
-    self._dtype = check_float_dtype(dtype)
-    self._capacity = tree_capacity(num_leaves)
+    self._num_leaves = _validation.positive_int(num_leaves, "num_leaves")
+    self._dtype = _validation.float_dtype(dtype)
+    self._capacity = tree_capacity(self._num_leaves)
     if initial_weights is None:
-      initial_weights = tf.ones([num_leaves], self._dtype)
+      initial_weights = tf.ones([self._num_leaves], self._dtype)
     with self.name_scope:
       self.variable = tf.Variable(
           tf.zeros([2 * self._capacity], self._dtype), trainable=False,
@@ -102,7 +78,7 @@ class SumTree(tf.Module):
     """w_i / total for `indices` ([B] ints), or for all leaves if None."""
     if indices is None:
       indices = tf.range(self._num_leaves, dtype=tf.int64)
-    indices = as_indices(indices)
+    indices = _validation.indices(indices)
     tf.debugging.assert_less(
         indices, tf.constant(self._num_leaves, tf.int64),
         message="indices out of range")
@@ -126,7 +102,7 @@ class SumTree(tf.Module):
     wins, as in numpy's `w[indices] = weights`.
     """
     ops.sum_tree_set(self.variable.handle,
-                     as_indices(indices),
+                     _validation.indices(indices),
                      tf.convert_to_tensor(weights, self._dtype),
                      num_leaves=self._num_leaves)
 

@@ -8,7 +8,7 @@ import pytest
 from sklearn import datasets as sk_datasets
 import tensorflow_datasets as tfds
 
-from tf_adasamp import datasets
+from tf_adasamp.experiment import datasets
 
 
 def check_images_and_labels(images, labels, shape, num_classes=10):

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tf_adasamp import datasets
-from tf_adasamp import models
-from tf_adasamp import training
+from tf_adasamp.experiment import datasets
+from tf_adasamp.experiment import models
+from tf_adasamp.experiment import training_loop
 from tf_adasamp import utilities
 from tf_adasamp.sampler import AdaptiveSampler
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture(scope="module")
@@ -27,13 +27,13 @@ def tiny_config(**overrides):
   settings = dict(model="logistic", steps=4, eval_interval=2, batch_size=16,
                   learning_rate=0.1)
   settings.update(overrides)
-  return training.TrainConfig(**settings)
+  return training_loop.TrainConfig(**settings)
 
 
 @pytest.mark.parametrize("num_examples", [1, 1500, 1024])
 def test_uniform_sampler_draws_what_adaptive_sampler_draws_at_amplitude_0(
     num_examples):
-  uniform = training.UniformSampler(num_examples, seed=3)
+  uniform = training_loop.UniformSampler(num_examples, seed=3)
   adaptive = AdaptiveSampler(num_examples, amplitude=0.0, decay=0.5, seed=3)
   rng = np.random.default_rng(0)
   for _ in range(5):
@@ -43,13 +43,13 @@ def test_uniform_sampler_draws_what_adaptive_sampler_draws_at_amplitude_0(
 
 
 def test_uniform_sampler_ignores_utilities_and_has_zero_kl():
-  sampler = training.UniformSampler(10, seed=0)
+  sampler = training_loop.UniformSampler(10, seed=0)
   sampler.update(tf.constant([1, 2]), tf.constant([5.0, 5.0]))
   assert float(sampler.kl_divergence()) == 0.0
 
 
 def test_sgd_step_size_is_eta_over_one_plus_gamma_t():
-  optimizer = training.make_optimizer("sgd", 0.5, 0.1)
+  optimizer = training_loop.make_optimizer("sgd", 0.5, 0.1)
   weight = tf.Variable(0.0)
   for _ in range(3):  # gradient 1: each step moves by the step size
     optimizer.apply_gradients([(tf.constant(1.0), weight)])
@@ -85,13 +85,13 @@ def test_utilities_come_from_h_t_or_h_t_minus_1(digits, utility_at):
   # Logistic regression has no dropout, so training and inference passes
   # agree and the two options differ only in the model they use.
   model = models.build("logistic", (8, 8, 1), 10, seed=0)
-  optimizer = training.make_optimizer("sgd", 1.0, 0.0)
+  optimizer = training_loop.make_optimizer("sgd", 1.0, 0.0)
   sampler = AdaptiveSampler(len(digits.y_train), amplitude=1.0, decay=0.5,
                             seed=0)
   images, labels = tf.constant(digits.x_train), tf.constant(digits.y_train)
   before = tf.keras.models.clone_model(model)
   before.set_weights(model.get_weights())
-  step = training.make_train_step(model, optimizer, sampler, images, labels,
+  step = training_loop.make_train_step(model, optimizer, sampler, images, labels,
                                   batch_size=32, utility="l1",
                                   utility_at=utility_at)
   _, _, _, batch_utilities = step()
@@ -109,7 +109,7 @@ def test_utilities_come_from_h_t_or_h_t_minus_1(digits, utility_at):
 
 @pytest.mark.parametrize("sampling", ["uniform", "adaptive"])
 def test_train_records_every_eval_interval(digits, sampling):
-  records = training.train(tiny_config(sampling=sampling), data=digits)
+  records = training_loop.train(tiny_config(sampling=sampling), data=digits)
   assert [r["step"] for r in records] == [0, 2, 4]
   metrics = {"step", "epoch", "train_loss", "train_accuracy", "test_loss",
              "test_accuracy", "kl", "kl_bound", "kl_bound_general",
@@ -123,9 +123,9 @@ def test_train_records_every_eval_interval(digits, sampling):
 
 
 def test_uniform_and_adaptive_runs_start_from_the_same_model(digits):
-  uniform = training.train(tiny_config(sampling="uniform", model="cnn"),
+  uniform = training_loop.train(tiny_config(sampling="uniform", model="cnn"),
                            data=digits)
-  adaptive = training.train(tiny_config(sampling="adaptive", model="cnn"),
+  adaptive = training_loop.train(tiny_config(sampling="adaptive", model="cnn"),
                             data=digits)
   assert uniform[0] == adaptive[0]
 
@@ -133,31 +133,31 @@ def test_uniform_and_adaptive_runs_start_from_the_same_model(digits):
 def test_resumed_run_matches_uninterrupted_run(digits, tmp_path):
   # The CNN, so that dropout's random state must be restored too.
   settings = dict(model="cnn", sampling="adaptive", steps=6, eval_interval=2)
-  whole = training.train(
+  whole = training_loop.train(
       tiny_config(output_dir=str(tmp_path / "whole"), **settings),
       data=digits)
   stopped = tiny_config(output_dir=str(tmp_path / "stopped"),
                         **dict(settings, steps=4))
-  training.train(stopped, data=digits)
-  resumed = training.train(
+  training_loop.train(stopped, data=digits)
+  resumed = training_loop.train(
       tiny_config(output_dir=str(tmp_path / "stopped"), resume=True,
                   **settings), data=digits)
   assert resumed == whole
-  assert training.read_metrics(str(tmp_path / "stopped")) == whole
+  assert training_loop.read_metrics(str(tmp_path / "stopped")) == whole
 
 
 def test_run_writes_metrics_checkpoints_and_summaries(digits, tmp_path):
-  training.train(tiny_config(output_dir=str(tmp_path)), data=digits)
-  assert training.is_complete(str(tmp_path), 4)
-  assert not training.is_complete(str(tmp_path), 6)
+  training_loop.train(tiny_config(output_dir=str(tmp_path)), data=digits)
+  assert training_loop.is_complete(str(tmp_path), 4)
+  assert not training_loop.is_complete(str(tmp_path), 6)
   assert tf.train.latest_checkpoint(str(tmp_path / "checkpoints"))
   assert os.listdir(tmp_path / "tensorboard")
 
 
 def test_new_run_refuses_a_directory_holding_a_run(digits, tmp_path):
-  training.train(tiny_config(output_dir=str(tmp_path)), data=digits)
-  with pytest.raises(training.RunExistsError, match="already holds a run"):
-    training.train(tiny_config(output_dir=str(tmp_path)), data=digits)
+  training_loop.train(tiny_config(output_dir=str(tmp_path)), data=digits)
+  with pytest.raises(training_loop.RunExistsError, match="already holds a run"):
+    training_loop.train(tiny_config(output_dir=str(tmp_path)), data=digits)
 
 
 def test_epochs_set_the_number_of_steps():
@@ -180,7 +180,7 @@ def test_bad_config_values_raise_value_error(overrides, message):
 
 def run_cli(*args):
   return subprocess.run(
-      [sys.executable, "-m", "tf_adasamp.train", *args], cwd=ROOT,
+      [sys.executable, "-m", "tf_adasamp.experiment.train", *args], cwd=ROOT,
       capture_output=True, text=True, timeout=120,
       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
 
@@ -200,13 +200,13 @@ def test_cli_takes_a_flagfile_and_writes_metrics(tmp_path):
       f"--output_dir={tmp_path / 'run'}"]))
   result = run_cli(f"--flagfile={flagfile}")
   assert result.returncode == 0, result.stderr
-  with open(tmp_path / "run" / training.METRICS_FILE) as f:
+  with open(tmp_path / "run" / training_loop.METRICS_FILE) as f:
     assert [json.loads(line)["step"] for line in f] == [0, 2, 4]
 
 
 def test_resume_refuses_a_run_of_other_settings(digits, tmp_path):
-  training.train(tiny_config(output_dir=str(tmp_path)), data=digits)
-  with pytest.raises(training.RunExistsError,
+  training_loop.train(tiny_config(output_dir=str(tmp_path)), data=digits)
+  with pytest.raises(training_loop.RunExistsError,
                      match="amplitude: 1.0 there, 2.0 here"):
-    training.train(tiny_config(output_dir=str(tmp_path), resume=True,
+    training_loop.train(tiny_config(output_dir=str(tmp_path), resume=True,
                                amplitude=2.0), data=digits)

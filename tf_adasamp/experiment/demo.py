@@ -6,7 +6,7 @@ utility, and prints how much of the sampling mass sits on the examples the
 model gets wrong, next to the share uniform sampling would give them (the
 error rate) and KL(Q_t || uniform).
 
-    python -m tf_adasamp.demo
+    python -m tf_adasamp.experiment.demo
 """
 
 import numpy as np
@@ -55,5 +55,10 @@ def main(steps=500, batch_size=32, amplitude=1.0, decay=0.9, seed=0):
         "sampling would give them 'error'.")
 
 
-if __name__ == "__main__":
+def run():
+  """Console-script entry point (tf-adasamp-demo)."""
   main()
+
+
+if __name__ == "__main__":
+  run()

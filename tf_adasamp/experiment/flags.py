@@ -1,21 +1,112 @@
-"""What the trainer's and the experiment runner's entry points share."""
+"""One way to define the command lines' absl flags: from dataclass fields.
 
+Each CLI describes its options as a frozen dataclass whose flag fields are
+made with `option(default, help)`; `define(cls)` defines one absl flag per
+such field (its type from the annotation, choices from `option`), and
+`parse(program, cls)` builds the dataclass from the parsed flags, so a bad value is
+reported by the dataclass's own checks.
+"""
+
+import dataclasses
 import sys
+import types
+import typing
 
 from absl import app
 from absl import flags
 
+FLAGS = flags.FLAGS
 
-def run(define_flags, main):
+
+def option(default, help, choices=None):  # pylint: disable=redefined-builtin
+  """A dataclass field that is also a command-line flag."""
+  return dataclasses.field(default=default,
+                           metadata={"help": help, "choices": choices})
+
+
+def _flag_fields(cls):
+  return [f for f in dataclasses.fields(cls) if "help" in f.metadata]
+
+
+def _base_type(annotation):
+  """`int` for `int`, `int | None`, `Optional[int]`; `tuple` for tuples."""
+  if isinstance(annotation, str):
+    raise TypeError(f"use real annotations, not the string {annotation!r}")
+  if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+    (annotation,) = [a for a in typing.get_args(annotation)
+                     if a is not type(None)]
+  return typing.get_origin(annotation) or annotation
+
+
+def define(cls, unset_defaults=False):
+  """Defines a flag for each `option` field of dataclass `cls`.
+
+  Args:
+    cls: the dataclass.
+    unset_defaults: give every flag the default None (for options whose
+      default comes from elsewhere, e.g. a preset), saying so in its help.
+  """
+  definers = {int: flags.DEFINE_integer, float: flags.DEFINE_float,
+              str: flags.DEFINE_string, bool: flags.DEFINE_bool,
+              tuple: flags.DEFINE_list}
+  for field in _flag_fields(cls):
+    default = None if unset_defaults else field.default
+    help_text = field.metadata["help"]
+    if unset_defaults:
+      help_text += " (default: the preset's)"
+    if field.metadata["choices"]:
+      flags.DEFINE_enum(field.name, default, field.metadata["choices"],
+                        help_text)
+    else:
+      definers[_base_type(field.type)](field.name, default, help_text)
+
+
+def parse(program, cls, **extra):
+  """`cls` from the parsed flags (and `extra` fields); a bad value ends the
+  program with one line naming `program`."""
+  try:
+    return cls(**{**values(cls), **extra})
+  except (TypeError, ValueError) as error:
+    sys.exit(f"{program}: {error}")
+
+
+def values(cls, skip_unset=False):
+  """{field name: parsed flag value} for the `option` fields of `cls`."""
+  result = {}
+  for field in _flag_fields(cls):
+    value = FLAGS[field.name].value
+    if value is None and skip_unset:
+      continue
+    if _base_type(field.type) is tuple and value is not None:
+      value = tuple(_number(v, field.name) for v in value)
+    result[field.name] = value
+  return result
+
+
+def _number(text, name):
+  try:
+    return float(text)
+  except ValueError as error:
+    raise ValueError(f"--{name} takes numbers, got {text!r}") from error
+
+
+def run(program, define_flags, main):
   """Defines the flags with `define_flags`, then runs `main` under absl.
 
-  The flags are defined here, not at import, because the trainer and the
-  experiment runner share flag names. absl's --help lists the flags of the
-  module that sys.argv[0] names, which under a console script
-  (tf-adasamp-train) is the script, not the module defining them: so they
-  are registered for it too.
+  Flags are defined here, not at import, because the CLIs share flag names.
+  absl's --help lists the flags of the module that sys.argv[0] names, which
+  under a console script (tf-adasamp-train) is the script, not the module
+  defining them: so they are registered for it too. `main` takes no
+  arguments; stray positional arguments end the program with one line
+  naming `program`.
   """
   define_flags()
-  for flag in flags.FLAGS.get_key_flags_for_module(define_flags.__module__):
-    flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
-  app.run(main)
+  for flag in FLAGS.get_key_flags_for_module(define_flags.__module__):
+    FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+
+  def checked_main(argv):
+    if len(argv) > 1:
+      sys.exit(f"{program}: unexpected arguments {argv[1:]}")
+    main()
+
+  app.run(checked_main)

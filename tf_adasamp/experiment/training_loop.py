@@ -42,15 +42,14 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
+from tf_adasamp import _validation
 from tf_adasamp import bounds
-from tf_adasamp import datasets
 from tf_adasamp import distribute
-from tf_adasamp import models
 from tf_adasamp import utilities
-from tf_adasamp.sampler import check_amplitude
-from tf_adasamp.sampler import check_decay
+from tf_adasamp.experiment import datasets
+from tf_adasamp.experiment import models
+from tf_adasamp.experiment.flags import option
 from tf_adasamp.sampler import make_generator
-from tf_adasamp.sum_tree import check_positive_int
 
 SAMPLINGS = ("uniform", "adaptive")
 STRATEGIES = ("default", "mirrored", "multi_worker")
@@ -78,7 +77,7 @@ class UniformSampler(tf.Module):
 
   def __init__(self, num_examples, seed=None, name=None):
     super().__init__(name=name)
-    self._num_examples = check_positive_int(num_examples, "num_examples")
+    self._num_examples = _validation.positive_int(num_examples, "num_examples")
     with self.name_scope:
       self.generator = make_generator(seed)
 
@@ -197,7 +196,7 @@ def make_train_step(model, optimizer, sampler, images, labels, batch_size,
     if utility_at == "updated":
       logits = model(batch_images, training=False)
     batch_utilities = utility_fn(batch_labels, tf.nn.softmax(logits))
-    distribute.update(sampler, indices, batch_utilities)
+    sampler.update(indices, batch_utilities)
     return cross_entropy, accuracy, indices, batch_utilities
 
   @tf.function
@@ -247,29 +246,54 @@ def make_evaluate(model, batch_size=1000):
 class TrainConfig:
   """Everything that defines a training run.
 
-  The defaults are AdaSamp-01-SGD of the digits experiment (tf_adasamp.
-  reproduce).
+  The defaults are AdaSamp-01-SGD of the digits experiment
+  (tf_adasamp.experiment.reproduce); each field is also a flag of
+  tf_adasamp.experiment.train.
   """
-  dataset: str = "digits"
-  data_dir: str | None = None
-  model: str = "cnn"
-  l2: float = 1e-3  # logistic model: strong-convexity modulus
-  optimizer: str = "sgd"
-  learning_rate: float = 0.3
-  lr_decay: float = 0.002
-  batch_size: int = 100
-  sampling: str = "adaptive"
-  utility: str = "zero_one"
-  utility_at: str = "updated"
-  amplitude: float = 1.0
-  decay: float = 0.5
-  steps: int | None = 500
-  epochs: float | None = None  # overrides steps when set
-  eval_interval: int = 25
-  seed: int = 0
-  output_dir: str | None = None
-  resume: bool = False
-  strategy: str = "default"
+  dataset: str = option("digits", "Data set; digits needs no network.",
+                        choices=datasets.DATASETS)
+  data_dir: str | None = option(
+      None, "tensorflow_datasets directory holding a prepared CIFAR-10 "
+      "(tfds' default if unset).")
+  model: str = option("cnn", "cnn: the paper's CNN; logistic: "
+                      "L2-regularised logistic regression (strongly "
+                      "convex).", choices=models.MODELS)
+  l2: float = option(1e-3, "L2 penalty (strong-convexity modulus) of the "
+                     "logistic model.")
+  optimizer: str = option("sgd", "Update rule.", choices=OPTIMIZERS)
+  learning_rate: float = option(0.3, "Initial step size eta.")
+  lr_decay: float = option(0.002, "gamma of the step size eta / (1 + gamma "
+                           "t); 0 keeps it constant.")
+  batch_size: int = option(100, "Examples drawn per step.")
+  sampling: str = option("adaptive", "How training examples are drawn.",
+                         choices=SAMPLINGS)
+  utility: str = option("zero_one", "Utility that reweights drawn examples "
+                        "(adaptive only).",
+                        choices=sorted(utilities.UTILITIES))
+  utility_at: str = option(
+      "updated", "updated: utility of the model after the update, h_t, as "
+      "in Algorithm 1 (a second forward pass); step: reuse the step's own "
+      "forward pass (h_{t-1}, dropout on), cheaper.", choices=UTILITY_AT)
+  amplitude: float = option(1.0, "Amplitude alpha >= 0 of the weight "
+                            "update.")
+  decay: float = option(0.5, "Decay lambda in (0, 1) of the weight update.")
+  steps: int | None = option(500, "Training steps.")
+  epochs: float | None = option(None, "Training length in epochs; overrides "
+                                "--steps if set.")
+  eval_interval: int = option(25, "Steps between evaluations (and "
+                              "checkpoints).")
+  seed: int = option(0, "Seed of the initial model, dropout and sampling.")
+  output_dir: str | None = option(
+      None, "Directory for metrics, summaries and checkpoints (the "
+      "trainer's default: runs/train).")
+  resume: bool = option(False, "Continue the run in --output_dir from its "
+                        "last checkpoint.")
+  strategy: str = option(
+      "default", "tf.distribute strategy: default (one device), mirrored "
+      "(every local GPU, else every logical CPU device) or multi_worker (the "
+      "cluster in TF_CONFIG; give each worker its own --output_dir). The "
+      "batch is split among the replicas, which share one sampling "
+      "distribution.", choices=STRATEGIES)
 
   def __post_init__(self):
     for name, allowed in [("dataset", datasets.DATASETS),
@@ -282,12 +306,12 @@ class TrainConfig:
       if getattr(self, name) not in allowed:
         raise ValueError(f"{name} must be one of {allowed}, got "
                          f"{getattr(self, name)!r}")
-    check_amplitude(self.amplitude)
-    check_decay(self.decay)
-    check_positive_int(self.batch_size, "batch_size")
-    check_positive_int(self.eval_interval, "eval_interval")
+    _validation.amplitude(self.amplitude)
+    _validation.decay(self.decay)
+    _validation.positive_int(self.batch_size, "batch_size")
+    _validation.positive_int(self.eval_interval, "eval_interval")
     if self.epochs is None:
-      check_positive_int(self.steps, "steps")
+      _validation.positive_int(self.steps, "steps")
     elif not self.epochs > 0:
       raise ValueError(f"epochs must be > 0, got {self.epochs}")
     if not self.learning_rate > 0:

@@ -1,0 +1,59 @@
+"""The library stands apart from the paper's experiment, and loads lazily."""
+
+import subprocess
+import sys
+
+import pytest
+
+LIBRARY_MODULES = ["tf_adasamp", "tf_adasamp.bounds", "tf_adasamp.data",
+                   "tf_adasamp.distribute", "tf_adasamp.keras",
+                   "tf_adasamp.ops", "tf_adasamp.sampler",
+                   "tf_adasamp.sum_tree", "tf_adasamp.utilities"]
+APPLICATION_ONLY = ["tf_adasamp.experiment", "tensorflow_datasets",
+                    "matplotlib", "sklearn"]
+
+
+def imported_after(statement):
+  """The modules loaded by running `statement` in a fresh interpreter."""
+  code = (f"import sys\n{statement}\n"
+          "print('\\n'.join(sorted(sys.modules)))\n")
+  result = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                          text=True, check=True)
+  return set(result.stdout.split())
+
+
+@pytest.mark.parametrize("module", LIBRARY_MODULES)
+def test_library_module_imports_no_application_module(module):
+  # Keras imports matplotlib where it is installed; only what the library
+  # adds to its own dependencies counts.
+  dependencies = imported_after(
+      "import numpy, keras, tensorflow as tf\n"
+      "from tensorflow.python.data.ops import dataset_ops")
+  added = imported_after(f"import {module}") - dependencies
+  for forbidden in APPLICATION_ONLY:
+    assert forbidden not in added, f"{module} imported {forbidden}"
+
+
+def test_bounds_imports_neither_tensorflow_nor_the_op_library():
+  modules = imported_after("import tf_adasamp.bounds")
+  assert "numpy" in modules
+  for forbidden in ("tensorflow", "tf_adasamp.ops", "absl"):
+    assert forbidden not in modules, f"imported {forbidden}"
+
+
+def test_op_library_loads_on_first_op_call():
+  code = ("import tf_adasamp\n"
+          "from tf_adasamp import ops\n"
+          "sampler = tf_adasamp.AdaptiveSampler\n"
+          "assert ops._library._ops is None, 'loaded at import'\n"
+          "tf_adasamp.SumTree(3)\n"
+          "assert ops._library._ops is not None, 'not loaded by an op'\n")
+  subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_package_exports_resolve():
+  import tf_adasamp  # pylint: disable=import-outside-toplevel
+  for name in tf_adasamp.__all__:
+    assert getattr(tf_adasamp, name) is not None
+  with pytest.raises(AttributeError, match="no attribute 'nope'"):
+    tf_adasamp.nope  # pylint: disable=pointless-statement

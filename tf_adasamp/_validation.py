@@ -1,0 +1,87 @@
+"""Argument checks shared by the library's Python API.
+
+Each returns the checked value in the form the caller needs, or raises
+`TypeError` (wrong type) or `ValueError` (wrong value) naming the argument,
+before anything is created or changed.
+"""
+
+import math
+import numbers
+
+import numpy as np
+import tensorflow as tf
+
+FLOAT_DTYPES = (tf.float32, tf.float64)
+
+
+def positive_int(value, name):
+  """`value` as an int >= 1; Python or NumPy integers, never bools."""
+  if isinstance(value, (bool, np.bool_)) or not isinstance(
+      value, numbers.Integral):
+    raise TypeError(f"{name} must be an int, got {value!r}")
+  if value < 1:
+    raise ValueError(f"{name} must be >= 1, got {value}")
+  return int(value)
+
+
+def float_dtype(dtype, name="dtype"):
+  """`dtype` as tf.float32 or tf.float64."""
+  try:
+    dtype = tf.as_dtype(dtype)
+  except TypeError as error:
+    raise TypeError(f"{name} must be float32 or float64, got {dtype!r}"
+                    ) from error
+  if dtype not in FLOAT_DTYPES:
+    raise TypeError(f"{name} must be float32 or float64, got {dtype.name}")
+  return dtype
+
+
+def indices(value, name="indices"):
+  """`value` as an int64 tensor; int32 tensors are widened, floats refused."""
+  value = tf.convert_to_tensor(value)
+  if not value.dtype.is_integer:
+    raise TypeError(f"{name} must be integers, got {value.dtype.name}")
+  return tf.cast(value, tf.int64)
+
+
+def real(value, name):
+  """`value` as a Python float; numbers only (no bools, strings, tensors)."""
+  if isinstance(value, (bool, np.bool_)) or not isinstance(
+      value, numbers.Real):
+    raise TypeError(f"{name} must be a real number, got {value!r}")
+  return float(value)
+
+
+def amplitude(value):
+  """Algorithm 1's amplitude alpha: a finite real >= 0."""
+  value = real(value, "amplitude")
+  if not (math.isfinite(value) and value >= 0):
+    raise ValueError(f"amplitude must be finite and >= 0, got {value}")
+  return value
+
+
+def decay(value):
+  """Algorithm 1's decay lambda: a real in (0, 1)."""
+  value = real(value, "decay")
+  if not 0 < value < 1:
+    raise ValueError(f"decay must be in (0, 1), got {value}")
+  return value
+
+
+def boolean(value, name):
+  """`value` as a bool; only True, False (or NumPy's)."""
+  if not isinstance(value, (bool, np.bool_)):
+    raise TypeError(f"{name} must be True or False, got {value!r}")
+  return bool(value)
+
+
+def seed(value):
+  """A random seed: None or an int in [0, 2**64)."""
+  if value is None:
+    return None
+  if isinstance(value, (bool, np.bool_)) or not isinstance(
+      value, numbers.Integral):
+    raise TypeError(f"seed must be an int or None, got {value!r}")
+  if not 0 <= value < 2**64:
+    raise ValueError(f"seed must be in [0, 2**64), got {value}")
+  return int(value)
