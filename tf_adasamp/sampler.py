@@ -19,11 +19,16 @@ import math
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.trackable import data_structures
 
+from tf_adasamp import _checkpointing
 from tf_adasamp import _validation
 from tf_adasamp import ops
 from tf_adasamp.sum_tree import SumTree
+from tf_adasamp.sum_tree import checked_tree
 
+# The most draws one call makes: TensorFlow's int32 shape limit.
+_MAX_BATCH_SIZE = 2**31 - 1
 # Integers of the width of each float dtype, to carry utilities bit for bit.
 _BITS = {tf.float32: tf.int32, tf.float64: tf.int64}
 
@@ -70,19 +75,27 @@ class AdaptiveSampler(tf.Module):
     self._stratified = _validation.boolean(stratified, "stratified")
     self._dtype = _validation.float_dtype(dtype)
     seed = _validation.seed(seed)
+    # The state is saved as one (CheckedState), its parts untracked.
+    untracked = data_structures.NoDependency
     with self.name_scope:
-      self.tree = SumTree(self._num_examples, dtype=self._dtype, name="tree")
+      self.tree = untracked(
+          SumTree(self._num_examples, dtype=self._dtype, name="tree"))
       # Sums of s_i * log(s_i) over the cached s_i of `tree`.
-      self._entropy_tree = tf.Variable(
+      self._entropy_tree = untracked(tf.Variable(
           tf.zeros([2 * self.tree.capacity], self._dtype), trainable=False,
-          name="entropy_tree")
-      self.log_weights = tf.Variable(
+          name="entropy_tree"))
+      self.log_weights = untracked(tf.Variable(
           tf.zeros([self._num_examples], self._dtype), trainable=False,
-          name="log_weights")
+          name="log_weights"))
       # The tree caches exp(log_weights - log_scale).
-      self._log_scale = tf.Variable(tf.zeros([], self._dtype), trainable=False,
-                                    name="log_scale")
-      self.generator = make_generator(seed)
+      self._log_scale = untracked(tf.Variable(
+          tf.zeros([], self._dtype), trainable=False, name="log_scale"))
+      self.generator = untracked(make_generator(seed))
+    self._checkpointed = _checkpointing.CheckedState(
+        {"tree": self.tree.variable, "entropy_tree": self._entropy_tree,
+         "log_weights": self.log_weights, "log_scale": self._log_scale,
+         "generator_state": self.generator.state},
+        {"num_examples": self._num_examples}, self._restore)
 
   @property
   def num_examples(self):
@@ -102,6 +115,11 @@ class AdaptiveSampler(tf.Module):
 
   def uniforms(self, batch_size):
     """The [batch_size] uniforms in [0, 1) behind the next draw."""
+    # Checked before the generator advances: a refused call draws nothing.
+    batch_size = _validation.positive_int(batch_size, "batch_size")
+    if batch_size > _MAX_BATCH_SIZE:
+      raise ValueError(f"batch_size must be <= {_MAX_BATCH_SIZE}, got "
+                       f"{batch_size}")
     uniforms = self.generator.uniform([batch_size], dtype=self._dtype)
     if self._stratified:
       strata = tf.cast(tf.range(batch_size), self._dtype)
@@ -232,3 +250,33 @@ class AdaptiveSampler(tf.Module):
     self._entropy_tree.assign(tf.zeros_like(self._entropy_tree))
     self.log_weights.assign(tf.zeros_like(self.log_weights))
     self._log_scale.assign(tf.zeros([], self._dtype))
+
+  def _restore(self, restored):
+    """Assigns a checkpoint's state once all of it is checked."""
+    checks = [
+        _checkpointing.assert_size(restored["num_examples"],
+                                   self._num_examples, "number of examples"),
+        _checkpointing.assert_shape(restored["entropy_tree"],
+                                    self._entropy_tree.shape, "entropy tree"),
+        _checkpointing.assert_shape(restored["log_weights"],
+                                    self.log_weights.shape, "log weights"),
+        _checkpointing.assert_shape(restored["log_scale"], [], "log scale"),
+        _checkpointing.assert_shape(restored["generator_state"],
+                                    self.generator.state.shape,
+                                    "random state"),
+    ]
+    with tf.control_dependencies(checks):
+      checks = [
+          tf.debugging.assert_all_finite(restored[name],
+                                         f"the checkpoint's {name}")
+          for name in ("entropy_tree", "log_weights", "log_scale")]
+      tree = checked_tree(restored["tree"], self._num_examples)
+      checks.append(tf.debugging.assert_positive(
+          tree[1], message="the checkpoint's total weight is not > 0"))
+    with tf.control_dependencies(checks):
+      return tf.group(
+          self.tree.variable.assign(tree),
+          self._entropy_tree.assign(restored["entropy_tree"]),
+          self.log_weights.assign(restored["log_weights"]),
+          self._log_scale.assign(restored["log_scale"]),
+          self.generator.state.assign(restored["generator_state"]))

@@ -8,7 +8,9 @@ run as custom ops on the variable itself, inside or outside `tf.function`
 """
 
 import tensorflow as tf
+from tensorflow.python.trackable import data_structures
 
+from tf_adasamp import _checkpointing
 from tf_adasamp import _validation
 from tf_adasamp import ops
 
@@ -17,6 +19,36 @@ from tf_adasamp import ops
 def tree_capacity(num_leaves):
   """The power of two that pads `num_leaves` leaves."""
   return 1 << max(num_leaves - 1, 0).bit_length()
+
+
+def checked_tree(tree, num_leaves):
+  """A restored `tree` over `num_leaves` leaves, rebuilt once checked.
+
+  Asserts that it has 2 * capacity nodes, leaves finite and >= 0, zero
+  padding and a finite total; returns it with every parent recomputed from
+  its children, as the ops compute them, so edited sums cannot survive.
+  """
+  capacity = tree_capacity(num_leaves)
+  with tf.control_dependencies(
+      [_checkpointing.assert_shape(tree, [2 * capacity], "tree")]):
+    leaves = tf.reshape(tree, [2 * capacity])[capacity:]
+  checks = [
+      tf.debugging.assert_all_finite(leaves, "the checkpoint's weights"),
+      tf.debugging.assert_non_negative(
+          leaves, message="the checkpoint has a negative weight"),
+      tf.debugging.assert_equal(
+          leaves[num_leaves:], tf.zeros([capacity - num_leaves], tree.dtype),
+          message="the checkpoint's padding leaves are not 0"),
+  ]
+  levels = [leaves]
+  while levels[-1].shape[0] > 1:
+    pairs = tf.reshape(levels[-1], [-1, 2])
+    levels.append(pairs[:, 0] + pairs[:, 1])
+  rebuilt = tf.concat([tf.zeros([1], tree.dtype), *reversed(levels)], axis=0)
+  checks.append(tf.debugging.assert_all_finite(
+      rebuilt[1], "the checkpoint's total weight"))
+  with tf.control_dependencies(checks):
+    return tf.identity(rebuilt)
 
 
 class SumTree(tf.Module):
@@ -45,9 +77,12 @@ class SumTree(tf.Module):
     if initial_weights is None:
       initial_weights = tf.ones([self._num_leaves], self._dtype)
     with self.name_scope:
-      self.variable = tf.Variable(
+      self.variable = data_structures.NoDependency(tf.Variable(
           tf.zeros([2 * self._capacity], self._dtype), trainable=False,
-          name="tree")
+          name="tree"))
+    self._checkpointed = _checkpointing.CheckedState(
+        {"tree": self.variable}, {"num_leaves": self._num_leaves},
+        self._restore)
     self.assign(initial_weights)
 
   @property
@@ -86,7 +121,9 @@ class SumTree(tf.Module):
     # One read of the total and the leaves, so they agree.
     values = tf.gather(
         self.variable, tf.concat([[1], indices + self._capacity], axis=0))
-    return values[1:] / values[0]
+    with tf.control_dependencies([tf.debugging.assert_positive(
+        values[0], message="the total weight is 0: no probabilities")]):
+      return values[1:] / values[0]
 
   def assign(self, weights):
     """Sets all n weights (finite, >= 0) and rebuilds the tree, O(n)."""
@@ -121,3 +158,10 @@ class SumTree(tf.Module):
     """
     return ops.sum_tree_sample(self.variable.handle,
                                tf.convert_to_tensor(uniforms, self._dtype))
+
+  def _restore(self, restored):
+    """Assigns a checkpoint's tree once it is checked (CheckedState)."""
+    with tf.control_dependencies([_checkpointing.assert_size(
+        restored["num_leaves"], self._num_leaves, "number of leaves")]):
+      tree = checked_tree(restored["tree"], self._num_leaves)
+    return self.variable.assign(tree)

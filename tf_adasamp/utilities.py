@@ -1,7 +1,7 @@
 """Utility functions for adaptive sampling (London, NIPS 2017, Eq. 17).
 
-Each maps a batch of integer labels [B] and predicted class probabilities
-[B, C] to a [B] vector of utilities; the sampler raises the weight of an
+Each maps a batch of integer labels [B] (or one-hot labels [B, C]) and
+predicted class probabilities [B, C] to a [B] vector of utilities; the sampler raises the weight of an
 example by exp(amplitude * utility).
 """
 
@@ -9,17 +9,37 @@ import numpy as np
 import tensorflow as tf
 
 
-def _true_class_probability(labels, probs):
+def _checked(labels, probs):
+  """(int32 labels [B], probs [B, C]), asserting labels in [0, C).
+
+  Labels are class indices, [B] (or [B, 1]), or one-hot rows, [B, C].
+  """
   probs = tf.convert_to_tensor(probs)
+  if probs.shape.rank is not None and probs.shape.rank != 2:
+    raise ValueError(f"probs must be [batch, classes], got shape {probs.shape}")
+  labels = tf.convert_to_tensor(labels)
+  if labels.shape.rank == 2 and labels.shape[1] not in (None, 1):
+    labels = tf.argmax(labels, axis=-1)  # One-hot.
   labels = tf.cast(tf.reshape(labels, [-1]), tf.int32)
+  num_classes = tf.shape(probs, out_type=tf.int32)[1]
+  with tf.control_dependencies([
+      tf.debugging.assert_non_negative(labels,
+                                       message="labels must be >= 0"),
+      tf.debugging.assert_less(labels, num_classes,
+                               message="labels must be < the number of "
+                               "classes")]):
+    return tf.identity(labels), probs
+
+
+def _true_class_probability(labels, probs):
+  labels, probs = _checked(labels, probs)
   return tf.gather(probs, labels, axis=1, batch_dims=1)
 
 
 def zero_one(labels, probs):
   """The 0-1 loss, 1{argmax_y' p(y') != y}."""
-  probs = tf.convert_to_tensor(probs)
+  labels, probs = _checked(labels, probs)
   predicted = tf.argmax(probs, axis=-1, output_type=tf.int32)
-  labels = tf.cast(tf.reshape(labels, [-1]), tf.int32)
   return tf.cast(tf.not_equal(predicted, labels), probs.dtype)
 
 

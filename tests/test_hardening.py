@@ -1,0 +1,181 @@
+"""Bad input, in Python and through checkpoints, is refused before any
+state changes (issue 16)."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tf_adasamp import AdaptiveSampler
+from tf_adasamp import SumTree
+from tf_adasamp import utilities
+
+
+def state_of(module):
+  """Every value that makes up a module's state, as NumPy arrays."""
+  values = [v.numpy().copy() for v in module.variables]
+  if isinstance(module, AdaptiveSampler):
+    values.append(module.generator.state.numpy().copy())
+  return values
+
+
+def assert_unchanged(module, before):
+  for expected, actual in zip(before, state_of(module)):
+    np.testing.assert_array_equal(actual, expected)
+
+
+def save(module, path):
+  return tf.train.Checkpoint(module=module).save(str(path / "ckpt"))
+
+
+def restore(module, path):
+  tf.train.Checkpoint(module=module).restore(path).assert_consumed()
+
+
+def test_sum_tree_checkpoint_of_another_size_is_refused(tmp_path):
+  path = save(SumTree(6, initial_weights=[1., 2., 3., 4., 5., 6.]), tmp_path)
+  smaller = SumTree(5, initial_weights=[5., 4., 3., 2., 1.])
+  before = state_of(smaller)
+  with pytest.raises(tf.errors.InvalidArgumentError, match="number of leaves"):
+    restore(smaller, path)
+  assert_unchanged(smaller, before)
+
+
+def test_sampler_checkpoint_of_another_size_changes_nothing(tmp_path):
+  saved = AdaptiveSampler(6, amplitude=1.0, decay=0.5, seed=1)
+  saved.update([1, 2], [1.0, 2.0])
+  path = save(saved, tmp_path)
+  smaller = AdaptiveSampler(5, amplitude=1.0, decay=0.5, seed=2)
+  before = state_of(smaller)
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match="number of examples"):
+    restore(smaller, path)
+  assert_unchanged(smaller, before)
+  assert float(smaller.kl_divergence()) == 0
+
+
+def test_sampler_checkpoint_restores_every_part(tmp_path):
+  saved = AdaptiveSampler(6, amplitude=1.0, decay=0.5, seed=1)
+  saved.update([1, 2, 2], [1.0, 2.0, -3.0])
+  path = save(saved, tmp_path)
+  restored = AdaptiveSampler(6, amplitude=1.0, decay=0.5, seed=7)
+  restore(restored, path)
+  assert_unchanged(restored, state_of(saved))
+  np.testing.assert_array_equal(restored.sample(20), saved.sample(20))
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda tree: tf.tensor_scatter_nd_update(tree, [[9]], [-1.0]),
+     "negative weight"),
+    (lambda tree: tf.tensor_scatter_nd_update(tree, [[9]], [np.nan]),
+     "weights"),
+    (lambda tree: tf.tensor_scatter_nd_update(tree, [[15]], [1.0]),
+     "padding"),
+])
+def test_edited_tree_in_a_checkpoint_is_refused(tmp_path, edit, message):
+  edited = SumTree(6)
+  edited.variable.assign(edit(edited.variable))  # Around the ops' checks.
+  path = save(edited, tmp_path)
+  tree = SumTree(6, initial_weights=[1., 2., 3., 4., 5., 6.])
+  before = state_of(tree)
+  with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+    restore(tree, path)
+  assert_unchanged(tree, before)
+
+
+def test_edited_sums_in_a_checkpoint_are_rebuilt(tmp_path):
+  edited = SumTree(6, initial_weights=[1., 2., 3., 4., 5., 6.])
+  edited.variable.assign(
+      tf.tensor_scatter_nd_update(edited.variable, [[1], [2]], [1e9, -5.]))
+  path = save(edited, tmp_path)
+  tree = SumTree(6)
+  restore(tree, path)
+  assert float(tree.total()) == 21
+  np.testing.assert_allclose(tree.probabilities(), np.arange(1, 7) / 21)
+
+
+@pytest.mark.parametrize("method", ["sample", "sample_with_probabilities",
+                                    "uniforms"])
+@pytest.mark.parametrize("batch_size, error", [
+    (-1, ValueError), (0, ValueError), (1.5, TypeError), (True, TypeError),
+    (2**40, ValueError), ("4", TypeError)])
+def test_refused_draw_leaves_the_random_state(method, batch_size, error):
+  sampler = AdaptiveSampler(10, amplitude=1.0, decay=0.5, seed=0)
+  before = state_of(sampler)
+  with pytest.raises(error, match="batch_size"):
+    getattr(sampler, method)(batch_size)
+  assert_unchanged(sampler, before)
+
+
+def test_numpy_integers_are_sizes():
+  sampler = AdaptiveSampler(np.int64(10), amplitude=1.0, decay=0.5, seed=0)
+  assert sampler.sample(np.int32(3)).shape == [3]
+  assert SumTree(np.uint8(4)).num_leaves == 4
+
+
+@pytest.mark.parametrize("kwargs, error, name", [
+    ({"amplitude": None}, TypeError, "amplitude"),
+    ({"amplitude": [1.0]}, TypeError, "amplitude"),
+    ({"amplitude": "1.0"}, TypeError, "amplitude"),
+    ({"amplitude": True}, TypeError, "amplitude"),
+    ({"amplitude": float("inf")}, ValueError, "amplitude"),
+    ({"decay": None}, TypeError, "decay"),
+    ({"decay": [0.5]}, TypeError, "decay"),
+    ({"decay": 1.0}, ValueError, "decay"),
+    ({"seed": 1.5}, TypeError, "seed"),
+    ({"seed": -1}, ValueError, "seed"),
+    ({"stratified": "no"}, TypeError, "stratified"),
+    ({"num_examples": True}, TypeError, "num_examples"),
+    ({"num_examples": 0}, ValueError, "num_examples"),
+    ({"dtype": tf.int32}, TypeError, "dtype"),
+    ({"dtype": "half-precision"}, TypeError, "dtype"),
+])
+def test_bad_sampler_arguments_name_the_argument(kwargs, error, name):
+  arguments = {"num_examples": 10, "amplitude": 1.0, "decay": 0.5, **kwargs}
+  with pytest.raises(error, match=name):
+    AdaptiveSampler(**arguments)
+
+
+def test_complex_utilities_are_refused_before_any_change():
+  sampler = AdaptiveSampler(10, amplitude=1.0, decay=0.5, seed=0)
+  before = state_of(sampler)
+  with pytest.raises(TypeError, match="utilities"):
+    sampler.update([1], tf.constant([1 + 2j]))
+  assert_unchanged(sampler, before)
+
+
+def test_utilities_refuse_labels_out_of_range_and_flat_probabilities():
+  probs = tf.constant([[0.9, 0.1], [0.2, 0.8]])
+  for utility in (utilities.zero_one, utilities.l1, utilities.cross_entropy):
+    with pytest.raises(tf.errors.InvalidArgumentError, match="labels"):
+      utility([0, 2], probs)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="labels"):
+      utility([-1, 0], probs)
+    with pytest.raises(ValueError, match="probs"):
+      utility([0, 1], tf.constant([0.9, 0.1]))
+
+
+def test_utilities_take_one_hot_labels():
+  probs = tf.constant([[0.9, 0.1], [0.2, 0.8]])
+  one_hot = tf.constant([[0.0, 1.0], [0.0, 1.0]])
+  for utility in (utilities.zero_one, utilities.l1, utilities.cross_entropy):
+    np.testing.assert_array_equal(utility(one_hot, probs),
+                                  utility([1, 1], probs))
+
+
+def test_probabilities_of_an_all_zero_tree_are_refused():
+  tree = SumTree(4)
+  tree.assign(tf.zeros([4], tf.float64))
+  with pytest.raises(tf.errors.InvalidArgumentError, match="total weight"):
+    tree.probabilities()
+
+
+def test_gradients_stop_at_draws_and_reweights():
+  sampler = AdaptiveSampler(10, amplitude=1.0, decay=0.5, seed=0)
+  scale = tf.Variable(2.0, dtype=tf.float64)
+  with tf.GradientTape() as tape:
+    indices, probabilities = sampler.sample_with_probabilities(4)
+    sampler.update(indices, scale * tf.ones([4], tf.float64))
+    loss = scale * tf.reduce_sum(probabilities)
+  # Only the direct path counts; the ops are not differentiable.
+  assert float(tape.gradient(loss, scale)) == pytest.approx(
+      float(tf.reduce_sum(probabilities)))
