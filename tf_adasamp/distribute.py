@@ -29,7 +29,9 @@ from tf_adasamp import ops
 from tf_adasamp.sampler import AdaptiveSampler
 
 
-def create_sampler(strategy, num_examples, amplitude, decay, **kwargs):
+def create_sampler(strategy: tf.distribute.Strategy, num_examples: int,
+                   amplitude: float, decay: float,
+                   **kwargs) -> AdaptiveSampler:
   """An `AdaptiveSampler` with one copy of its state per replica.
 
   Example, a step of a custom training loop:
@@ -70,7 +72,8 @@ def create_sampler(strategy, num_examples, amplitude, decay, **kwargs):
   return samplers[0]
 
 
-def sample_share(sampler, batch_size, share, num_shares):
+def sample_share(sampler: AdaptiveSampler, batch_size: int, share: int,
+                 num_shares: int) -> tuple[tf.Tensor, tf.Tensor]:
   """Draws one of `num_shares` disjoint shares of a batch from Q_t.
 
   For input pipelines, one per worker (`input_pipeline_id` and

@@ -25,6 +25,7 @@ from tf_adasamp import _checkpointing
 from tf_adasamp import _validation
 from tf_adasamp import ops
 from tf_adasamp.sum_tree import SumTree
+from tf_adasamp.sum_tree import TensorLike
 from tf_adasamp.sum_tree import checked_tree
 
 # The most draws one call makes: TensorFlow's int32 shape limit.
@@ -33,7 +34,7 @@ _MAX_BATCH_SIZE = 2**31 - 1
 _BITS = {tf.float32: tf.int32, tf.float64: tf.int64}
 
 
-def make_generator(seed):
+def make_generator(seed: int | None) -> tf.random.Generator:
   """A `tf.random.Generator` seeded with `seed`; nondeterministic if None."""
   if seed is None:
     return tf.random.Generator.from_non_deterministic_state()
@@ -51,8 +52,9 @@ class AdaptiveSampler(tf.Module):
     sampler.update(indices, tf_adasamp.utilities.zero_one(labels, probs))
   """
 
-  def __init__(self, num_examples, amplitude, decay, seed=None,
-               stratified=False, dtype=tf.float64, name=None):
+  def __init__(self, num_examples: int, amplitude: float, decay: float,
+               seed: int | None = None, stratified: bool = False,
+               dtype: tf.DType = tf.float64, name: str | None = None):
     """Creates a uniform sampler over `num_examples` indices.
 
     Args:
@@ -98,22 +100,22 @@ class AdaptiveSampler(tf.Module):
         {"num_examples": self._num_examples}, self._restore)
 
   @property
-  def num_examples(self):
+  def num_examples(self) -> int:
     return self._num_examples
 
   @property
-  def amplitude(self):
+  def amplitude(self) -> float:
     return self._amplitude
 
   @property
-  def decay(self):
+  def decay(self) -> float:
     return self._decay
 
   @property
-  def stratified(self):
+  def stratified(self) -> bool:
     return self._stratified
 
-  def uniforms(self, batch_size):
+  def uniforms(self, batch_size: int) -> tf.Tensor:
     """The [batch_size] uniforms in [0, 1) behind the next draw."""
     # Checked before the generator advances: a refused call draws nothing.
     batch_size = _validation.positive_int(batch_size, "batch_size")
@@ -130,11 +132,12 @@ class AdaptiveSampler(tf.Module):
                             below_one)
     return uniforms
 
-  def sample(self, batch_size):
+  def sample(self, batch_size: int) -> tf.Tensor:
     """Draws `batch_size` indices from Q_t; int64 [batch_size]."""
     return self.sample_with_probabilities(batch_size)[0]
 
-  def sample_with_probabilities(self, batch_size):
+  def sample_with_probabilities(
+      self, batch_size: int) -> tuple[tf.Tensor, tf.Tensor]:
     """Draws `batch_size` indices and returns (indices, Q_t(indices)).
 
     The probabilities give importance weights 1 / (n Q_t(i)) for an unbiased
@@ -143,7 +146,7 @@ class AdaptiveSampler(tf.Module):
     return self.tree.sample(self.uniforms(batch_size))
 
   @property
-  def strategy(self):
+  def strategy(self) -> tf.distribute.Strategy | None:
     """The strategy whose replicas each hold a copy of this sampler's state
     (`tf_adasamp.distribute.create_sampler`), or None for one copy."""
     variable = self.tree.variable
@@ -151,7 +154,7 @@ class AdaptiveSampler(tf.Module):
       return variable.distribute_strategy
     return None
 
-  def update(self, indices, utilities):
+  def update(self, indices: TensorLike, utilities: TensorLike) -> None:
     """Algorithm 1, line 5: w_i <- w_i ** decay * exp(amplitude * u_i).
 
     Works in every tf.distribute context, as a mirrored variable's `assign`
@@ -227,11 +230,11 @@ class AdaptiveSampler(tf.Module):
     bits = tf.cast(packed[:, 1], _BITS[self._dtype])
     return packed[:, 0], tf.bitcast(bits, self._dtype)
 
-  def probabilities(self):
+  def probabilities(self) -> tf.Tensor:
     """Q_t over all n examples, [n]."""
     return self.tree.probabilities()
 
-  def kl_divergence(self):
+  def kl_divergence(self) -> tf.Tensor:
     """KL(Q_t || uniform) of the current distribution, in O(1).
 
     With cached weights s_i, total W and H = sum_i s_i log s_i,
@@ -244,7 +247,7 @@ class AdaptiveSampler(tf.Module):
     # Round-off can leave a uniform distribution a hair below zero.
     return tf.maximum(kl, tf.zeros([], self._dtype))
 
-  def reset(self):
+  def reset(self) -> None:
     """Returns to the uniform distribution (all weights 1)."""
     self.tree.assign(tf.ones([self._num_examples], self._dtype))
     self._entropy_tree.assign(tf.zeros_like(self._entropy_tree))

@@ -14,14 +14,16 @@ from tf_adasamp import _checkpointing
 from tf_adasamp import _validation
 from tf_adasamp import ops
 
+TensorLike = tf.types.experimental.TensorLike
 
 
-def tree_capacity(num_leaves):
+
+def tree_capacity(num_leaves: int) -> int:
   """The power of two that pads `num_leaves` leaves."""
   return 1 << max(num_leaves - 1, 0).bit_length()
 
 
-def checked_tree(tree, num_leaves):
+def checked_tree(tree: tf.Tensor, num_leaves: int) -> tf.Tensor:
   """A restored `tree` over `num_leaves` leaves, rebuilt once checked.
 
   Asserts that it has 2 * capacity nodes, leaves finite and >= 0, zero
@@ -60,8 +62,9 @@ class SumTree(tf.Module):
     tree.set([0], [2.])
   """
 
-  def __init__(self, num_leaves, initial_weights=None, dtype=tf.float64,
-               name=None):
+  def __init__(self, num_leaves: int,
+               initial_weights: TensorLike | None = None,
+               dtype: tf.DType = tf.float64, name: str | None = None):
     """Creates the tree.
 
     Args:
@@ -86,30 +89,30 @@ class SumTree(tf.Module):
     self.assign(initial_weights)
 
   @property
-  def num_leaves(self):
+  def num_leaves(self) -> int:
     return self._num_leaves
 
   @property
-  def capacity(self):
+  def capacity(self) -> int:
     return self._capacity
 
   @property
-  def dtype(self):
+  def dtype(self) -> tf.DType:
     return self._dtype
 
-  def total(self):
+  def total(self) -> tf.Tensor:
     """The sum of all weights, read in O(1)."""
     # tf.gather reads a plain variable in place (its sparse_read), and also
     # takes the mirrored variables of tf_adasamp.distribute, which lack one.
     return tf.gather(self.variable, 1)
 
-  def weights(self):
+  def weights(self) -> tf.Tensor:
     """All n leaf weights, [n]."""
     return tf.gather(
         self.variable,
         tf.range(self._capacity, self._capacity + self._num_leaves))
 
-  def probabilities(self, indices=None):
+  def probabilities(self, indices: TensorLike | None = None) -> tf.Tensor:
     """w_i / total for `indices` ([B] ints), or for all leaves if None."""
     if indices is None:
       indices = tf.range(self._num_leaves, dtype=tf.int64)
@@ -125,13 +128,13 @@ class SumTree(tf.Module):
         values[0], message="the total weight is 0: no probabilities")]):
       return values[1:] / values[0]
 
-  def assign(self, weights):
+  def assign(self, weights: TensorLike) -> None:
     """Sets all n weights (finite, >= 0) and rebuilds the tree, O(n)."""
     ops.sum_tree_build(self.variable.handle,
                        tf.convert_to_tensor(weights, self._dtype),
                        num_leaves=self._num_leaves)
 
-  def set(self, indices, weights):
+  def set(self, indices: TensorLike, weights: TensorLike) -> None:
     """Sets the weights of `indices` ([B] ints) to `weights` ([B]).
 
     Each touched ancestor is recomputed from its two children, O(B log n),
@@ -143,7 +146,7 @@ class SumTree(tf.Module):
                      tf.convert_to_tensor(weights, self._dtype),
                      num_leaves=self._num_leaves)
 
-  def sample(self, uniforms):
+  def sample(self, uniforms: TensorLike) -> tuple[tf.Tensor, tf.Tensor]:
     """Draws one index per uniform in [0, 1).
 
     Returns, for each u, the smallest index i with cumsum(w)[i] > u * total,

@@ -5,8 +5,14 @@ predicted class probabilities [B, C] to a [B] vector of utilities; the sampler r
 example by exp(amplitude * utility).
 """
 
+from collections.abc import Callable
+
 import numpy as np
 import tensorflow as tf
+
+TensorLike = tf.types.experimental.TensorLike
+# (labels, probs) -> [B] utilities.
+Utility = Callable[[TensorLike, TensorLike], tf.Tensor]
 
 
 def _checked(labels, probs):
@@ -36,19 +42,19 @@ def _true_class_probability(labels, probs):
   return tf.gather(probs, labels, axis=1, batch_dims=1)
 
 
-def zero_one(labels, probs):
+def zero_one(labels: TensorLike, probs: TensorLike) -> tf.Tensor:
   """The 0-1 loss, 1{argmax_y' p(y') != y}."""
   labels, probs = _checked(labels, probs)
   predicted = tf.argmax(probs, axis=-1, output_type=tf.int32)
   return tf.cast(tf.not_equal(predicted, labels), probs.dtype)
 
 
-def l1(labels, probs):
+def l1(labels: TensorLike, probs: TensorLike) -> tf.Tensor:
   """The L1 loss, 1 - p(y)."""
   return 1 - _true_class_probability(labels, probs)
 
 
-def cross_entropy(labels, probs):
+def cross_entropy(labels: TensorLike, probs: TensorLike) -> tf.Tensor:
   """-log p(y), with p(y) floored at the dtype's smallest normal number so
   that a confident mistake gives a large but finite utility."""
   p = _true_class_probability(labels, probs)
@@ -58,7 +64,7 @@ def cross_entropy(labels, probs):
 UTILITIES = {"zero_one": zero_one, "l1": l1, "cross_entropy": cross_entropy}
 
 
-def get(utility):
+def get(utility: str | Utility) -> Utility:
   """Returns the utility function named `utility`, or `utility` if callable."""
   if callable(utility):
     return utility
