@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 from tensorflow.python.framework import kernels
 
-import tf_adasamp  # pylint: disable=unused-import  (registers the ops)
+from tf_adasamp import ops
 
 OPS = ["AdaSamp>SumTreeBuild", "AdaSamp>SumTreeSet", "AdaSamp>SumTreeSample",
        "AdaSamp>AdaptiveReweight"]
@@ -47,6 +47,7 @@ def visible_gpus():
     reason="the build makes CPU kernels only here")
 @pytest.mark.parametrize("op", OPS)
 def test_op_library_has_gpu_kernels_where_nvcc_is_found(op):
+  ops.load()
   registered = kernels.get_registered_kernels_for_op(op).kernel
   assert {kernel.device_type for kernel in registered} == {"CPU", "GPU"}
 

@@ -60,6 +60,12 @@ class LazySO:
 _library = LazySO(_LIBRARY_NAME)
 
 
+def load():
+  """Loads the op library now, registering its ops and kernels with
+  TensorFlow (the first op call does it anyway); returns its module."""
+  return _library.ops
+
+
 def _op(name):
   """The op function `name` of the library, resolved at call time."""
 
