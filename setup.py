@@ -137,19 +137,18 @@ def tensorflow_requirement():
   """TensorFlow at the minor version the op library is built against (the
   .so is ABI-bound to it), under the distribution name that is installed:
   a user of tensorflow-cpu must not get the full tensorflow beside it."""
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
   from importlib import metadata  # pylint: disable=import-outside-toplevel
 
-  major, minor = (int(part) for part in tf.__version__.split(".")[:2])
-  name = "tensorflow"
-  for candidate in ("tensorflow-cpu", "tf-nightly", "tensorflow"):
+  for name in ("tensorflow-cpu", "tensorflow", "tf-nightly"):
     try:
-      metadata.distribution(candidate)
+      version = metadata.version(name)
     except metadata.PackageNotFoundError:
       continue
-    name = candidate
-    break
-  return f"{name}>={major}.{minor},<{major}.{minor + 1}"
+    major, minor = (int(part) for part in version.split(".")[:2])
+    return f"{name}>={major}.{minor},<{major}.{minor + 1}"
+  raise RuntimeError("tf_adasamp builds against the installed TensorFlow: "
+                     "install tensorflow (or tensorflow-cpu) first, then "
+                     "pip install --no-build-isolation .")
 
 
 EXPERIMENT = [
