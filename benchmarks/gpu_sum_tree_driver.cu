@@ -1,9 +1,9 @@
-// Checks and benchmarks the sum-tree CUDA kernels through their C ABI
-// (cc/kernels/sum_tree_gpu.h), with no TensorFlow: built and run by
+// Checks and benchmarks the sum-tree CUDA kernels through their C++ API
+// (cc/kernels/gpu/sum_tree_gpu.h), with no TensorFlow: built and run by
 // benchmarks/gpu_sum_tree.py, or by hand:
 //
 //   nvcc -std=c++17 -O3 --fmad=false -arch=native -I. \
-//       benchmarks/gpu_sum_tree_driver.cu cc/kernels/sum_tree_gpu.cu -o driver
+//       benchmarks/gpu_sum_tree_driver.cu cc/kernels/gpu/sum_tree_gpu.cu -o driver
 //   ./driver check    # every op against a sequential CPU reference
 //   ./driver bench    # throughput for n x B, and the per-step time
 //
@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "cc/kernels/sum_tree_algorithm.h"
-#include "cc/kernels/sum_tree_gpu.h"
+#include "cc/kernels/gpu/sum_tree_gpu.h"
 
 namespace {
 
@@ -79,27 +79,9 @@ class DeviceArray {
 
 using Scratch = DeviceArray<char>;
 
-// The C ABI by dtype.
+// The dtype's name, for the reports.
 template <typename T>
-struct Kernels;
-#define ADASAMP_KERNELS(T, SUFFIX)                                         \
-  template <>                                                              \
-  struct Kernels<T> {                                                      \
-    static constexpr auto build_scratch =                                  \
-        adasamp_sum_tree_build_scratch_bytes_##SUFFIX;                     \
-    static constexpr auto build = adasamp_sum_tree_build_##SUFFIX;         \
-    static constexpr auto set_scratch =                                    \
-        adasamp_sum_tree_set_scratch_bytes_##SUFFIX;                       \
-    static constexpr auto set = adasamp_sum_tree_set_##SUFFIX;             \
-    static constexpr auto sample = adasamp_sum_tree_sample_##SUFFIX;       \
-    static constexpr auto reweight_scratch =                               \
-        adasamp_adaptive_reweight_scratch_bytes_##SUFFIX;                  \
-    static constexpr auto reweight = adasamp_adaptive_reweight_##SUFFIX;   \
-    static constexpr const char* name = #T;                                \
-  };
-ADASAMP_KERNELS(float, f32)
-ADASAMP_KERNELS(double, f64)
-#undef ADASAMP_KERNELS
+constexpr const char* kDtypeName = std::is_same_v<T, float> ? "float" : "double";
 
 // ---------------------------------------------------------------------------
 // The sum-tree on the device: a tree, and for the adaptive ops the entropy
@@ -108,7 +90,6 @@ ADASAMP_KERNELS(double, f64)
 
 template <typename T>
 struct DeviceState {
-  using K = Kernels<T>;
   int64_t num_leaves, capacity;
   DeviceArray<T> tree, entropy_tree, log_weights, log_scale;
   Scratch build_scratch, set_scratch, reweight_scratch;
@@ -121,31 +102,32 @@ struct DeviceState {
         entropy_tree(2 * capacity),
         log_weights(num_leaves),
         log_scale(1),
-        build_scratch(K::build_scratch(capacity)),
-        set_scratch(K::set_scratch(max_count, num_leaves)),
-        reweight_scratch(K::reweight_scratch(max_count, num_leaves)),
+        build_scratch(adasamp::gpu::SumTreeBuildScratchBytes<T>(capacity)),
+        set_scratch(adasamp::gpu::SumTreeSetScratchBytes<T>(max_count, num_leaves)),
+        reweight_scratch(adasamp::gpu::AdaptiveReweightScratchBytes<T>(max_count,
+                                                              num_leaves)),
         stream(stream) {}
 
   void Build(const DeviceArray<T>& weights) {
-    CheckKernel(K::build(weights.get(), num_leaves, tree.get(), capacity,
+    CheckKernel(adasamp::gpu::SumTreeBuild(weights.get(), num_leaves, tree.get(), capacity,
                          build_scratch.get(), stream),
                 "build");
   }
   void Set(const DeviceArray<int64_t>& indices, const DeviceArray<T>& weights,
            int64_t count) {
-    CheckKernel(K::set(indices.get(), weights.get(), count, num_leaves,
+    CheckKernel(adasamp::gpu::SumTreeSet(indices.get(), weights.get(), count, num_leaves,
                        tree.get(), capacity, set_scratch.get(), stream),
                 "set");
   }
   void Sample(const DeviceArray<T>& uniforms, int64_t count,
               DeviceArray<int64_t>& indices, DeviceArray<T>& probabilities) {
-    CheckKernel(K::sample(tree.get(), capacity, uniforms.get(), count,
+    CheckKernel(adasamp::gpu::SumTreeSample(tree.get(), capacity, uniforms.get(), count,
                           indices.get(), probabilities.get(), stream),
                 "sample");
   }
   void Reweight(T amplitude, T decay, const DeviceArray<int64_t>& indices,
                 const DeviceArray<T>& utilities, int64_t count) {
-    CheckKernel(K::reweight(amplitude, decay, indices.get(), utilities.get(),
+    CheckKernel(adasamp::gpu::AdaptiveReweight(amplitude, decay, indices.get(), utilities.get(),
                             count, log_weights.get(), num_leaves,
                             log_scale.get(), tree.get(), entropy_tree.get(),
                             capacity, reweight_scratch.get(), stream),
@@ -311,7 +293,7 @@ std::vector<T> ReferenceDraws(const std::vector<T>& tree,
 
 template <typename T>
 void CheckOps(int64_t num_leaves, cudaStream_t stream) {
-  const std::string tag = std::string(Kernels<T>::name) + " n=" +
+  const std::string tag = std::string(kDtypeName<T>) + " n=" +
                           std::to_string(num_leaves) + " ";
   std::mt19937_64 random(num_leaves);
   const int64_t max_count = 5000;

@@ -1,5 +1,6 @@
-// The GPU kernels' steps (cc/kernels/sum_tree_parallel.h) run on the host by a
-// serial executor, behind a C ABI like the CUDA one (minus the stream), so that
+// The GPU kernels' steps (cc/kernels/gpu/sum_tree_parallel.h) run on the host
+// by a serial executor, behind a C ABI for ctypes (the functions of
+// cc/kernels/gpu/sum_tree_gpu.h, minus the stream), so that
 // tests/test_gpu_steps_on_host.py can check them against the CPU ops on a
 // machine without a GPU. Built by that test with g++.
 //
@@ -16,7 +17,7 @@
 #include <random>
 #include <vector>
 
-#include "cc/kernels/sum_tree_parallel.h"
+#include "cc/kernels/gpu/sum_tree_parallel.h"
 
 namespace adasamp {
 namespace {

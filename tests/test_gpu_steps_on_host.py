@@ -1,6 +1,7 @@
 """The GPU kernels' steps, run on the host, against the CPU ops.
 
-The CUDA kernels are launches of the steps in cc/kernels/sum_tree_parallel.h.
+The CUDA kernels are launches of the steps that
+cc/kernels/gpu/sum_tree_parallel.h sequences (cc/kernels/gpu/sum_tree_steps.h).
 tests/sum_tree_parallel_host.cc runs those same steps with a serial executor,
 elements and threads in a forward, reverse or shuffled order; this file builds
 it with g++ and checks every op against the CPU op on the same inputs: the

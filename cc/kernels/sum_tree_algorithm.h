@@ -27,10 +27,54 @@
 
 namespace adasamp {
 
-inline int64_t TreeCapacity(int64_t num_leaves) {
+// The capacity of a tree over `num_leaves` weights: the smallest power of two
+// >= num_leaves.
+ADASAMP_HOST_DEVICE inline int64_t TreeCapacity(int64_t num_leaves) {
   int64_t capacity = 1;
   while (capacity < num_leaves) capacity <<= 1;
   return capacity;
+}
+
+// log2 of a power of two, such as a capacity: the levels below the root.
+ADASAMP_HOST_DEVICE inline int Log2(int64_t power_of_two) {
+  int log = 0;
+  while ((int64_t{1} << log) < power_of_two) ++log;
+  return log;
+}
+
+// Math that host and device code share: the std:: functions on the host,
+// CUDA's on the device.
+template <typename T>
+ADASAMP_HOST_DEVICE inline bool IsFinite(T x) {
+#if defined(__CUDA_ARCH__)
+  return isfinite(x);
+#else
+  return std::isfinite(x);
+#endif
+}
+
+template <typename T>
+ADASAMP_HOST_DEVICE inline T Exp(T x) {
+#if defined(__CUDA_ARCH__)
+  return exp(x);
+#else
+  return std::exp(x);
+#endif
+}
+
+template <typename T>
+ADASAMP_HOST_DEVICE inline T Log(T x) {
+#if defined(__CUDA_ARCH__)
+  return log(x);
+#else
+  return std::log(x);
+#endif
+}
+
+// A weight the tree may hold: finite and >= 0.
+template <typename T>
+ADASAMP_HOST_DEVICE inline bool IsValidWeight(T w) {
+  return IsFinite(w) && w >= T(0);
 }
 
 // Walks from the root to the leaf whose cumulative-weight interval holds

@@ -8,7 +8,7 @@
 
 #define EIGEN_USE_THREADS
 
-#include "cc/kernels/sum_tree.h"
+#include "cc/kernels/sum_tree_ops.h"
 
 #include <algorithm>
 #include <atomic>
@@ -72,7 +72,7 @@ constexpr int kPrefetchLevels = 3;
 template <typename T>
 absl::Status CheckWeights(typename TTypes<T>::ConstFlat weights) {
   for (int64_t i = 0; i < weights.size(); ++i) {
-    if (!(std::isfinite(weights(i)) && weights(i) >= T(0))) {
+    if (!IsValidWeight(weights(i))) {
       return InvalidArgument("weights[", i, "] = ", weights(i),
                              " is not a finite, nonnegative weight");
     }
@@ -89,13 +89,6 @@ absl::Status CheckIndices(TTypes<int64_t>::ConstFlat indices,
     }
   }
   return absl::OkStatus();
-}
-
-// log2 of a tree's capacity: the number of levels below the root.
-int TreeDepth(int64_t capacity) {
-  int depth = 0;
-  while ((int64_t{1} << depth) < capacity) ++depth;
-  return depth;
 }
 
 // Descend (sum_tree_algorithm.h) for `count` <= kWalks uniforms at once, one
@@ -328,7 +321,7 @@ struct SumTreeSample<CPUDevice, T> {
                                " is outside [0, 1)");
       }
     }
-    const int depth = TreeDepth(tree.size() / 2);
+    const int depth = Log2(tree.size() / 2);
     auto draw = [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; i += kWalks) {
         DescendInterleaved(tree.data(), depth, total, uniforms.data() + i,

@@ -1,5 +1,5 @@
 // GPU functors of the sum-tree ops: each runs its CUDA function
-// (sum_tree_gpu.h) on the op's stream, with scratch memory from TensorFlow's
+// (gpu/sum_tree_gpu.h) on the op's stream, with scratch memory from TensorFlow's
 // allocator, and returns without waiting for the device. Values are checked on
 // the device, not here: a bad index or value leaves the state untouched
 // instead of raising (docs/cuda.md); the OpKernels still check shapes.
@@ -8,8 +8,8 @@
 
 #include <cstdint>
 
-#include "cc/kernels/sum_tree.h"
-#include "cc/kernels/sum_tree_gpu.h"
+#include "cc/kernels/gpu/sum_tree_gpu.h"
+#include "cc/kernels/sum_tree_ops.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
