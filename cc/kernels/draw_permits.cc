@@ -35,13 +35,13 @@ using ::tensorflow::CancellationToken;
 using ::tensorflow::DataTypeVector;
 using ::tensorflow::HandleFromInput;
 using ::tensorflow::LookupOrCreateResource;
+using ::tensorflow::mutex;
+using ::tensorflow::mutex_lock;
 using ::tensorflow::Node;
 using ::tensorflow::OpKernel;
 using ::tensorflow::OpKernelContext;
 using ::tensorflow::PartialTensorShape;
 using ::tensorflow::Tensor;
-using ::tensorflow::mutex;
-using ::tensorflow::mutex_lock;
 using ::tensorflow::data::DatasetBase;
 using ::tensorflow::data::DatasetIterator;
 using ::tensorflow::data::IteratorBase;
@@ -156,9 +156,9 @@ class DrawPermitDatasetOp : public ::tensorflow::data::UnaryDatasetOpKernel {
     int64_t initial_permits;
     OP_REQUIRES_OK(ctx, ::tensorflow::data::ParseScalarArgument(
                             ctx, "initial_permits", &initial_permits));
-    OP_REQUIRES(ctx, initial_permits >= 1,
-                InvalidArgument("initial_permits must be >= 1, got ",
-                                initial_permits));
+    OP_REQUIRES(
+        ctx, initial_permits >= 1,
+        InvalidArgument("initial_permits must be >= 1, got ", initial_permits));
     ::tensorflow::core::RefCountPtr<DrawPermits> permits;
     OP_REQUIRES_OK(ctx, GetPermits(ctx, 1, &permits));
     *output = new Dataset(ctx, input, ctx->input(1), std::move(permits),
@@ -208,8 +208,9 @@ class DrawPermitDatasetOp : public ::tensorflow::data::UnaryDatasetOpKernel {
     }
     absl::Status CheckExternalState() const override {
       return absl::FailedPreconditionError(
-          absl::StrCat(DebugString(), " waits for permits that the training "
-                                      "step releases"));
+          absl::StrCat(DebugString(),
+                       " waits for permits that the training "
+                       "step releases"));
     }
 
    protected:

@@ -37,9 +37,9 @@ using ::tensorflow::DataTypeToEnum;
 using ::tensorflow::OpKernel;
 using ::tensorflow::OpKernelConstruction;
 using ::tensorflow::OpKernelContext;
-using ::tensorflow::TTypes;
 using ::tensorflow::Tensor;
 using ::tensorflow::TensorShapeUtils;
+using ::tensorflow::TTypes;
 using ::tensorflow::Var;
 using ::tensorflow::errors::InvalidArgument;
 using CPUDevice = Eigen::ThreadPoolDevice;
@@ -362,12 +362,12 @@ struct AdaptiveReweight<CPUDevice, T> {
     updates.ForEachIndex([&](int64_t index, int64_t first, int64_t last) {
       if (!status.ok()) return;
       if (!std::isfinite(utilities(first))) {
-        status = InvalidArgument("utilities[", first, "] = ",
-                                 utilities(first), " is not finite");
+        status = InvalidArgument("utilities[", first, "] = ", utilities(first),
+                                 " is not finite");
       } else if (!std::isfinite(new_log_weight(index, first))) {
-        status = InvalidArgument("amplitude * utilities[", first, "] = ",
-                                 amplitude, " * ", utilities(first),
-                                 " overflows");
+        status =
+            InvalidArgument("amplitude * utilities[", first, "] = ", amplitude,
+                            " * ", utilities(first), " overflows");
       }
     });
     TF_RETURN_IF_ERROR(status);
@@ -387,7 +387,8 @@ struct AdaptiveReweight<CPUDevice, T> {
     });
     RecomputeAncestors<T>(absl::MakeSpan(nodes),
                           {tree.data(), entropy_tree.data()});
-    if (NeedsRescale(tree(1))) Rescale(log_weights, log_scale, tree, entropy_tree);
+    if (NeedsRescale(tree(1)))
+      Rescale(log_weights, log_scale, tree, entropy_tree);
     return absl::OkStatus();
   }
 
@@ -431,8 +432,8 @@ absl::Status LookupVariable(OpKernelContext* ctx, int input,
   const absl::Status found = tensorflow::LookupResource(
       ctx, tensorflow::HandleFromInput(ctx, input), var);
   if (!found.ok()) {
-    return InvalidArgument(name, " is not an initialized variable: ",
-                           found.message());
+    return InvalidArgument(
+        name, " is not an initialized variable: ", found.message());
   }
   tensorflow::tf_shared_lock lock(*(*var)->mu());
   if (!(*var)->is_initialized) {
@@ -460,10 +461,9 @@ absl::Status CheckTreeShape(const Tensor& tree, absl::string_view name,
                            tree.shape().DebugString());
   }
   if (num_leaves >= 0 && size != 2 * TreeCapacity(num_leaves)) {
-    return InvalidArgument(name, " has shape ", tree.shape().DebugString(),
-                           " but a tree over ", num_leaves,
-                           " leaves has shape [", 2 * TreeCapacity(num_leaves),
-                           "]");
+    return InvalidArgument(
+        name, " has shape ", tree.shape().DebugString(), " but a tree over ",
+        num_leaves, " leaves has shape [", 2 * TreeCapacity(num_leaves), "]");
   }
   return absl::OkStatus();
 }
@@ -509,10 +509,10 @@ class SumTreeBuildOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     const Tensor& weights = ctx->input(1);
     OP_REQUIRES_OK(ctx, CheckVector(weights, "weights"));
-    OP_REQUIRES(ctx, weights.NumElements() == num_leaves_,
-                InvalidArgument("weights has ", weights.NumElements(),
-                                " elements but the tree has ", num_leaves_,
-                                " leaves"));
+    OP_REQUIRES(
+        ctx, weights.NumElements() == num_leaves_,
+        InvalidArgument("weights has ", weights.NumElements(),
+                        " elements but the tree has ", num_leaves_, " leaves"));
     tensorflow::core::RefCountPtr<Var> tree;
     OP_REQUIRES_OK(ctx, LookupVariable<T>(ctx, 0, "tree", &tree));
     auto lock = tensorflow::MaybeLockVariableInputMutexesInOrder<Device, T>(
@@ -536,7 +536,8 @@ class SumTreeSetOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     const Tensor& indices = ctx->input(1);
     const Tensor& weights = ctx->input(2);
-    OP_REQUIRES_OK(ctx, CheckSameLength(indices, "indices", weights, "weights"));
+    OP_REQUIRES_OK(ctx,
+                   CheckSameLength(indices, "indices", weights, "weights"));
     tensorflow::core::RefCountPtr<Var> tree;
     OP_REQUIRES_OK(ctx, LookupVariable<T>(ctx, 0, "tree", &tree));
     auto lock = tensorflow::MaybeLockVariableInputMutexesInOrder<Device, T>(
@@ -572,9 +573,10 @@ class SumTreeSampleOp : public OpKernel {
     tensorflow::tf_shared_lock lock(*tree->mu());
     OP_REQUIRES_OK(ctx, CheckTreeShape(*tree->tensor(), "tree"));
     const Tensor& tree_values = *tree->tensor();
-    OP_REQUIRES_OK(ctx, functor::SumTreeSample<Device, T>()(
-                            ctx, tree_values.flat<T>(), uniforms.flat<T>(),
-                            indices->flat<int64_t>(), probabilities->flat<T>()));
+    OP_REQUIRES_OK(ctx,
+                   functor::SumTreeSample<Device, T>()(
+                       ctx, tree_values.flat<T>(), uniforms.flat<T>(),
+                       indices->flat<int64_t>(), probabilities->flat<T>()));
   }
 };
 
@@ -591,9 +593,9 @@ class AdaptiveReweightOp : public OpKernel {
     T amplitude, decay;
     OP_REQUIRES_OK(ctx, ReadScalar(ctx->input(6), "amplitude", &amplitude));
     OP_REQUIRES_OK(ctx, ReadScalar(ctx->input(7), "decay", &decay));
-    OP_REQUIRES(ctx, std::isfinite(amplitude) && amplitude >= T(0),
-                InvalidArgument("amplitude = ", amplitude,
-                                " must be finite and >= 0"));
+    OP_REQUIRES(
+        ctx, std::isfinite(amplitude) && amplitude >= T(0),
+        InvalidArgument("amplitude = ", amplitude, " must be finite and >= 0"));
     OP_REQUIRES(ctx, decay > T(0) && decay < T(1),
                 InvalidArgument("decay = ", decay, " must be in (0, 1)"));
 
@@ -618,41 +620,40 @@ class AdaptiveReweightOp : public OpKernel {
     OP_REQUIRES(ctx, TensorShapeUtils::IsScalar(log_scale->tensor()->shape()),
                 InvalidArgument("log_scale must be a scalar, got shape ",
                                 log_scale->tensor()->shape().DebugString()));
-    OP_REQUIRES_OK(ctx, functor::AdaptiveReweight<Device, T>()(
-                            ctx, amplitude, decay, indices.flat<int64_t>(),
-                            utilities.flat<T>(),
-                            log_weights->tensor()->flat<T>(),
-                            log_scale->tensor()->scalar<T>(),
-                            tree->tensor()->flat<T>(),
-                            entropy_tree->tensor()->flat<T>()));
+    OP_REQUIRES_OK(
+        ctx,
+        functor::AdaptiveReweight<Device, T>()(
+            ctx, amplitude, decay, indices.flat<int64_t>(), utilities.flat<T>(),
+            log_weights->tensor()->flat<T>(), log_scale->tensor()->scalar<T>(),
+            tree->tensor()->flat<T>(), entropy_tree->tensor()->flat<T>()));
   }
 };
 
-#define REGISTER_KERNELS(DEVICE, D, T)                             \
-  REGISTER_KERNEL_BUILDER(Name("AdaSamp>SumTreeBuild")                  \
-                              .Device(DEVICE)                           \
-                              .HostMemory("tree")                       \
-                              .TypeConstraint<T>("T"),                  \
-                          SumTreeBuildOp<D, T>);                   \
-  REGISTER_KERNEL_BUILDER(Name("AdaSamp>SumTreeSet")                    \
-                              .Device(DEVICE)                           \
-                              .HostMemory("tree")                       \
-                              .TypeConstraint<T>("T"),                  \
-                          SumTreeSetOp<D, T>);                     \
-  REGISTER_KERNEL_BUILDER(Name("AdaSamp>SumTreeSample")                 \
-                              .Device(DEVICE)                           \
-                              .HostMemory("tree")                       \
-                              .TypeConstraint<T>("T"),                  \
-                          SumTreeSampleOp<D, T>);                  \
-  REGISTER_KERNEL_BUILDER(Name("AdaSamp>AdaptiveReweight")              \
-                              .Device(DEVICE)                           \
-                              .HostMemory("tree")                       \
-                              .HostMemory("entropy_tree")               \
-                              .HostMemory("log_weights")                \
-                              .HostMemory("log_scale")                  \
-                              .HostMemory("amplitude")                  \
-                              .HostMemory("decay")                      \
-                              .TypeConstraint<T>("T"),                  \
+#define REGISTER_KERNELS(DEVICE, D, T)                     \
+  REGISTER_KERNEL_BUILDER(Name("AdaSamp>SumTreeBuild")     \
+                              .Device(DEVICE)              \
+                              .HostMemory("tree")          \
+                              .TypeConstraint<T>("T"),     \
+                          SumTreeBuildOp<D, T>);           \
+  REGISTER_KERNEL_BUILDER(Name("AdaSamp>SumTreeSet")       \
+                              .Device(DEVICE)              \
+                              .HostMemory("tree")          \
+                              .TypeConstraint<T>("T"),     \
+                          SumTreeSetOp<D, T>);             \
+  REGISTER_KERNEL_BUILDER(Name("AdaSamp>SumTreeSample")    \
+                              .Device(DEVICE)              \
+                              .HostMemory("tree")          \
+                              .TypeConstraint<T>("T"),     \
+                          SumTreeSampleOp<D, T>);          \
+  REGISTER_KERNEL_BUILDER(Name("AdaSamp>AdaptiveReweight") \
+                              .Device(DEVICE)              \
+                              .HostMemory("tree")          \
+                              .HostMemory("entropy_tree")  \
+                              .HostMemory("log_weights")   \
+                              .HostMemory("log_scale")     \
+                              .HostMemory("amplitude")     \
+                              .HostMemory("decay")         \
+                              .TypeConstraint<T>("T"),     \
                           AdaptiveReweightOp<D, T>);
 
 using ::tensorflow::DEVICE_CPU;
@@ -661,10 +662,10 @@ REGISTER_KERNELS(DEVICE_CPU, CPUDevice, double);
 
 #if GOOGLE_CUDA
 // The GPU functors are defined in sum_tree_ops_gpu.cc.
-#define DECLARE_GPU_FUNCTORS(T)                                   \
-  extern template struct functor::SumTreeBuild<GPUDevice, T>;     \
-  extern template struct functor::SumTreeSet<GPUDevice, T>;       \
-  extern template struct functor::SumTreeSample<GPUDevice, T>;    \
+#define DECLARE_GPU_FUNCTORS(T)                                \
+  extern template struct functor::SumTreeBuild<GPUDevice, T>;  \
+  extern template struct functor::SumTreeSet<GPUDevice, T>;    \
+  extern template struct functor::SumTreeSample<GPUDevice, T>; \
   extern template struct functor::AdaptiveReweight<GPUDevice, T>;
 DECLARE_GPU_FUNCTORS(float);
 DECLARE_GPU_FUNCTORS(double);

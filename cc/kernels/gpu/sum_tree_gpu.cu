@@ -3,8 +3,6 @@
 // TensorFlow here; compile with --fmad=false, so that sums and products round
 // as on the CPU and draws match the CPU op's draw for draw.
 
-#include "cc/kernels/gpu/sum_tree_gpu.h"
-
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -12,6 +10,7 @@
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_reduce.cuh>
 
+#include "cc/kernels/gpu/sum_tree_gpu.h"
 #include "cc/kernels/gpu/sum_tree_parallel.h"
 
 namespace adasamp {
@@ -106,8 +105,8 @@ class CudaExecutor {
   void Sum(const T* values, T* sum, int64_t count, void* temp,
            size_t temp_bytes) {
     if (failed()) return;
-    Record(cub::DeviceReduce::Sum(temp, temp_bytes, values, sum, count,
-                                  stream_));
+    Record(
+        cub::DeviceReduce::Sum(temp, temp_bytes, values, sum, count, stream_));
   }
 
   void Zero(void* memory, size_t bytes) {
@@ -182,14 +181,13 @@ size_t AdaptiveReweightScratchBytes(int64_t count, int64_t num_leaves) {
 template <typename T>
 int AdaptiveReweight(T amplitude, T decay, const int64_t* indices,
                      const T* utilities, int64_t count, T* log_weights,
-                     int64_t num_leaves, T* log_scale, T* tree,
-                     T* entropy_tree, int64_t capacity, void* scratch,
-                     Stream stream) {
+                     int64_t num_leaves, T* log_scale, T* tree, T* entropy_tree,
+                     int64_t capacity, void* scratch, Stream stream) {
   if (!FitsPositions(count)) return cudaErrorInvalidValue;
   CudaExecutor ex(stream);
-  const parallel::ReweightState<T> state{
-      amplitude, decay,     utilities,    log_weights, num_leaves,
-      log_scale, tree,      entropy_tree, capacity};
+  const parallel::ReweightState<T> state{amplitude,   decay,        utilities,
+                                         log_weights, num_leaves,   log_scale,
+                                         tree,        entropy_tree, capacity};
   parallel::AdaptiveReweight<T>(ex, indices, count, state, scratch);
   return ex.status();
 }

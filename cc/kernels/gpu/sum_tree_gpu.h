@@ -65,9 +65,8 @@ size_t AdaptiveReweightScratchBytes(int64_t count, int64_t num_leaves);
 template <typename T>
 int AdaptiveReweight(T amplitude, T decay, const int64_t* indices,
                      const T* utilities, int64_t count, T* log_weights,
-                     int64_t num_leaves, T* log_scale, T* tree,
-                     T* entropy_tree, int64_t capacity, void* scratch,
-                     Stream stream);
+                     int64_t num_leaves, T* log_scale, T* tree, T* entropy_tree,
+                     int64_t capacity, void* scratch, Stream stream);
 
 const char* ErrorString(int error);
 

@@ -18,10 +18,10 @@
 // sum_tree_gpu.cu supplies the CUDA executor; tests/sum_tree_parallel_host.cc
 // a serial one, which lets the host check these steps against the CPU ops.
 //
-// Semantics are those of the CPU functors (cc/kernels/sum_tree_ops.cc), but errors cannot
-// reach the host without a round-trip, so a mutating op validates on the
-// device and, if any value is bad, skips all of its writes: a flag word in
-// scratch memory gates every step that writes. Values come out identical to
+// Semantics are those of the CPU functors (cc/kernels/sum_tree_ops.cc), but
+// errors cannot reach the host without a round-trip, so a mutating op validates
+// on the device and, if any value is bad, skips all of its writes: a flag word
+// in scratch memory gates every step that writes. Values come out identical to
 // the CPU's where the arithmetic is the same (sums of children, Descend, the
 // reweighted log weight), given no fused multiply-add; exp and the rescale's
 // log-sum-exp (a tree reduction here) agree to round-off.
@@ -171,16 +171,14 @@ struct SetScratch {
         delta_sum(scratch.Take<T>(1)),
         deltas(scratch.Take<T>(SortedCount(count))),
         batch(ex, scratch, SortedCount(count), bits),
-        sum_temp_bytes(SortedCount(count) > 0
-                           ? ex.template SumTempBytes<T>(count)
-                           : 0) {
+        sum_temp_bytes(
+            SortedCount(count) > 0 ? ex.template SumTempBytes<T>(count) : 0) {
     sum_temp = scratch.TakeBytes(sum_temp_bytes);
   }
 };
 
 template <typename T, class Executor>
-size_t SumTreeSetScratchBytes(Executor& ex, int64_t count,
-                              int64_t num_leaves) {
+size_t SumTreeSetScratchBytes(Executor& ex, int64_t count, int64_t num_leaves) {
   Scratch scratch(nullptr);
   SetScratch<Executor, T>(ex, scratch, count, IndexBits(num_leaves));
   return scratch.size();
@@ -197,8 +195,8 @@ void SumTreeSet(Executor& ex, const int64_t* indices, const T* weights,
                 void* scratch_memory) {
   if (count == 0) return;
   if (TakesOneBlock(count)) {
-    ex.Blocks(1, SmallSetOp<T>{indices, weights, count, num_leaves, tree,
-                               capacity});
+    ex.Blocks(
+        1, SmallSetOp<T>{indices, weights, count, num_leaves, tree, capacity});
     return;
   }
   const int bits = IndexBits(num_leaves);
@@ -212,8 +210,8 @@ void SumTreeSet(Executor& ex, const int64_t* indices, const T* weights,
                          leaves, num_leaves, s.deltas, s.invalid});
   ex.Sum(s.deltas, s.delta_sum, count, s.sum_temp, s.sum_temp_bytes);
   ex.ForEach(1, CheckSetTotal<T>{tree, s.delta_sum, s.invalid});
-  ex.ForEach(count, WriteSetLeaves<T>{s.batch.sorted, s.batch.positions,
-                                      count, weights, leaves, s.invalid});
+  ex.ForEach(count, WriteSetLeaves<T>{s.batch.sorted, s.batch.positions, count,
+                                      weights, leaves, s.invalid});
   for (int shift = 1; (int64_t{1} << shift) <= capacity; ++shift) {
     ex.ForEach(count, RecomputeLevel<T>{s.batch.sorted, capacity, shift, tree,
                                         nullptr, s.invalid});
@@ -269,10 +267,10 @@ template <typename T, class Executor>
 void RescaleIfNeeded(Executor& ex, const ReweightState<T>& state,
                      const ReweightScratch<Executor, T>& s) {
   const int64_t blocks = LogSumExpBlocks<T>(state.num_leaves);
-  LogSumExpOp<T> log_sum_exp{state.log_weights, state.num_leaves,
-                             /*from_partials=*/false, s.partials, blocks,
-                             s.invalid, state.tree, state.log_scale,
-                             s.skip_rescale};
+  LogSumExpOp<T> log_sum_exp{
+      state.log_weights,       state.num_leaves,
+      /*from_partials=*/false, s.partials,       blocks, s.invalid, state.tree,
+      state.log_scale,         s.skip_rescale};
   ex.Blocks(blocks, log_sum_exp);
   if (blocks > 1) {
     log_sum_exp.from_partials = true;
@@ -300,8 +298,8 @@ void AdaptiveReweight(Executor& ex, const int64_t* indices, int64_t count,
     ex.Zero(s.invalid, sizeof(int));
     const int bits = IndexBits(state.num_leaves);
     s.batch.Sort(ex, indices, count, bits);
-    ex.ForEach(count, CheckReweight<T>{s.batch.sorted, s.batch.positions,
-                                       state, s.new_log_weights, s.invalid});
+    ex.ForEach(count, CheckReweight<T>{s.batch.sorted, s.batch.positions, state,
+                                       s.new_log_weights, s.invalid});
     ex.ForEach(count, WriteReweightLeaves<T>{s.batch.sorted, state,
                                              s.new_log_weights, s.invalid});
     for (int shift = 1; (int64_t{1} << shift) <= state.capacity; ++shift) {

@@ -242,8 +242,8 @@ struct CheckReweight {
     }
     if (!StartsRun(sorted, j, 0)) return;
     const T utility = state.utilities[positions[j]];
-    const T log_weight = ReweightedLogWeight(
-        state.log_weights[index], utility, state.amplitude, state.decay);
+    const T log_weight = ReweightedLogWeight(state.log_weights[index], utility,
+                                             state.amplitude, state.decay);
     if (!IsFinite(utility) || !IsFinite(log_weight)) Raise(invalid);
     new_log_weights[j] = log_weight;
   }
@@ -314,9 +314,7 @@ struct SmallReweightOp {
   ReweightState<T> state;
   int* invalid_out;  // for the rescale steps that follow
 
-  ADASAMP_HOST_DEVICE int NumPhases() const {
-    return 4 + Log2(state.capacity);
-  }
+  ADASAMP_HOST_DEVICE int NumPhases() const { return 4 + Log2(state.capacity); }
 
   ADASAMP_HOST_DEVICE void Phase(int phase, const BlockThread& t,
                                  Shared& s) const {
@@ -335,8 +333,8 @@ struct SmallReweightOp {
                                &s.invalid}(j);
       }
     } else if (j < count) {
-      RecomputeLevel<T>{s.sorted,          state.capacity,     phase - 3,
-                        state.tree,        state.entropy_tree, &s.invalid}(j);
+      RecomputeLevel<T>{s.sorted,   state.capacity,     phase - 3,
+                        state.tree, state.entropy_tree, &s.invalid}(j);
     }
   }
 };
@@ -376,8 +374,8 @@ struct SmallSetOp {
     } else if (phase == 2) {
       s.deltas[j] = T(0);
       if (j < count) {
-        CheckSet<T>{s.sorted, s.positions, count,    weights,
-                    tree + capacity,       num_leaves, s.deltas, &s.invalid}(j);
+        CheckSet<T>{s.sorted,        s.positions, count,    weights,
+                    tree + capacity, num_leaves,  s.deltas, &s.invalid}(j);
       }
     } else if (phase < 3 + kReducePhases) {
       const int half = kThreads >> (phase - 2);
