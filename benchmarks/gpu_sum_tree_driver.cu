@@ -161,6 +161,18 @@ std::vector<T> ReferenceTree(const std::vector<T>& leaves) {
   return tree;
 }
 
+// The tree the build and set ops write for `weights`: subnormal weights
+// stored as 0, num_leaves in node 0 (cc/kernels/sum_tree_algorithm.h).
+template <typename T>
+std::vector<T> WeightTree(const std::vector<T>& weights) {
+  std::vector<T> stored(weights.size());
+  std::transform(weights.begin(), weights.end(), stored.begin(),
+                 adasamp::StoredWeight<T>);
+  std::vector<T> tree = ReferenceTree(stored);
+  tree[adasamp::kNumLeavesNode] = static_cast<T>(weights.size());
+  return tree;
+}
+
 template <typename T>
 struct ReferenceState {
   std::vector<T> log_weights;
@@ -177,7 +189,7 @@ struct ReferenceState {
     std::vector<T> leaves(log_weights.size()), entropy(log_weights.size());
     for (size_t i = 0; i < leaves.size(); ++i) {
       const T log_scaled = log_weights[i] - log_scale;
-      leaves[i] = std::exp(log_scaled);
+      leaves[i] = adasamp::StoredWeight(std::exp(log_scaled));
       entropy[i] = adasamp::EntropyTerm(leaves[i], log_scaled);
     }
     tree = ReferenceTree(leaves);
@@ -308,7 +320,7 @@ void CheckOps(int64_t num_leaves, cudaStream_t stream) {
 
   // Build, then draws.
   std::vector<T> weights = RandomWeights<T>(num_leaves, random);
-  std::vector<T> expected_tree = ReferenceTree(weights);
+  std::vector<T> expected_tree = WeightTree(weights);
   state.Build(DeviceArray<T>(weights));
   ExpectEqual(tag + "build", state.tree.Download(), expected_tree);
 
@@ -335,7 +347,7 @@ void CheckOps(int64_t num_leaves, cudaStream_t stream) {
     for (int64_t i = 0; i < count; ++i) weights[indices[i]] = new_weights[i];
     state.Set(DeviceArray<int64_t>(indices), DeviceArray<T>(new_weights),
               count);
-    expected_tree = ReferenceTree(weights);
+    expected_tree = WeightTree(weights);
     ExpectEqual(tag + "set B=" + std::to_string(count), state.tree.Download(),
                 expected_tree);
   }

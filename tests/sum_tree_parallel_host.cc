@@ -68,16 +68,6 @@ class SerialExecutor {
     }
   }
 
-  template <typename T>
-  size_t SumTempBytes(int64_t) {
-    return 0;
-  }
-
-  template <typename T>
-  void Sum(const T* values, T* sum, int64_t count, void*, size_t) {
-    *sum = std::accumulate(values, values + count, T(0));
-  }
-
   void Zero(void* memory, size_t bytes) { std::memset(memory, 0, bytes); }
 
  private:

@@ -179,7 +179,7 @@ def reweight_variables(num_leaves, dtype, seed):
   scaled = np.exp(log_weights)
   return [
       tf.Variable(reference.build_tree(scaled)),
-      tf.Variable(reference.build_tree(scaled * log_weights)),
+      tf.Variable(reference.heap_sums(scaled * log_weights)),
       tf.Variable(log_weights),
       tf.Variable(np_dtype(0)),
   ]

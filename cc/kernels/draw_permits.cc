@@ -12,6 +12,7 @@
 // GetNext, cancelled when the whole iterator is deleted. A blocking op there
 // (this library once used a FIFOQueue dequeue) hangs `take`'s teardown.
 
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -58,12 +59,19 @@ class DrawPermits : public ::tensorflow::ResourceBase {
     return absl::StrCat("DrawPermits(", available_, ")");
   }
 
-  void Release(int64_t count) {
+  // Adds `count` >= 0 permits, unless the count would pass int64's range.
+  absl::Status Release(int64_t count) {
     {
       mutex_lock lock(mu_);
+      if (count > std::numeric_limits<int64_t>::max() - available_) {
+        return InvalidArgument("count = ", count,
+                               " would take the permits past 2**63 - 1: ",
+                               available_, " are available");
+      }
       available_ += count;
     }
     changed_.notify_all();
+    return absl::OkStatus();
   }
 
   void Reset(int64_t count) {
@@ -142,7 +150,7 @@ class ReleaseDrawPermitsOp : public OpKernel {
                 InvalidArgument("count must be >= 0, got ", value));
     ::tensorflow::core::RefCountPtr<DrawPermits> permits;
     OP_REQUIRES_OK(ctx, GetPermits(ctx, 0, &permits));
-    permits->Release(value);
+    OP_REQUIRES_OK(ctx, permits->Release(value));
   }
 };
 

@@ -15,9 +15,11 @@
 #include <cmath>
 #include <functional>
 #include <initializer_list>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <utility>
+#include <vector>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/synchronization/mutex.h"
@@ -90,6 +92,61 @@ absl::Status CheckIndices(TTypes<int64_t>::ConstFlat indices,
   }
   return absl::OkStatus();
 }
+
+// Node 0 records the num_leaves a tree was built with (sum_tree_algorithm.h).
+template <typename T>
+absl::Status CheckNumLeaves(T recorded, int64_t num_leaves) {
+  if (!MatchesNumLeaves(recorded, num_leaves)) {
+    return InvalidArgument("num_leaves = ", num_leaves,
+                           " but the tree was built over ", recorded,
+                           " leaves");
+  }
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status OverflowError() {
+  return InvalidArgument("the weights sum to inf in the tree: a node's sum ",
+                         "would be past the range of ",
+                         DataTypeString(DataTypeToEnum<T>::v()));
+}
+
+// The root of the tree over leaves leaf(0), ..., leaf(n - 1) and zero padding,
+// bit for bit as RebuildInternalNodes sums it, without a tree: a binary
+// counter of the complete subtrees so far (a node is the sum of its left and
+// right child; x + 0 is x, so padding leaves a partial subtree as it is).
+template <typename T, typename Leaf>
+T PairwiseTotal(int64_t n, Leaf leaf) {
+  T sums[64];
+  int64_t sizes[64];
+  int top = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    T sum = leaf(i);
+    int64_t size = 1;
+    while (top > 0 && sizes[top - 1] == size) {
+      sum = sums[--top] + sum;
+      size *= 2;
+    }
+    sums[top] = sum;
+    sizes[top++] = size;
+  }
+  T total = sums[--top];
+  while (top > 0) total = sums[--top] + total;
+  return total;
+}
+
+// A type that sums any batch of T weights without overflow, to bound a new
+// total cheaply.
+template <typename T>
+struct Wider;
+template <>
+struct Wider<float> {
+  using Type = double;
+};
+template <>
+struct Wider<double> {
+  using Type = long double;
+};
 
 // Descend (sum_tree_algorithm.h) for `count` <= kWalks uniforms at once, one
 // level of every walk before the next level of any. Each step is Descend's,
@@ -245,6 +302,36 @@ class SortedUpdates {
   Update* sorted_;
 };
 
+// The root `tree` would have after setting each leaf `index` of `updates` to
+// new_leaf(index, last position), without writing: the ancestors of the
+// sorted, distinct leaves recomputed level by level as RecomputeAncestors
+// does, reading untouched siblings from the tree. O(B log n).
+template <typename T, typename NewLeaf>
+T NewRoot(const SortedUpdates& updates, const T* tree, int64_t capacity,
+          NewLeaf new_leaf) {
+  std::vector<std::pair<int64_t, T>> nodes;
+  updates.ForEachIndex([&](int64_t index, int64_t first, int64_t last) {
+    nodes.emplace_back(capacity + index, new_leaf(last));
+  });
+  while (nodes[0].first > 1) {
+    size_t num_parents = 0;
+    for (size_t k = 0; k < nodes.size(); ++k) {
+      const auto [node, value] = nodes[k];
+      T sum;
+      if (node % 2 == 1) {
+        sum = tree[node - 1] + value;
+      } else if (k + 1 < nodes.size() && nodes[k + 1].first == node + 1) {
+        sum = value + nodes[++k].second;
+      } else {
+        sum = value + tree[node + 1];
+      }
+      nodes[num_parents++] = {node / 2, sum};
+    }
+    nodes.resize(num_parents);
+  }
+  return nodes[0].second;
+}
+
 }  // namespace
 
 template <typename T>
@@ -253,17 +340,18 @@ struct SumTreeBuild<CPUDevice, T> {
                           typename TTypes<T>::ConstFlat weights,
                           typename TTypes<T>::Flat tree) {
     TF_RETURN_IF_ERROR(CheckWeights<T>(weights));
-    T total = 0;
-    for (int64_t i = 0; i < weights.size(); ++i) total += weights(i);
-    if (!std::isfinite(total)) {
-      return InvalidArgument("the weights sum to ", total,
-                             ", past the range of ",
-                             DataTypeString(DataTypeToEnum<T>::v()));
-    }
+    const int64_t num_leaves = weights.size();
+    const T total = PairwiseTotal<T>(
+        num_leaves, [&](int64_t i) { return StoredWeight(weights(i)); });
+    if (!std::isfinite(total)) return OverflowError<T>();
     const int64_t capacity = tree.size() / 2;
     std::fill_n(tree.data(), tree.size(), T(0));
-    std::copy_n(weights.data(), weights.size(), tree.data() + capacity);
+    T* leaves = tree.data() + capacity;
+    for (int64_t i = 0; i < num_leaves; ++i) {
+      leaves[i] = StoredWeight(weights(i));
+    }
     RebuildInternalNodes(capacity, tree.data());
+    tree(kNumLeavesNode) = static_cast<T>(num_leaves);
     return absl::OkStatus();
   }
 };
@@ -274,31 +362,42 @@ struct SumTreeSet<CPUDevice, T> {
                           typename TTypes<int64_t>::ConstFlat indices,
                           typename TTypes<T>::ConstFlat weights,
                           typename TTypes<T>::Flat tree) {
+    TF_RETURN_IF_ERROR(CheckNumLeaves(tree(kNumLeavesNode), num_leaves));
     TF_RETURN_IF_ERROR(CheckIndices(indices, num_leaves));
     TF_RETURN_IF_ERROR(CheckWeights<T>(weights));
     const int64_t capacity = tree.size() / 2;
     T* leaves = tree.data() + capacity;
     const SortedUpdates updates(indices, num_leaves);
-
-    // The new total, from the last weight of each index, must stay finite.
-    T total = tree(1);
-    updates.ForEachIndex([&](int64_t index, int64_t first, int64_t last) {
-      total += weights(last) - leaves[index];
-    });
-    if (!std::isfinite(total)) {
-      return InvalidArgument("the new weights sum to ", total,
-                             ", past the range of ",
-                             DataTypeString(DataTypeToEnum<T>::v()));
+    auto new_leaf = [&](int64_t position) {
+      return StoredWeight(weights(position));
+    };
+    if (MayOverflow(tree(1), weights)) {
+      const T root = NewRoot<T>(updates, tree.data(), capacity, new_leaf);
+      if (!std::isfinite(root)) return OverflowError<T>();
     }
 
     absl::InlinedVector<int64_t, kInlineBatch> nodes;
     nodes.reserve(indices.size());
     updates.ForEachIndex([&](int64_t index, int64_t first, int64_t last) {
-      leaves[index] = weights(last);
+      leaves[index] = new_leaf(last);
       nodes.push_back(capacity + index);
     });
     RecomputeAncestors<T>(absl::MakeSpan(nodes), {tree.data()});
     return absl::OkStatus();
+  }
+
+ private:
+  // False where no sum of the new tree can overflow: its exact total is at
+  // most the old one plus all new weights, and each of its sums is at most
+  // that times (1 + eps) ** (2 * 64) for eps the unit round-off (the old
+  // root's own round-off, then the new sums'); the bound is summed in a wider
+  // type, which adds a relative error below 2 ** -32 for any batch. Where it
+  // is true, NewRoot settles it exactly.
+  static bool MayOverflow(T root, typename TTypes<T>::ConstFlat weights) {
+    using Sum = typename Wider<T>::Type;
+    Sum bound = root;
+    for (int64_t i = 0; i < weights.size(); ++i) bound += weights(i);
+    return !(bound <= Sum(std::numeric_limits<T>::max()) * (1 - 0x1p-16L));
   }
 };
 
@@ -381,7 +480,7 @@ struct AdaptiveReweight<CPUDevice, T> {
     updates.ForEachIndex([&](int64_t index, int64_t first, int64_t last) {
       log_weights(index) = new_log_weight(index, first);
       const T log_scaled = log_weights(index) - scale;
-      leaves[index] = std::exp(log_scaled);
+      leaves[index] = StoredWeight(std::exp(log_scaled));
       entropy_leaves[index] = EntropyTerm(leaves[index], log_scaled);
       nodes.push_back(capacity + index);
     });
@@ -410,7 +509,7 @@ struct AdaptiveReweight<CPUDevice, T> {
     const int64_t capacity = tree.size() / 2;
     for (int64_t i = 0; i < num_leaves; ++i) {
       const T log_scaled = log_w[i] - scale;
-      tree(capacity + i) = std::exp(log_scaled);
+      tree(capacity + i) = StoredWeight(std::exp(log_scaled));
       entropy_tree(capacity + i) = EntropyTerm(tree(capacity + i), log_scaled);
     }
     RebuildInternalNodes(capacity, tree.data());

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cub/device/device_radix_sort.cuh>
-#include <cub/device/device_reduce.cuh>
 
 #include "cc/kernels/gpu/sum_tree_gpu.h"
 #include "cc/kernels/gpu/sum_tree_parallel.h"
@@ -90,23 +89,6 @@ class CudaExecutor {
     Record(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys_in, keys_out,
                                            values_in, values_out, count, 0,
                                            bits, stream_));
-  }
-
-  template <typename T>
-  size_t SumTempBytes(int64_t count) {
-    size_t bytes = 0;
-    Record(cub::DeviceReduce::Sum(nullptr, bytes,
-                                  static_cast<const T*>(nullptr),
-                                  static_cast<T*>(nullptr), count, stream_));
-    return bytes;
-  }
-
-  template <typename T>
-  void Sum(const T* values, T* sum, int64_t count, void* temp,
-           size_t temp_bytes) {
-    if (failed()) return;
-    Record(
-        cub::DeviceReduce::Sum(temp, temp_bytes, values, sum, count, stream_));
   }
 
   void Zero(void* memory, size_t bytes) {

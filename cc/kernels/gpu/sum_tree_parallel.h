@@ -13,7 +13,7 @@
 //                            start, so an op gated off by a flag word returns
 //                            0 there and its blocks end at once;
 //   ex.SortPairs(...)        a stable sort of (key, value) pairs by key;
-//   ex.Sum(...), ex.Zero(...).
+//   ex.Zero(...)             zeroes memory.
 // Steps run in order: a step sees everything its predecessors wrote.
 // sum_tree_gpu.cu supplies the CUDA executor; tests/sum_tree_parallel_host.cc
 // a serial one, which lets the host check these steps against the CPU ops.
@@ -161,20 +161,14 @@ void SumTreeBuild(Executor& ex, const T* weights, int64_t num_leaves, T* tree,
 template <class Executor, typename T>
 struct SetScratch {
   int* invalid;
-  T* delta_sum;
-  T* deltas;
+  int* keep;
+  T* old_leaves;
   SortedBatch batch;
-  void* sum_temp;
-  size_t sum_temp_bytes;
   SetScratch(Executor& ex, Scratch& scratch, int64_t count, int bits)
       : invalid(scratch.Take<int>(1)),
-        delta_sum(scratch.Take<T>(1)),
-        deltas(scratch.Take<T>(SortedCount(count))),
-        batch(ex, scratch, SortedCount(count), bits),
-        sum_temp_bytes(
-            SortedCount(count) > 0 ? ex.template SumTempBytes<T>(count) : 0) {
-    sum_temp = scratch.TakeBytes(sum_temp_bytes);
-  }
+        keep(scratch.Take<int>(1)),
+        old_leaves(scratch.Take<T>(SortedCount(count))),
+        batch(ex, scratch, SortedCount(count), bits) {}
 };
 
 template <typename T, class Executor>
@@ -184,11 +178,12 @@ size_t SumTreeSetScratchBytes(Executor& ex, int64_t count, int64_t num_leaves) {
   return scratch.size();
 }
 
-// Sorts the indices, checks every index and weight and the new total, writes
-// the last weight of each index and recomputes the distinct ancestors level by
-// level: O(B log B + B log n), never the whole tree. Batches of up to
-// kBlockThreads run as one SmallSetOp; larger ones sort and run a launch per
-// step and level.
+// Sorts the indices, checks every index and weight, writes the last weight of
+// each index and recomputes the distinct ancestors level by level:
+// O(B log B + B log n), never the whole tree. If the new root overflows, some
+// sum did, and the set is undone (RestoreSetOp), so a rejected set leaves the
+// tree as it was. Batches of up to kBlockThreads run as one SmallSetOp;
+// larger ones sort and run a launch per step and level.
 template <typename T, class Executor>
 void SumTreeSet(Executor& ex, const int64_t* indices, const T* weights,
                 int64_t count, int64_t num_leaves, T* tree, int64_t capacity,
@@ -204,18 +199,18 @@ void SumTreeSet(Executor& ex, const int64_t* indices, const T* weights,
   SetScratch<Executor, T> s(ex, scratch, count, bits);
   ex.Zero(s.invalid, sizeof(int));
   s.batch.Sort(ex, indices, count, bits);
-  T* leaves = tree + capacity;
-  ex.ForEach(count,
-             CheckSet<T>{s.batch.sorted, s.batch.positions, count, weights,
-                         leaves, num_leaves, s.deltas, s.invalid});
-  ex.Sum(s.deltas, s.delta_sum, count, s.sum_temp, s.sum_temp_bytes);
-  ex.ForEach(1, CheckSetTotal<T>{tree, s.delta_sum, s.invalid});
-  ex.ForEach(count, WriteSetLeaves<T>{s.batch.sorted, s.batch.positions, count,
-                                      weights, leaves, s.invalid});
+  const int64_t* sorted = s.batch.sorted;
+  ex.ForEach(count, CheckSet<T>{sorted, s.batch.positions, count, weights, tree,
+                                capacity, num_leaves, s.old_leaves, s.invalid});
+  ex.ForEach(count, WriteSetLeaves<T>{sorted, s.batch.positions, count, weights,
+                                      tree + capacity, s.invalid});
   for (int shift = 1; (int64_t{1} << shift) <= capacity; ++shift) {
-    ex.ForEach(count, RecomputeLevel<T>{s.batch.sorted, capacity, shift, tree,
-                                        nullptr, s.invalid});
+    ex.ForEach(count, RecomputeLevel<T>{sorted, capacity, shift, tree, nullptr,
+                                        s.invalid});
   }
+  ex.ForEach(1, CheckSetRoot<T>{tree, s.invalid, s.keep});
+  ex.Blocks(
+      1, RestoreSetOp<T>{sorted, count, s.old_leaves, tree, capacity, s.keep});
 }
 
 template <typename T, class Executor>

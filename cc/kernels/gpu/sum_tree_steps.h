@@ -122,7 +122,8 @@ struct SampleOne {
   }
 };
 
-// Build: leaves and padding into a scratch tree, flagging bad weights.
+// Build: leaves and padding into a scratch tree, flagging bad weights, and
+// num_leaves into node 0.
 template <typename T>
 struct WriteLeaves {
   const T* weights;
@@ -133,8 +134,8 @@ struct WriteLeaves {
   ADASAMP_HOST_DEVICE void operator()(int64_t i) const {
     const T w = i < num_leaves ? weights[i] : T(0);
     if (!IsValidWeight(w)) Raise(invalid);
-    tree[capacity + i] = w;
-    if (i == 0) tree[0] = T(0);
+    tree[capacity + i] = StoredWeight(w);
+    if (i == 0) tree[kNumLeavesNode] = static_cast<T>(num_leaves);
   }
 };
 
@@ -151,39 +152,31 @@ struct CommitTree {
   }
 };
 
-// Set: flags bad indices and weights; the last entry of each run (the last
-// occurrence of its index) records its change to the total.
+// Set: flags bad indices and weights, and a num_leaves other than the one
+// node 0 records; the last entry of each run (the last occurrence of its
+// index, which writes it) keeps the leaf's old value, for RestoreSetLeaves.
 template <typename T>
 struct CheckSet {
   const int64_t* sorted;
   const int32_t* positions;
   int64_t count;
   const T* weights;
-  const T* leaves;
+  const T* tree;
+  int64_t capacity;
   int64_t num_leaves;
-  T* deltas;
+  T* old_leaves;
   int* invalid;
   ADASAMP_HOST_DEVICE void operator()(int64_t j) const {
     const int64_t index = sorted[j];
-    const T w = weights[positions[j]];
-    T delta = T(0);
-    if (index < 0 || index >= num_leaves || !IsValidWeight(w)) {
+    if (j == 0 && !MatchesNumLeaves(tree[kNumLeavesNode], num_leaves)) {
+      Raise(invalid);
+    }
+    if (index < 0 || index >= num_leaves ||
+        !IsValidWeight(weights[positions[j]])) {
       Raise(invalid);
     } else if (EndsRun(sorted, j, count)) {
-      delta = w - leaves[index];
+      old_leaves[j] = tree[capacity + index];
     }
-    deltas[j] = delta;
-  }
-};
-
-// Set: the new total must stay finite.
-template <typename T>
-struct CheckSetTotal {
-  const T* tree;
-  const T* delta_sum;
-  int* invalid;
-  ADASAMP_HOST_DEVICE void operator()(int64_t) const {
-    if (!IsFinite(tree[1] + *delta_sum)) Raise(invalid);
   }
 };
 
@@ -197,7 +190,36 @@ struct WriteSetLeaves {
   const int* invalid;
   ADASAMP_HOST_DEVICE void operator()(int64_t j) const {
     if (*invalid || !EndsRun(sorted, j, count)) return;
-    leaves[sorted[j]] = weights[positions[j]];
+    leaves[sorted[j]] = StoredWeight(weights[positions[j]]);
+  }
+};
+
+// Set, after the new ancestors: a root past the range means a sum of the new
+// tree overflowed (sum_tree_algorithm.h), and the set must be undone. `keep`
+// is 1 unless it must (a set that was skipped wrote nothing to undo).
+template <typename T>
+struct CheckSetRoot {
+  const T* tree;
+  const int* invalid;
+  int* keep;
+  ADASAMP_HOST_DEVICE void operator()(int64_t) const {
+    *keep = *invalid || IsFinite(tree[1]) ? 1 : 0;
+  }
+};
+
+// Undo: the old leaves back, unless `keep`; then the ancestors again, which
+// gives the old tree bit for bit, each of its nodes being the sum of its
+// children.
+template <typename T>
+struct RestoreSetLeaves {
+  const int64_t* sorted;
+  int64_t count;
+  const T* old_leaves;
+  T* leaves;
+  const int* keep;
+  ADASAMP_HOST_DEVICE void operator()(int64_t j) const {
+    if (Skipped(keep) || !EndsRun(sorted, j, count)) return;
+    leaves[sorted[j]] = old_leaves[j];
   }
 };
 
@@ -219,7 +241,7 @@ struct ReweightState {
 template <typename T>
 ADASAMP_HOST_DEVICE inline void SetScaledLeaf(const ReweightState<T>& state,
                                               int64_t index, T log_scaled) {
-  const T scaled = Exp(log_scaled);
+  const T scaled = StoredWeight(Exp(log_scaled));
   state.tree[state.capacity + index] = scaled;
   state.entropy_tree[state.capacity + index] = EntropyTerm(scaled, log_scaled);
 }
@@ -340,19 +362,19 @@ struct SmallReweightOp {
 };
 
 // A set of at most kBlockThreads entries in one block, as SmallReweightOp:
-// sort by rank, check, sum the changes to the total in shared memory, write
-// the leaves, then one level per phase.
+// sort by rank, check, write the leaves, one level per phase, then check the
+// root and, if a sum overflowed, undo: the old leaves back and one level per
+// phase again. The undo phases do nothing on the usual path.
 template <typename T>
 struct SmallSetOp {
   static constexpr int kThreads = kBlockThreads;
-  static constexpr int kReducePhases = 10;  // log2(kThreads)
-  static constexpr int kWritePhase = 4 + kReducePhases;
   struct Shared {
     int64_t indices[kThreads];
     int64_t sorted[kThreads];
     int32_t positions[kThreads];
-    T deltas[kThreads];
+    T old_leaves[kThreads];
     int invalid;
+    int keep;
   };
 
   const int64_t* indices;
@@ -362,34 +384,67 @@ struct SmallSetOp {
   T* tree;
   int64_t capacity;
 
-  ADASAMP_HOST_DEVICE int NumPhases() const {
-    return kWritePhase + 1 + Log2(capacity);
-  }
+  ADASAMP_HOST_DEVICE int NumPhases() const { return 6 + 2 * Log2(capacity); }
 
   ADASAMP_HOST_DEVICE void Phase(int phase, const BlockThread& t,
                                  Shared& s) const {
     const int64_t j = t.thread;
+    const int levels = Log2(capacity);
+    const int check_root = 4 + levels;
+    const int restore = check_root + 1;
     if (phase < 2) {
       LoadSorted(phase, j, indices, count, s);
+    } else if (j >= count) {
+      return;
     } else if (phase == 2) {
-      s.deltas[j] = T(0);
-      if (j < count) {
-        CheckSet<T>{s.sorted,        s.positions, count,    weights,
-                    tree + capacity, num_leaves,  s.deltas, &s.invalid}(j);
-      }
-    } else if (phase < 3 + kReducePhases) {
-      const int half = kThreads >> (phase - 2);
-      if (j < half) s.deltas[j] += s.deltas[j + half];
-    } else if (phase == 3 + kReducePhases) {
-      if (j == 0) CheckSetTotal<T>{tree, &s.deltas[0], &s.invalid}(0);
-    } else if (phase == kWritePhase) {
-      if (j < count) {
-        WriteSetLeaves<T>{s.sorted, s.positions,     count,
-                          weights,  tree + capacity, &s.invalid}(j);
-      }
-    } else if (j < count) {
-      RecomputeLevel<T>{s.sorted, capacity, phase - kWritePhase,
+      CheckSet<T>{s.sorted, s.positions, count,        weights,   tree,
+                  capacity, num_leaves,  s.old_leaves, &s.invalid}(j);
+    } else if (phase == 3) {
+      WriteSetLeaves<T>{s.sorted, s.positions,     count,
+                        weights,  tree + capacity, &s.invalid}(j);
+    } else if (phase < check_root) {
+      RecomputeLevel<T>{s.sorted, capacity, phase - 3,
                         tree,     nullptr,  &s.invalid}(j);
+    } else if (phase == check_root) {
+      if (j == 0) CheckSetRoot<T>{tree, &s.invalid, &s.keep}(0);
+    } else if (phase == restore) {
+      RestoreSetLeaves<T>{s.sorted, count, s.old_leaves, tree + capacity,
+                          &s.keep}(j);
+    } else {
+      RecomputeLevel<T>{s.sorted, capacity, phase - restore,
+                        tree,     nullptr,  &s.keep}(j);
+    }
+  }
+};
+
+// The undo of a large set, in one block whose threads stride over the batch:
+// the old leaves back, then one level per phase. Gated by `keep`, read as the
+// block starts: on the usual path it ends at once.
+template <typename T>
+struct RestoreSetOp {
+  static constexpr int kThreads = kBlockThreads;
+  struct Shared {};
+
+  const int64_t* sorted;
+  int64_t count;
+  const T* old_leaves;
+  T* tree;
+  int64_t capacity;
+  const int* keep;
+
+  ADASAMP_HOST_DEVICE int NumPhases() const {
+    return Skipped(keep) ? 0 : 1 + Log2(capacity);
+  }
+
+  ADASAMP_HOST_DEVICE void Phase(int phase, const BlockThread& t,
+                                 Shared&) const {
+    for (int64_t j = t.thread; j < count; j += t.threads) {
+      if (phase == 0) {
+        RestoreSetLeaves<T>{sorted, count, old_leaves, tree + capacity,
+                            nullptr}(j);
+      } else {
+        RecomputeLevel<T>{sorted, capacity, phase, tree, nullptr, nullptr}(j);
+      }
     }
   }
 };
