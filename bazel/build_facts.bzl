@@ -13,6 +13,7 @@ these lists. Paths are relative to the repository root.
 OP_LIBRARY_SOURCES = [
     "cc/ops/draw_permits_ops.cc",
     "cc/ops/sum_tree_ops.cc",
+    "cc/kernels/descend_cpu.h",
     "cc/kernels/draw_permits.cc",
     "cc/kernels/sum_tree_algorithm.h",
     "cc/kernels/sum_tree_ops.cc",
@@ -36,10 +37,14 @@ CUDA_HEADERS = [
 ]
 
 # C++ flags of the op library, beside TensorFlow's own compile flags.
+# -ffp-contract=off: no fused multiply-add in code built for FMA-capable
+# CPUs (the AVX-512 functions), so that the CPU rounds as nvcc's
+# --fmad=false kernels do and draws stay bit for bit the same.
 CXX_FLAGS = [
     "-std=c++17",
     "-O3",
     "-fPIC",
+    "-ffp-contract=off",
     "-Wno-deprecated-declarations",
     "-Wno-interference-size",
 ]

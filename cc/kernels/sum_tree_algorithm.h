@@ -1,7 +1,7 @@
 // The sum-tree algorithm, shared by the CPU functors and the CUDA kernels.
 // No TensorFlow here: the CUDA sources include this file too. The CPU sample
-// kernel runs Descend's step branch-free over 32 walks in lockstep
-// (DescendInterleaved in sum_tree_ops.cc), pinned to Descend bit for bit by
+// kernel runs Descend's step over 32 walks in lockstep, branch-free or in
+// AVX-512 vectors (descend_cpu.h), pinned to Descend bit for bit by
 // tests/test_fast_paths.py.
 //
 // Layout (implicit heap): a tree over `num_leaves` weights is an array of

@@ -24,6 +24,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "cc/kernels/descend_cpu.h"
 #include "cc/kernels/sum_tree_algorithm.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/resource_mgr.h"
@@ -54,11 +55,6 @@ namespace {
 // stack; larger ones allocate once.
 constexpr int kInlineBatch = 128;
 
-// Walks that one thread advances in lockstep: each level issues the loads of
-// all of them before using any, so their cache and memory latencies overlap
-// instead of adding up level by level.
-constexpr int kWalks = 32;
-
 // A batch goes to the intra-op pool only with at least this many draws (tens
 // of microseconds) per thread: for less, waking a pool thread costs much of
 // what it saves.
@@ -66,10 +62,6 @@ constexpr int64_t kMinDrawsPerShard = 2048;
 
 // Draws that a thread of a shared batch takes at a time.
 constexpr int64_t kDrawsPerChunk = 512;
-
-// Levels ahead whose nodes a walk prefetches. The nodes a walk at node k can
-// read 3 levels down, 8k..8k + 7, are 8 aligned values: one cache line.
-constexpr int kPrefetchLevels = 3;
 
 template <typename T>
 absl::Status CheckWeights(typename TTypes<T>::ConstFlat weights) {
@@ -147,45 +139,6 @@ template <>
 struct Wider<double> {
   using Type = long double;
 };
-
-// Descend (sum_tree_algorithm.h) for `count` <= kWalks uniforms at once, one
-// level of every walk before the next level of any. Each step is Descend's,
-// without branches (a mispredicted branch per level costs more than the
-// step): go right iff !(target < left) && right > 0, and then subtract left.
-// Subtracting left * 0 instead of nothing can only turn a target of -0 into
-// +0, which no comparison tells apart, so the leaves and probabilities are
-// Descend's bit for bit.
-template <typename T>
-void DescendInterleaved(const T* tree, int depth, T total, const T* uniforms,
-                        int count, int64_t* indices, T* probabilities) {
-  int64_t node[kWalks];
-  T target[kWalks];
-  T value[kWalks];  // tree[node[g]]
-  for (int g = 0; g < count; ++g) {
-    node[g] = 1;
-    target[g] = uniforms[g] * total;
-    value[g] = tree[1];
-  }
-  for (int level = 0; level < depth; ++level) {
-    const bool prefetch = level + kPrefetchLevels + 1 <= depth;
-    for (int g = 0; g < count; ++g) {
-      const T* children = tree + 2 * node[g];
-      const T left = children[0];
-      const T right = children[1];
-      const int64_t go_right =
-          int64_t{!(target[g] < left)} & int64_t{right > T(0)};
-      target[g] -= left * T(go_right);
-      node[g] = 2 * node[g] + go_right;
-      value[g] = children[go_right];
-      if (prefetch) __builtin_prefetch(tree + (node[g] << kPrefetchLevels));
-    }
-  }
-  const int64_t capacity = int64_t{1} << depth;
-  for (int g = 0; g < count; ++g) {
-    indices[g] = node[g] - capacity;
-    probabilities[g] = value[g] / total;
-  }
-}
 
 // Runs work(begin, end) over [0, total) in chunks of `chunk` that the calling
 // thread and `num_helpers` tasks on `pool` take in turn. The caller waits
@@ -420,13 +373,11 @@ struct SumTreeSample<CPUDevice, T> {
                                " is outside [0, 1)");
       }
     }
-    const int depth = Log2(tree.size() / 2);
+    const cpu::Walks<T> walks =
+        cpu::MakeWalks(tree.data(), Log2(tree.size() / 2));
     auto draw = [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; i += kWalks) {
-        DescendInterleaved(tree.data(), depth, total, uniforms.data() + i,
-                           static_cast<int>(std::min<int64_t>(kWalks, end - i)),
-                           indices.data() + i, probabilities.data() + i);
-      }
+      cpu::Descend(walks, uniforms.data() + begin, end - begin,
+                   indices.data() + begin, probabilities.data() + begin);
     };
     const auto& workers = *ctx->device()->tensorflow_cpu_worker_threads();
     const int64_t num_threads =
