@@ -3,8 +3,8 @@
 The sample kernel advances up to 32 walks in lockstep, without branches or in
 AVX-512 vectors where the CPU has them (cc/kernels/descend_cpu.h), and shares
 batches of >= 2 * 2048 draws with the intra-op pool in chunks of 512;
-the update kernels deduplicate a batch with a radix sort over the index bytes
-and keep batches of <= 128 on the stack. The sizes below straddle those
+the update kernels find a batch's distinct indices in a hash table on the
+stack for batches of <= 128, and by a radix sort over the index bytes above. The sizes below straddle those
 thresholds, and a draw must equal `Descend` (cc/kernels/sum_tree_algorithm.h)
 bit for bit.
 """
@@ -246,6 +246,21 @@ def test_reweight_checks_only_the_first_utility_of_a_repeated_index():
                           decay)
   for variable, value in zip(variables, updated):
     np.testing.assert_array_equal(variable.numpy(), value)
+
+
+@pytest.mark.parametrize("stride", [1, 2**9, 2**10 - 1])
+def test_small_set_of_distinct_indices_equals_full_rebuild(stride):
+  # 128 distinct indices fill half the hash table; strides of powers of two
+  # and near them probe past collisions.
+  num_leaves = 2**17
+  weights = np.random.default_rng(stride).gamma(0.5, size=num_leaves)
+  tree = SumTree(num_leaves, initial_weights=weights)
+  indices = (np.arange(128) * stride) % num_leaves
+  new_weights = np.arange(128, dtype=np.float64)
+  tree.set(indices, new_weights)
+  weights[indices] = new_weights
+  np.testing.assert_array_equal(tree.variable.numpy(),
+                                reference.build_tree(weights))
 
 
 def test_scalar_walks_equal_descend_where_avx512_would_run():

@@ -51,9 +51,9 @@ using GPUDevice = Eigen::GpuDevice;
 namespace functor {
 namespace {
 
-// Batches of up to this many updates sort and deduplicate in buffers on the
-// stack; larger ones allocate once.
-constexpr int kInlineBatch = 128;
+// Batches of up to this many updates find their distinct indices in a hash
+// table on the stack (SmallUpdates); larger ones sort (SortedUpdates).
+constexpr int kSmallBatch = 128;
 
 // A batch goes to the intra-op pool only with at least this many draws (tens
 // of microseconds) per thread: for less, waking a pool thread costs much of
@@ -185,10 +185,11 @@ void RebuildInternalNodes(int64_t capacity, T* tree) {
   }
 }
 
-// Recomputes every ancestor of the sorted, distinct leaf nodes `nodes` of each
-// tree in `trees` from its two children, one level at a time so that a shared
-// ancestor is computed once, after both its children are final. Overwrites
-// `nodes`.
+// Recomputes every ancestor of the distinct leaf nodes `nodes` of each tree
+// in `trees` from its two children, one level at a time, so that an ancestor
+// is computed after both its children are final. With `nodes` sorted, a
+// shared ancestor is computed once; unsorted, some are computed again, to the
+// same value. Overwrites `nodes`.
 template <typename T>
 void RecomputeAncestors(absl::Span<int64_t> nodes,
                         std::initializer_list<T*> trees) {
@@ -251,8 +252,53 @@ class SortedUpdates {
   using Update = std::pair<int64_t, int64_t>;
   const int64_t size_;
   // The pairs and a buffer for the sort's passes.
-  absl::InlinedVector<Update, 2 * kInlineBatch> storage_;
+  absl::InlinedVector<Update, 2 * kSmallBatch> storage_;
   Update* sorted_;
+};
+
+// The distinct indices of a batch of at most kSmallBatch updates, in the
+// order of their first occurrence, with their first and last positions:
+// an open-addressing hash table on the stack, O(B), where sorting would cost
+// more than the rest of the update.
+class SmallUpdates {
+ public:
+  explicit SmallUpdates(TTypes<int64_t>::ConstFlat indices)
+      : size_(indices.size()) {
+    std::fill_n(keys_, kSlots, int64_t{-1});
+    for (int64_t i = 0; i < size_; ++i) {
+      const int64_t index = indices(i);
+      uint64_t slot = (static_cast<uint64_t>(index) * 0x9E3779B97F4A7C15u) >>
+                      (64 - kSlotBits);
+      while (keys_[slot] != -1 && keys_[slot] != index) {
+        slot = (slot + 1) % kSlots;
+      }
+      if (keys_[slot] == -1) {
+        keys_[slot] = index;
+        first_[slot] = static_cast<int32_t>(i);
+      }
+      last_[slot] = static_cast<int32_t>(i);
+      slots_[i] = static_cast<uint16_t>(slot);
+    }
+  }
+
+  // Calls visit(index, first_position, last_position) per distinct index, in
+  // the order of first positions.
+  template <typename Visit>
+  void ForEachIndex(Visit visit) const {
+    for (int64_t i = 0; i < size_; ++i) {
+      const int slot = slots_[i];
+      if (first_[slot] == i) visit(keys_[slot], first_[slot], last_[slot]);
+    }
+  }
+
+ private:
+  static constexpr int kSlotBits = 8;
+  static constexpr int kSlots = 1 << kSlotBits;  // >= 2 * kSmallBatch
+  const int64_t size_;
+  int64_t keys_[kSlots];
+  int32_t first_[kSlots];
+  int32_t last_[kSlots];
+  uint16_t slots_[kSmallBatch];
 };
 
 // The root `tree` would have after setting each leaf `index` of `updates` to
@@ -320,22 +366,30 @@ struct SumTreeSet<CPUDevice, T> {
     TF_RETURN_IF_ERROR(CheckWeights<T>(weights));
     const int64_t capacity = tree.size() / 2;
     T* leaves = tree.data() + capacity;
-    const SortedUpdates updates(indices, num_leaves);
     auto new_leaf = [&](int64_t position) {
       return StoredWeight(weights(position));
     };
     if (MayOverflow(tree(1), weights)) {
-      const T root = NewRoot<T>(updates, tree.data(), capacity, new_leaf);
+      const T root = NewRoot<T>(SortedUpdates(indices, num_leaves), tree.data(),
+                                capacity, new_leaf);
       if (!std::isfinite(root)) return OverflowError<T>();
     }
 
-    absl::InlinedVector<int64_t, kInlineBatch> nodes;
-    nodes.reserve(indices.size());
-    updates.ForEachIndex([&](int64_t index, int64_t first, int64_t last) {
-      leaves[index] = new_leaf(last);
-      nodes.push_back(capacity + index);
-    });
-    RecomputeAncestors<T>(absl::MakeSpan(nodes), {tree.data()});
+    // The last weight of each index, then the ancestors.
+    auto write = [&](const auto& updates) {
+      absl::InlinedVector<int64_t, kSmallBatch> nodes;
+      nodes.reserve(indices.size());
+      updates.ForEachIndex([&](int64_t index, int64_t first, int64_t last) {
+        leaves[index] = new_leaf(last);
+        nodes.push_back(capacity + index);
+      });
+      RecomputeAncestors<T>(absl::MakeSpan(nodes), {tree.data()});
+    };
+    if (indices.size() <= kSmallBatch) {
+      write(SmallUpdates(indices));
+    } else {
+      write(SortedUpdates(indices, num_leaves));
+    }
     return absl::OkStatus();
   }
 
@@ -403,7 +457,31 @@ struct AdaptiveReweight<CPUDevice, T> {
                           typename TTypes<T>::Flat entropy_tree) {
     const int64_t num_leaves = log_weights.size();
     TF_RETURN_IF_ERROR(CheckIndices(indices, num_leaves));
-    const SortedUpdates updates(indices, num_leaves);
+    if (indices.size() <= kSmallBatch) {
+      TF_RETURN_IF_ERROR(Update(SmallUpdates(indices), amplitude, decay,
+                                utilities, log_weights, log_scale, tree,
+                                entropy_tree));
+    } else {
+      TF_RETURN_IF_ERROR(Update(SortedUpdates(indices, num_leaves), amplitude,
+                                decay, utilities, log_weights, log_scale, tree,
+                                entropy_tree));
+    }
+    if (NeedsRescale(tree(1))) {
+      Rescale(log_weights, log_scale, tree, entropy_tree);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  // The first occurrence of each index of `updates`: checked, then applied
+  // to the log weights, both caches and their ancestors.
+  template <class Updates>
+  static absl::Status Update(const Updates& updates, T amplitude, T decay,
+                             typename TTypes<T>::ConstFlat utilities,
+                             typename TTypes<T>::Flat log_weights,
+                             typename TTypes<T>::Scalar log_scale,
+                             typename TTypes<T>::Flat tree,
+                             typename TTypes<T>::Flat entropy_tree) {
     auto new_log_weight = [&](int64_t index, int64_t position) {
       return ReweightedLogWeight(log_weights(index), utilities(position),
                                  amplitude, decay);
@@ -426,8 +504,7 @@ struct AdaptiveReweight<CPUDevice, T> {
     T* leaves = tree.data() + capacity;
     T* entropy_leaves = entropy_tree.data() + capacity;
     const T scale = log_scale();
-    absl::InlinedVector<int64_t, kInlineBatch> nodes;
-    nodes.reserve(indices.size());
+    absl::InlinedVector<int64_t, kSmallBatch> nodes;
     updates.ForEachIndex([&](int64_t index, int64_t first, int64_t last) {
       log_weights(index) = new_log_weight(index, first);
       const T log_scaled = log_weights(index) - scale;
@@ -437,12 +514,9 @@ struct AdaptiveReweight<CPUDevice, T> {
     });
     RecomputeAncestors<T>(absl::MakeSpan(nodes),
                           {tree.data(), entropy_tree.data()});
-    if (NeedsRescale(tree(1)))
-      Rescale(log_weights, log_scale, tree, entropy_tree);
     return absl::OkStatus();
   }
 
- private:
   // Recomputes both caches from the exact log weights with the log-sum-exp
   // as the new scale, so the total becomes 1.
   static void Rescale(typename TTypes<T>::Flat log_weights,
