@@ -10,10 +10,15 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 TENSORFLOW := tensorflow==2.21.0
-CC_SOURCES := $(wildcard cc/*/*.cc cc/*/*.h cc/*/*.cu)
+# Every C++/CUDA file of the op library (bazel/build_facts.bzl lists them for
+# the builds; tests/test_build_facts.py checks this sees them all).
+CC_SOURCES := $(shell find cc -name '*.cc' -o -name '*.h' -o -name '*.cu')
+# What clang-format keeps in the style of .clang-format.
+CC_FORMATTED := $(CC_SOURCES) $(wildcard tests/*.cc benchmarks/*.cu)
 OP_LIBRARY := tf_adasamp/_sum_tree_ops.so
 
-.PHONY: setup experiment demo test pytest bazel-test clean
+.PHONY: setup experiment demo test pytest bazel-test format-cc format-check-cc \
+  clean
 
 setup: $(OP_LIBRARY)
 
@@ -46,6 +51,14 @@ bazel-test: setup
 	command -v bazel >/dev/null || { apt-get update -qq && \
 	  apt-get install -y -qq bazel-bootstrap bazel-rules-java; }
 	bazel test //...
+
+# C++/CUDA formatting (.clang-format): format-cc rewrites the files,
+# format-check-cc fails on any file that format-cc would change.
+format-cc:
+	clang-format -i $(CC_FORMATTED)
+
+format-check-cc:
+	clang-format --dry-run --Werror $(CC_FORMATTED)
 
 clean:
 	rm -rf build *.egg-info $(OP_LIBRARY)

@@ -6,8 +6,9 @@ TensorFlow must be importable at build time, so install with
 build environment).
 """
 
+import ast
+import importlib.util
 import os
-import shlex
 import shutil
 import subprocess
 
@@ -16,60 +17,50 @@ from setuptools import find_packages
 from setuptools import setup
 from setuptools.command.build_ext import build_ext
 
-CPU_SOURCES = [
-    "cc/ops/draw_permits_ops.cc",
-    "cc/ops/sum_tree_ops.cc",
-    "cc/kernels/draw_permits.cc",
-    "cc/kernels/sum_tree_ops.cc",
-]
-# The GPU kernels (docs/cuda.md): built where nvcc and a CUDA build of
-# TensorFlow are found, unless TF_ADASAMP_CUDA=0; TF_ADASAMP_CUDA=1 makes
-# either missing an error instead of a CPU-only build.
-CUDA_INPUTS = [  # The CUDA source, then what it includes.
-    "cc/kernels/sum_tree_gpu.cu",
-    "cc/kernels/sum_tree_gpu.h",
-    "cc/kernels/sum_tree_parallel.h",
-    "cc/kernels/sum_tree_algorithm.h",
-]
-GPU_SOURCES = ["cc/kernels/sum_tree_ops_gpu.cc"]
-CUDA_ARCHITECTURES = ["75", "80", "86", "89", "90"]
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+
+def read_build_facts(path):
+  """The assignments of bazel/build_facts.bzl, the BUILD files' own lists of
+  sources and flags: each value a Starlark literal, which is Python's."""
+  with open(path, encoding="utf-8") as facts:
+    tree = ast.parse(facts.read(), path)
+  return {
+      node.targets[0].id: ast.literal_eval(node.value)
+      for node in tree.body
+      if isinstance(node, ast.Assign)
+  }
+
+
+def load_cuda_config(path):
+  """bazel/cuda_config.py, the CUDA discovery Bazel runs too."""
+  spec = importlib.util.spec_from_file_location("cuda_config", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
+
+FACTS = read_build_facts(os.path.join(ROOT, "bazel", "build_facts.bzl"))
+cuda_config = load_cuda_config(os.path.join(ROOT, "bazel", "cuda_config.py"))
+
+
+def compiled(sources):
+  """The files of `sources` the compiler takes; the rest are headers."""
+  return [source for source in sources if not source.endswith(".h")]
 
 
 def find_nvcc(tf):
-  """nvcc's path if the CUDA kernels are to be built, else None.
+  """nvcc's path if the CUDA kernels are to be built, else None (docs/cuda.md:
+  TF_ADASAMP_CUDA=0 or 1 forces either way).
 
   Prints one line saying which, and why.
   """
-  setting = os.environ.get("TF_ADASAMP_CUDA", "")
-  cuda_home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
-  nvcc = shutil.which("nvcc") or shutil.which(
-      "nvcc", path=os.path.join(cuda_home, "bin"))
-  if setting == "0":
-    reason = "TF_ADASAMP_CUDA=0"
-  elif nvcc is None:
-    reason = "no nvcc on PATH or in $CUDA_HOME/bin"
-  elif not tf.test.is_built_with_cuda():
-    reason = "this TensorFlow is not built with CUDA"
-  else:
+  nvcc, reason = cuda_config.find_nvcc(os.environ, tf.test.is_built_with_cuda)
+  if nvcc:
     print(f"tf_adasamp: building the CUDA kernels with {nvcc}")
-    return nvcc
-  if setting == "1":
-    raise RuntimeError(f"TF_ADASAMP_CUDA=1, but {reason}")
-  print(f"tf_adasamp: CPU kernels only ({reason})")
-  return None
-
-
-def cuda_library_dir(nvcc):
-  """Where nvcc's own link step finds libcudart_static.a."""
-  dryrun = subprocess.run(
-      [nvcc, "--dryrun", "-c", "-x", "cu", os.devnull, "-o", os.devnull],
-      capture_output=True, text=True, check=True).stderr
-  for line in dryrun.splitlines():
-    if line.startswith("#$ LIBRARIES="):
-      for flag in shlex.split(line.split("=", 1)[1]):
-        if os.path.exists(os.path.join(flag[2:], "libcudart_static.a")):
-          return flag[2:]
-  raise RuntimeError(f"{nvcc} links no libcudart_static.a")
+  else:
+    print(f"tf_adasamp: CPU kernels only ({reason})")
+  return nvcc
 
 
 def cuda_build(nvcc, root, build_temp):
@@ -80,27 +71,25 @@ def cuda_build(nvcc, root, build_temp):
   TensorFlow's GPU functors from libtensorflow_cc. nvcc reruns only when a
   CUDA source is newer than its object: five architectures take a minute.
   """
-  architectures = os.environ.get("TF_ADASAMP_CUDA_ARCHITECTURES",
-                                 ",".join(CUDA_ARCHITECTURES)).split(",")
-  gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in architectures]
-  gencode.append(f"-gencode=arch=compute_{architectures[-1]},"
-                 f"code=compute_{architectures[-1]}")
+  architectures = cuda_config.architectures(os.environ,
+                                            FACTS["CUDA_ARCHITECTURES"])
   os.makedirs(build_temp, exist_ok=True)
   kernels = os.path.join(build_temp,
                          f"sum_tree_gpu_sm{'_'.join(architectures)}.o")
-  inputs = [os.path.join(root, path) for path in CUDA_INPUTS]
+  source = os.path.join(root, FACTS["CUDA_SOURCE"])
+  inputs = [source] + [os.path.join(root, path)
+                       for path in FACTS["CUDA_HEADERS"]]
   if not (os.path.exists(kernels) and os.path.getmtime(kernels) >= max(
       os.path.getmtime(path) for path in inputs)):
     command = [
-        nvcc, "-std=c++17", "-O3", "--fmad=false", "-Xcompiler=-fPIC",
-        "-Xcompiler=-fvisibility=hidden", f"-I{root}", *gencode, "-c",
-        inputs[0], "-o", kernels,
+        nvcc, *FACTS["NVCC_FLAGS"], f"-I{root}",
+        *cuda_config.gencode_flags(architectures), "-c", source, "-o", kernels,
     ]
     print(" ".join(command))
     subprocess.check_call(command)
-  return (GPU_SOURCES, ["-DGOOGLE_CUDA=1"], [
-      kernels, f"-L{cuda_library_dir(nvcc)}", "-l:libcudart_static.a",
-      "-ldl", "-lrt", "-lpthread", "-Wl,--exclude-libs,ALL",
+  return (compiled(FACTS["OP_LIBRARY_GPU_SOURCES"]), FACTS["GPU_CXX_FLAGS"], [
+      kernels, f"-L{cuda_config.cudart_static_dir(nvcc)}",
+      "-l:libcudart_static.a", *FACTS["CUDART_LINK_FLAGS"],
       "-l:libtensorflow_cc.so.2",
   ])
 
@@ -115,18 +104,16 @@ class BuildOpLibrary(build_ext):
   def build_extension(self, ext):
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    root = os.path.dirname(os.path.abspath(__file__))
     output = self.get_ext_fullpath(ext.name)
     os.makedirs(os.path.dirname(output), exist_ok=True)
     compiler = os.environ.get("CXX", shutil.which("g++") or "c++")
     nvcc = find_nvcc(tf)
     gpu_sources, gpu_flags, gpu_link_flags = (
-        cuda_build(nvcc, root, self.build_temp) if nvcc else ([], [], []))
+        cuda_build(nvcc, ROOT, self.build_temp) if nvcc else ([], [], []))
     command = [
-        compiler, "-O3", "-fPIC", "-shared", "-Wno-deprecated-declarations",
-        "-Wno-interference-size", *gpu_flags,
-        f"-I{root}", *tf.sysconfig.get_compile_flags(),
-        *[os.path.join(root, source) for source in ext.sources + gpu_sources],
+        compiler, *FACTS["CXX_FLAGS"], "-shared", *gpu_flags,
+        f"-I{ROOT}", *tf.sysconfig.get_compile_flags(),
+        *[os.path.join(ROOT, source) for source in ext.sources + gpu_sources],
         "-o", output, *gpu_link_flags, *tf.sysconfig.get_link_flags(),
     ]
     print(" ".join(command))
@@ -176,7 +163,10 @@ setup(
         "Topic :: Scientific/Engineering :: Artificial Intelligence",
     ],
     packages=find_packages(include=["tf_adasamp", "tf_adasamp.*"]),
-    ext_modules=[Extension("tf_adasamp._sum_tree_ops", sources=CPU_SOURCES)],
+    ext_modules=[
+        Extension("tf_adasamp._sum_tree_ops",
+                  sources=compiled(FACTS["OP_LIBRARY_SOURCES"]))
+    ],
     cmdclass={"build_ext": BuildOpLibrary},
     python_requires=">=3.10",
     install_requires=[tensorflow_requirement(), "numpy"],

@@ -1,21 +1,23 @@
 """Macros for the op library and its pytest suites."""
 
+load("//bazel:build_facts.bzl", "CXX_FLAGS")
+
+def source_labels(paths):
+    """Labels of build_facts.bzl's root-relative paths: "cc/a/b.cc" is
+    //cc:a/b.cc, the package being the first folder."""
+    return ["//%s:%s" % tuple(path.split("/", 1)) for path in paths]
+
 def tf_custom_op_library(name, srcs = [], deps = [], copts = [], **kwargs):
     """A shared library of TensorFlow ops, loadable with tf.load_op_library.
 
     Links against the installed TensorFlow's framework library, with the
-    compile flags that `tf.sysconfig.get_compile_flags()` gives.
+    compile flags that `tf.sysconfig.get_compile_flags()` gives (the
+    tf_header_lib target) and build_facts.bzl's CXX_FLAGS.
     """
     native.cc_binary(
         name = name,
         srcs = srcs,
-        copts = copts + [
-            "-std=c++17",
-            "-fPIC",
-            "-O3",
-            "-Wno-deprecated-declarations",
-            "-Wno-interference-size",
-        ],
+        copts = copts + CXX_FLAGS,
         linkshared = 1,
         deps = deps + [
             "@local_config_tf//:libtensorflow_framework",

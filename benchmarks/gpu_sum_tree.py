@@ -4,7 +4,7 @@ Targets (issue 3, H100, the kernels alone): 2**20 draws from n = 10**7 in
 <= 1 ms; 2**20 unique updates on n = 10**7 in <= 2 ms; at n = 50000, B = 100,
 sample + reweight in <= 50 us of GPU time per training step.
 
-Builds benchmarks/gpu_sum_tree_driver.cu with cc/kernels/sum_tree_gpu.cu
+Builds benchmarks/gpu_sum_tree_driver.cu with cc/kernels/gpu/sum_tree_gpu.cu
 (nvcc, for this machine's GPU unless --arch says otherwise) and runs it: a
 check of every op against a sequential CPU reference, then the benchmark, in
 float64 (the library's default dtype). The benchmark prints a markdown table
@@ -25,7 +25,7 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SOURCES = ["benchmarks/gpu_sum_tree_driver.cu", "cc/kernels/sum_tree_gpu.cu"]
+SOURCES = ["benchmarks/gpu_sum_tree_driver.cu", "cc/kernels/gpu/sum_tree_gpu.cu"]
 
 
 def build_driver(output, arch="native", nvcc=None):

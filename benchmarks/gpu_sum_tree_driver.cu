@@ -1,9 +1,10 @@
-// Checks and benchmarks the sum-tree CUDA kernels through their C ABI
-// (cc/kernels/sum_tree_gpu.h), with no TensorFlow: built and run by
+// Checks and benchmarks the sum-tree CUDA kernels through their C++ API
+// (cc/kernels/gpu/sum_tree_gpu.h), with no TensorFlow: built and run by
 // benchmarks/gpu_sum_tree.py, or by hand:
 //
 //   nvcc -std=c++17 -O3 --fmad=false -arch=native -I. \
-//       benchmarks/gpu_sum_tree_driver.cu cc/kernels/sum_tree_gpu.cu -o driver
+//       benchmarks/gpu_sum_tree_driver.cu cc/kernels/gpu/sum_tree_gpu.cu -o
+//       driver
 //   ./driver check    # every op against a sequential CPU reference
 //   ./driver bench    # throughput for n x B, and the per-step time
 //
@@ -27,8 +28,8 @@
 #include <utility>
 #include <vector>
 
+#include "cc/kernels/gpu/sum_tree_gpu.h"
 #include "cc/kernels/sum_tree_algorithm.h"
-#include "cc/kernels/sum_tree_gpu.h"
 
 namespace {
 
@@ -79,27 +80,10 @@ class DeviceArray {
 
 using Scratch = DeviceArray<char>;
 
-// The C ABI by dtype.
+// The dtype's name, for the reports.
 template <typename T>
-struct Kernels;
-#define ADASAMP_KERNELS(T, SUFFIX)                                         \
-  template <>                                                              \
-  struct Kernels<T> {                                                      \
-    static constexpr auto build_scratch =                                  \
-        adasamp_sum_tree_build_scratch_bytes_##SUFFIX;                     \
-    static constexpr auto build = adasamp_sum_tree_build_##SUFFIX;         \
-    static constexpr auto set_scratch =                                    \
-        adasamp_sum_tree_set_scratch_bytes_##SUFFIX;                       \
-    static constexpr auto set = adasamp_sum_tree_set_##SUFFIX;             \
-    static constexpr auto sample = adasamp_sum_tree_sample_##SUFFIX;       \
-    static constexpr auto reweight_scratch =                               \
-        adasamp_adaptive_reweight_scratch_bytes_##SUFFIX;                  \
-    static constexpr auto reweight = adasamp_adaptive_reweight_##SUFFIX;   \
-    static constexpr const char* name = #T;                                \
-  };
-ADASAMP_KERNELS(float, f32)
-ADASAMP_KERNELS(double, f64)
-#undef ADASAMP_KERNELS
+constexpr const char* kDtypeName =
+    std::is_same_v<T, float> ? "float" : "double";
 
 // ---------------------------------------------------------------------------
 // The sum-tree on the device: a tree, and for the adaptive ops the entropy
@@ -108,7 +92,6 @@ ADASAMP_KERNELS(double, f64)
 
 template <typename T>
 struct DeviceState {
-  using K = Kernels<T>;
   int64_t num_leaves, capacity;
   DeviceArray<T> tree, entropy_tree, log_weights, log_scale;
   Scratch build_scratch, set_scratch, reweight_scratch;
@@ -121,35 +104,41 @@ struct DeviceState {
         entropy_tree(2 * capacity),
         log_weights(num_leaves),
         log_scale(1),
-        build_scratch(K::build_scratch(capacity)),
-        set_scratch(K::set_scratch(max_count, num_leaves)),
-        reweight_scratch(K::reweight_scratch(max_count, num_leaves)),
+        build_scratch(adasamp::gpu::SumTreeBuildScratchBytes<T>(capacity)),
+        set_scratch(
+            adasamp::gpu::SumTreeSetScratchBytes<T>(max_count, num_leaves)),
+        reweight_scratch(adasamp::gpu::AdaptiveReweightScratchBytes<T>(
+            max_count, num_leaves)),
         stream(stream) {}
 
   void Build(const DeviceArray<T>& weights) {
-    CheckKernel(K::build(weights.get(), num_leaves, tree.get(), capacity,
-                         build_scratch.get(), stream),
-                "build");
+    CheckKernel(
+        adasamp::gpu::SumTreeBuild(weights.get(), num_leaves, tree.get(),
+                                   capacity, build_scratch.get(), stream),
+        "build");
   }
   void Set(const DeviceArray<int64_t>& indices, const DeviceArray<T>& weights,
            int64_t count) {
-    CheckKernel(K::set(indices.get(), weights.get(), count, num_leaves,
-                       tree.get(), capacity, set_scratch.get(), stream),
+    CheckKernel(adasamp::gpu::SumTreeSet(indices.get(), weights.get(), count,
+                                         num_leaves, tree.get(), capacity,
+                                         set_scratch.get(), stream),
                 "set");
   }
   void Sample(const DeviceArray<T>& uniforms, int64_t count,
               DeviceArray<int64_t>& indices, DeviceArray<T>& probabilities) {
-    CheckKernel(K::sample(tree.get(), capacity, uniforms.get(), count,
-                          indices.get(), probabilities.get(), stream),
-                "sample");
+    CheckKernel(
+        adasamp::gpu::SumTreeSample(tree.get(), capacity, uniforms.get(), count,
+                                    indices.get(), probabilities.get(), stream),
+        "sample");
   }
   void Reweight(T amplitude, T decay, const DeviceArray<int64_t>& indices,
                 const DeviceArray<T>& utilities, int64_t count) {
-    CheckKernel(K::reweight(amplitude, decay, indices.get(), utilities.get(),
-                            count, log_weights.get(), num_leaves,
-                            log_scale.get(), tree.get(), entropy_tree.get(),
-                            capacity, reweight_scratch.get(), stream),
-                "reweight");
+    CheckKernel(
+        adasamp::gpu::AdaptiveReweight(
+            amplitude, decay, indices.get(), utilities.get(), count,
+            log_weights.get(), num_leaves, log_scale.get(), tree.get(),
+            entropy_tree.get(), capacity, reweight_scratch.get(), stream),
+        "reweight");
   }
 };
 
@@ -172,6 +161,18 @@ std::vector<T> ReferenceTree(const std::vector<T>& leaves) {
   return tree;
 }
 
+// The tree the build and set ops write for `weights`: subnormal weights
+// stored as 0, num_leaves in node 0 (cc/kernels/sum_tree_algorithm.h).
+template <typename T>
+std::vector<T> WeightTree(const std::vector<T>& weights) {
+  std::vector<T> stored(weights.size());
+  std::transform(weights.begin(), weights.end(), stored.begin(),
+                 adasamp::StoredWeight<T>);
+  std::vector<T> tree = ReferenceTree(stored);
+  tree[adasamp::kNumLeavesNode] = static_cast<T>(weights.size());
+  return tree;
+}
+
 template <typename T>
 struct ReferenceState {
   std::vector<T> log_weights;
@@ -188,7 +189,7 @@ struct ReferenceState {
     std::vector<T> leaves(log_weights.size()), entropy(log_weights.size());
     for (size_t i = 0; i < leaves.size(); ++i) {
       const T log_scaled = log_weights[i] - log_scale;
-      leaves[i] = std::exp(log_scaled);
+      leaves[i] = adasamp::StoredWeight(std::exp(log_scaled));
       entropy[i] = adasamp::EntropyTerm(leaves[i], log_scaled);
     }
     tree = ReferenceTree(leaves);
@@ -296,8 +297,8 @@ std::vector<int64_t> RandomIndices(int64_t count, int64_t num_leaves,
 
 template <typename T>
 std::vector<T> ReferenceDraws(const std::vector<T>& tree,
-                                      const std::vector<T>& uniforms,
-                                      std::vector<int64_t>* indices) {
+                              const std::vector<T>& uniforms,
+                              std::vector<int64_t>* indices) {
   const int64_t capacity = tree.size() / 2;
   std::vector<T> probabilities(uniforms.size());
   indices->resize(uniforms.size());
@@ -311,15 +312,15 @@ std::vector<T> ReferenceDraws(const std::vector<T>& tree,
 
 template <typename T>
 void CheckOps(int64_t num_leaves, cudaStream_t stream) {
-  const std::string tag = std::string(Kernels<T>::name) + " n=" +
-                          std::to_string(num_leaves) + " ";
+  const std::string tag =
+      std::string(kDtypeName<T>) + " n=" + std::to_string(num_leaves) + " ";
   std::mt19937_64 random(num_leaves);
   const int64_t max_count = 5000;
   DeviceState<T> state(num_leaves, max_count, stream);
 
   // Build, then draws.
   std::vector<T> weights = RandomWeights<T>(num_leaves, random);
-  std::vector<T> expected_tree = ReferenceTree(weights);
+  std::vector<T> expected_tree = WeightTree(weights);
   state.Build(DeviceArray<T>(weights));
   ExpectEqual(tag + "build", state.tree.Download(), expected_tree);
 
@@ -328,8 +329,7 @@ void CheckOps(int64_t num_leaves, cudaStream_t stream) {
   uniforms[1] = std::nextafter(T(1), T(0));
   DeviceArray<int64_t> drawn(uniforms.size());
   DeviceArray<T> probabilities(uniforms.size());
-  state.Sample(DeviceArray<T>(uniforms), uniforms.size(), drawn,
-               probabilities);
+  state.Sample(DeviceArray<T>(uniforms), uniforms.size(), drawn, probabilities);
   std::vector<int64_t> expected_drawn;
   const std::vector<T> expected_probabilities =
       ReferenceDraws(expected_tree, uniforms, &expected_drawn);
@@ -339,15 +339,15 @@ void CheckOps(int64_t num_leaves, cudaStream_t stream) {
 
   // Set, repeated indices included: the last weight wins. The one-block path
   // (B <= 1024) and the sorting path.
-  for (const int64_t count : {int64_t{1}, int64_t{100}, int64_t{1024},
-                              int64_t{1025}, max_count}) {
+  for (const int64_t count :
+       {int64_t{1}, int64_t{100}, int64_t{1024}, int64_t{1025}, max_count}) {
     const std::vector<int64_t> indices =
         RandomIndices(count, num_leaves, random);
     const std::vector<T> new_weights = RandomWeights<T>(count, random);
     for (int64_t i = 0; i < count; ++i) weights[indices[i]] = new_weights[i];
     state.Set(DeviceArray<int64_t>(indices), DeviceArray<T>(new_weights),
               count);
-    expected_tree = ReferenceTree(weights);
+    expected_tree = WeightTree(weights);
     ExpectEqual(tag + "set B=" + std::to_string(count), state.tree.Download(),
                 expected_tree);
   }
@@ -374,8 +374,8 @@ void CheckOps(int64_t num_leaves, cudaStream_t stream) {
   for (T& l : log_weights) l = normal(random);
   ReferenceState<T> reference(log_weights);
   reference.Upload(state);
-  for (const int64_t count : {int64_t{1}, int64_t{100}, int64_t{1024},
-                              int64_t{1025}, max_count}) {
+  for (const int64_t count :
+       {int64_t{1}, int64_t{100}, int64_t{1024}, int64_t{1025}, max_count}) {
     const std::vector<int64_t> indices =
         RandomIndices(count, num_leaves, random);
     std::vector<T> utilities(count);
@@ -400,10 +400,9 @@ void CheckOps(int64_t num_leaves, cudaStream_t stream) {
 
   // A bad utility leaves everything untouched.
   const std::vector<T> tree_before = state.tree.Download();
-  state.Reweight(T(1), T(0.9), DeviceArray<int64_t>(std::vector<int64_t>{0}),
-                 DeviceArray<T>(std::vector<T>{
-                     std::numeric_limits<T>::infinity()}),
-                 1);
+  state.Reweight(
+      T(1), T(0.9), DeviceArray<int64_t>(std::vector<int64_t>{0}),
+      DeviceArray<T>(std::vector<T>{std::numeric_limits<T>::infinity()}), 1);
   ExpectEqual(tag + "bad reweight", state.tree.Download(), tree_before);
 
   // Utilities of 300 push the total out of range: a rescale on the device.
@@ -424,9 +423,8 @@ void CheckOps(int64_t num_leaves, cudaStream_t stream) {
 int RunChecks() {
   cudaStream_t stream;
   Check(cudaStreamCreate(&stream), "cudaStreamCreate");
-  for (const int64_t num_leaves :
-       {int64_t{1}, int64_t{5}, int64_t{1000}, int64_t{70000},
-        int64_t{(1 << 20) + 3}}) {
+  for (const int64_t num_leaves : {int64_t{1}, int64_t{5}, int64_t{1000},
+                                   int64_t{70000}, int64_t{(1 << 20) + 3}}) {
     CheckOps<double>(num_leaves, stream);
     CheckOps<float>(num_leaves, stream);
   }
@@ -523,8 +521,8 @@ int RunBenchmarks() {
           "| %.3g |\n",
           static_cast<long long>(num_leaves), static_cast<long long>(count),
           1e3 * sample, count / (1e-3 * sample), 1e3 * set,
-          static_cast<long long>(unique), unique / (1e-3 * set),
-          1e3 * reweight, unique / (1e-3 * reweight));
+          static_cast<long long>(unique), unique / (1e-3 * set), 1e3 * reweight,
+          unique / (1e-3 * reweight));
     }
   }
 
@@ -542,8 +540,8 @@ int RunBenchmarks() {
     state.Reweight(T(1), T(0.9), drawn, utilities, count);
   });
   std::printf("\nper step (n = %lld, B = %lld): sample + reweight = %.1f us\n",
-              static_cast<long long>(num_leaves),
-              static_cast<long long>(count), 1e3 * step);
+              static_cast<long long>(num_leaves), static_cast<long long>(count),
+              1e3 * step);
   return 0;
 }
 

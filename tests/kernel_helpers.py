@@ -30,7 +30,7 @@ class ReweightState:
     log_scaled = log_weights - self.log_scale
     scaled = np.exp(log_scaled)
     self.tree = reference.build_tree(scaled)
-    self.entropy_tree = reference.build_tree(
+    self.entropy_tree = reference.heap_sums(
         np.where(scaled > 0, scaled * log_scaled, 0).astype(dtype))
 
   def arrays(self):

@@ -13,14 +13,25 @@ def capacity_of(num_leaves):
   return capacity
 
 
-def build_tree(weights):
-  """The heap-layout array of sums over `weights` (node 0 unused)."""
-  weights = np.asarray(weights)
-  capacity = capacity_of(len(weights))
-  tree = np.zeros(2 * capacity, weights.dtype)
-  tree[capacity:capacity + len(weights)] = weights
+def heap_sums(values):
+  """The heap-layout array of pairwise sums over `values`, node 0 zero (the
+  layout of the entropy tree, whose values are not weights)."""
+  values = np.asarray(values)
+  capacity = capacity_of(len(values))
+  tree = np.zeros(2 * capacity, values.dtype)
+  tree[capacity:capacity + len(values)] = values
   for node in range(capacity - 1, 0, -1):
     tree[node] = tree[2 * node] + tree[2 * node + 1]
+  return tree
+
+
+def build_tree(weights):
+  """The tree the build op writes for `weights`: a subnormal weight is stored
+  as 0, and node 0 holds the number of leaves."""
+  weights = np.asarray(weights)
+  tree = heap_sums(np.where(weights < np.finfo(weights.dtype).tiny,
+                            np.zeros_like(weights), weights))
+  tree[0] = len(weights)
   return tree
 
 

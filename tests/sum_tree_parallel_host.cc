@@ -1,5 +1,6 @@
-// The GPU kernels' steps (cc/kernels/sum_tree_parallel.h) run on the host by a
-// serial executor, behind a C ABI like the CUDA one (minus the stream), so that
+// The GPU kernels' steps (cc/kernels/gpu/sum_tree_parallel.h) run on the host
+// by a serial executor, behind a C ABI for ctypes (the functions of
+// cc/kernels/gpu/sum_tree_gpu.h, minus the stream), so that
 // tests/test_gpu_steps_on_host.py can check them against the CPU ops on a
 // machine without a GPU. Built by that test with g++.
 //
@@ -16,7 +17,7 @@
 #include <random>
 #include <vector>
 
-#include "cc/kernels/sum_tree_parallel.h"
+#include "cc/kernels/gpu/sum_tree_parallel.h"
 
 namespace adasamp {
 namespace {
@@ -65,16 +66,6 @@ class SerialExecutor {
       keys_out[j] = keys_in[order[j]];
       values_out[j] = values_in[order[j]];
     }
-  }
-
-  template <typename T>
-  size_t SumTempBytes(int64_t) {
-    return 0;
-  }
-
-  template <typename T>
-  void Sum(const T* values, T* sum, int64_t count, void*, size_t) {
-    *sum = std::accumulate(values, values + count, T(0));
   }
 
   void Zero(void* memory, size_t bytes) { std::memset(memory, 0, bytes); }

@@ -1,12 +1,17 @@
 """The CPU kernels' fast paths against straightforward NumPy references.
 
-The sample kernel advances up to 32 walks in lockstep without branches and
-shares batches of >= 2 * 2048 draws with the intra-op pool in chunks of 512;
-the update kernels deduplicate a batch with a radix sort over the index bytes
-and keep batches of <= 128 on the stack. The sizes below straddle those
+The sample kernel advances up to 32 walks in lockstep, without branches or in
+AVX-512 vectors where the CPU has them (cc/kernels/descend_cpu.h), and shares
+batches of >= 2 * 2048 draws with the intra-op pool in chunks of 512;
+the update kernels find a batch's distinct indices in a hash table on the
+stack for batches of <= 128, and by a radix sort over the index bytes above. The sizes below straddle those
 thresholds, and a draw must equal `Descend` (cc/kernels/sum_tree_algorithm.h)
 bit for bit.
 """
+
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -179,7 +184,7 @@ def reweight_variables(num_leaves, dtype, seed):
   scaled = np.exp(log_weights)
   return [
       tf.Variable(reference.build_tree(scaled)),
-      tf.Variable(reference.build_tree(scaled * log_weights)),
+      tf.Variable(reference.heap_sums(scaled * log_weights)),
       tf.Variable(log_weights),
       tf.Variable(np_dtype(0)),
   ]
@@ -241,3 +246,33 @@ def test_reweight_checks_only_the_first_utility_of_a_repeated_index():
                           decay)
   for variable, value in zip(variables, updated):
     np.testing.assert_array_equal(variable.numpy(), value)
+
+
+@pytest.mark.parametrize("stride", [1, 2**9, 2**10 - 1])
+def test_small_set_of_distinct_indices_equals_full_rebuild(stride):
+  # 128 distinct indices fill half the hash table; strides of powers of two
+  # and near them probe past collisions.
+  num_leaves = 2**17
+  weights = np.random.default_rng(stride).gamma(0.5, size=num_leaves)
+  tree = SumTree(num_leaves, initial_weights=weights)
+  indices = (np.arange(128) * stride) % num_leaves
+  new_weights = np.arange(128, dtype=np.float64)
+  tree.set(indices, new_weights)
+  weights[indices] = new_weights
+  np.testing.assert_array_equal(tree.variable.numpy(),
+                                reference.build_tree(weights))
+
+
+def test_scalar_walks_equal_descend_where_avx512_would_run():
+  # The kernel picks AVX-512 walks where the CPU has them; TF_ADASAMP_CPU_SIMD=0
+  # makes it take the scalar ones, which a CPU without AVX-512 always takes.
+  # The variable is read once per process, so the check runs in a new one.
+  here = os.path.dirname(os.path.abspath(__file__))
+  result = subprocess.run(
+      [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+       os.path.join(here, "test_fast_paths.py"), "-k",
+       "test_sample_equals_descend_bit_for_bit"],
+      env={**os.environ, "TF_ADASAMP_CPU_SIMD": "0"}, capture_output=True,
+      text=True, check=False, cwd=os.path.dirname(here))
+  assert result.returncode == 0, result.stdout[-3000:]
+  assert " passed" in result.stdout and "failed" not in result.stdout

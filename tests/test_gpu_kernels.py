@@ -3,7 +3,7 @@
 Where nvcc and a CUDA build of TensorFlow are found, the op library must have
 its GPU kernels (docs/cuda.md). Where there is also a GPU, the standalone
 driver (benchmarks/gpu_sum_tree_driver.cu) is built for it and checks every op,
-through the kernels' C ABI and with no TensorFlow, against a sequential CPU
+through the kernels' C++ API and with no TensorFlow, against a sequential CPU
 reference; benchmarks/gpu_sum_tree.py runs the same check, then the benchmark.
 """
 

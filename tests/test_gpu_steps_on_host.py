@@ -1,6 +1,7 @@
 """The GPU kernels' steps, run on the host, against the CPU ops.
 
-The CUDA kernels are launches of the steps in cc/kernels/sum_tree_parallel.h.
+The CUDA kernels are launches of the steps that
+cc/kernels/gpu/sum_tree_parallel.h sequences (cc/kernels/gpu/sum_tree_steps.h).
 tests/sum_tree_parallel_host.cc runs those same steps with a serial executor,
 elements and threads in a forward, reverse or shuffled order; this file builds
 it with g++ and checks every op against the CPU op on the same inputs: the
@@ -17,6 +18,7 @@ import subprocess
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import kernel_helpers
 import reference
@@ -130,12 +132,18 @@ def test_build_writes_the_cpu_ops_tree(steps, dtype, num_leaves):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("bad", [np.nan, np.inf, -1.0, "overflow"])
+@pytest.mark.parametrize("bad",
+                         [np.nan, np.inf, -1.0, "overflow", "pairwise overflow"])
 def test_build_with_bad_weights_leaves_tree_untouched(steps, dtype, bad):
   weights = random_weights(100, dtype, seed=1)
   tree = cpu_build(weights).numpy()
   if bad == "overflow":
     new_weights = np.full(100, np.finfo(dtype).max / 4, dtype)
+  elif bad == "pairwise overflow":
+    # A running sum stays finite; the tree's (M + 0) + (q + q) does not.
+    new_weights = np.zeros(100, dtype)
+    new_weights[[0, 2, 3]] = [np.finfo(dtype).max, quarter_ulp(dtype),
+                              quarter_ulp(dtype)]
   else:
     new_weights = weights.copy()
     new_weights[37] = bad
@@ -197,6 +205,80 @@ def test_set_that_overflows_the_total_leaves_tree_untouched(steps, dtype,
   weights[-1] = np.finfo(dtype).max
   steps.set(tree, 4, np.arange(count, dtype=np.int64) % 3, weights)
   np.testing.assert_array_equal(tree, before)
+
+
+def quarter_ulp(dtype):
+  """A quarter of the largest value's ulp: max + q + q finite as a running
+  sum, max + (q + q) inf."""
+  info = np.finfo(dtype)
+  return dtype(2.0**(info.maxexp - 1 - info.nmant - 2))
+
+
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("count", [3, 2000])
+def test_set_whose_pairwise_sum_overflows_is_undone(steps, order, dtype,
+                                                    count):
+  steps.order(order, seed=count)
+  big, quarter = np.finfo(dtype).max, quarter_ulp(dtype)
+  weights = np.array([big, 0, quarter, 0], dtype)
+  indices = np.append(np.ones(count - 1), 3).astype(np.int64)
+  new_weights = np.append(np.zeros(count - 1), quarter).astype(dtype)
+  cpu_tree = cpu_build(weights)
+  with pytest.raises(tf.errors.InvalidArgumentError, match="sum to inf"):
+    ops.sum_tree_set(cpu_tree.handle, indices, new_weights, num_leaves=4)
+  tree = cpu_tree.numpy()
+  steps.set(tree, 4, indices, new_weights)
+  np.testing.assert_array_equal(tree, cpu_tree.numpy())
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("count", [2, 2000])
+def test_set_near_the_top_of_the_range_that_fits_goes_through(steps, dtype,
+                                                             count):
+  big = np.finfo(dtype).max
+  weights = np.array([big / 2, big / 4, 0], dtype)
+  indices = np.arange(count, dtype=np.int64) % 2
+  # Each weight set to itself: the cheap bound (old total + new weights) is
+  # past the range, so the exact check decides.
+  new_weights = weights[indices]
+  cpu_tree = cpu_build(weights)
+  ops.sum_tree_set(cpu_tree.handle, indices, new_weights, num_leaves=3)
+  tree = cpu_build(weights).numpy()
+  steps.set(tree, 3, indices, new_weights)
+  np.testing.assert_array_equal(tree, cpu_tree.numpy())
+  assert np.isfinite(tree[1])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("count", [1, 2000])
+def test_set_with_another_num_leaves_leaves_tree_untouched(steps, dtype,
+                                                           count):
+  # Capacity 8 fits 5 and 7 leaves alike; node 0 says the tree has 5.
+  tree = cpu_build(np.ones(5, dtype)).numpy()
+  before = tree.copy()
+  indices = np.full(count, 6, np.int64)
+  steps.set(tree, 7, indices, np.full(count, 5, dtype))
+  np.testing.assert_array_equal(tree, before)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("count", [3, 2000])
+def test_subnormal_weights_are_stored_as_zero_as_on_the_cpu(steps, dtype,
+                                                            count):
+  tiny = np.finfo(dtype).smallest_subnormal
+  weights = np.array([tiny, 1, tiny, 2, 0, tiny], dtype)
+  tree = np.zeros(16, dtype)
+  steps.build(tree, weights)
+  cpu_tree = cpu_build(weights)
+  np.testing.assert_array_equal(tree, cpu_tree.numpy())
+  np.testing.assert_array_equal(tree, reference.build_tree(weights))
+  indices = np.arange(count, dtype=np.int64) % 6
+  new_weights = np.full(count, tiny * 5, dtype)
+  new_weights[-1] = 3
+  ops.sum_tree_set(cpu_tree.handle, indices, new_weights, num_leaves=6)
+  steps.set(tree, 6, indices, new_weights)
+  np.testing.assert_array_equal(tree, cpu_tree.numpy())
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -12,6 +12,7 @@
 // GetNext, cancelled when the whole iterator is deleted. A blocking op there
 // (this library once used a FIFOQueue dequeue) hangs `take`'s teardown.
 
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -35,13 +36,13 @@ using ::tensorflow::CancellationToken;
 using ::tensorflow::DataTypeVector;
 using ::tensorflow::HandleFromInput;
 using ::tensorflow::LookupOrCreateResource;
+using ::tensorflow::mutex;
+using ::tensorflow::mutex_lock;
 using ::tensorflow::Node;
 using ::tensorflow::OpKernel;
 using ::tensorflow::OpKernelContext;
 using ::tensorflow::PartialTensorShape;
 using ::tensorflow::Tensor;
-using ::tensorflow::mutex;
-using ::tensorflow::mutex_lock;
 using ::tensorflow::data::DatasetBase;
 using ::tensorflow::data::DatasetIterator;
 using ::tensorflow::data::IteratorBase;
@@ -58,12 +59,19 @@ class DrawPermits : public ::tensorflow::ResourceBase {
     return absl::StrCat("DrawPermits(", available_, ")");
   }
 
-  void Release(int64_t count) {
+  // Adds `count` >= 0 permits, unless the count would pass int64's range.
+  absl::Status Release(int64_t count) {
     {
       mutex_lock lock(mu_);
+      if (count > std::numeric_limits<int64_t>::max() - available_) {
+        return InvalidArgument("count = ", count,
+                               " would take the permits past 2**63 - 1: ",
+                               available_, " are available");
+      }
       available_ += count;
     }
     changed_.notify_all();
+    return absl::OkStatus();
   }
 
   void Reset(int64_t count) {
@@ -142,7 +150,7 @@ class ReleaseDrawPermitsOp : public OpKernel {
                 InvalidArgument("count must be >= 0, got ", value));
     ::tensorflow::core::RefCountPtr<DrawPermits> permits;
     OP_REQUIRES_OK(ctx, GetPermits(ctx, 0, &permits));
-    permits->Release(value);
+    OP_REQUIRES_OK(ctx, permits->Release(value));
   }
 };
 
@@ -156,9 +164,9 @@ class DrawPermitDatasetOp : public ::tensorflow::data::UnaryDatasetOpKernel {
     int64_t initial_permits;
     OP_REQUIRES_OK(ctx, ::tensorflow::data::ParseScalarArgument(
                             ctx, "initial_permits", &initial_permits));
-    OP_REQUIRES(ctx, initial_permits >= 1,
-                InvalidArgument("initial_permits must be >= 1, got ",
-                                initial_permits));
+    OP_REQUIRES(
+        ctx, initial_permits >= 1,
+        InvalidArgument("initial_permits must be >= 1, got ", initial_permits));
     ::tensorflow::core::RefCountPtr<DrawPermits> permits;
     OP_REQUIRES_OK(ctx, GetPermits(ctx, 1, &permits));
     *output = new Dataset(ctx, input, ctx->input(1), std::move(permits),
@@ -208,8 +216,9 @@ class DrawPermitDatasetOp : public ::tensorflow::data::UnaryDatasetOpKernel {
     }
     absl::Status CheckExternalState() const override {
       return absl::FailedPreconditionError(
-          absl::StrCat(DebugString(), " waits for permits that the training "
-                                      "step releases"));
+          absl::StrCat(DebugString(),
+                       " waits for permits that the training "
+                       "step releases"));
     }
 
    protected:

@@ -1,13 +1,26 @@
 // The sum-tree algorithm, shared by the CPU functors and the CUDA kernels.
 // No TensorFlow here: the CUDA sources include this file too. The CPU sample
-// kernel runs Descend's step branch-free over 32 walks in lockstep
-// (DescendInterleaved in sum_tree_ops.cc), pinned to Descend bit for bit by
+// kernel runs Descend's step over 32 walks in lockstep, branch-free or in
+// AVX-512 vectors (descend_cpu.h), pinned to Descend bit for bit by
 // tests/test_fast_paths.py.
 //
 // Layout (implicit heap): a tree over `num_leaves` weights is an array of
 // 2 * capacity values, capacity = NextPowerOfTwo(num_leaves). Node 1 is the
 // root, node k has children 2k and 2k + 1, leaf i is node capacity + i, and
-// leaves past num_leaves (padding) hold 0. Node 0 is unused and holds 0.
+// leaves past num_leaves (padding) hold 0. Node 0 holds num_leaves, as a T:
+// the build writes it, and a set with another num_leaves is rejected (a tree
+// that no build wrote, such as one restored from before this rule, holds 0
+// there and is not checked).
+//
+// Stored weights are 0 or normal numbers: build, set and the reweight store
+// a subnormal weight as 0 (StoredWeight), which is how TensorFlow's CPU
+// kernels, running with denormals flushed, would add it anyway; so every
+// sum is that of the stored leaves on both devices, and a tree of only
+// subnormal weights has total 0, which cannot be sampled.
+//
+// Every internal node of a tree holds a finite sum: ops that would make one
+// inf are rejected. As the weights are >= 0, a node past the range makes the
+// root inf, so checking the root of the new tree checks them all.
 //
 // Adaptive sampling (London 2017, Algorithm 1) keeps the exact state in log
 // space, l_i = log w_i, and the tree caches s_i = exp(l_i - c) for a shared
@@ -27,10 +40,83 @@
 
 namespace adasamp {
 
-inline int64_t TreeCapacity(int64_t num_leaves) {
+// The capacity of a tree over `num_leaves` weights: the smallest power of two
+// >= num_leaves.
+ADASAMP_HOST_DEVICE inline int64_t TreeCapacity(int64_t num_leaves) {
   int64_t capacity = 1;
   while (capacity < num_leaves) capacity <<= 1;
   return capacity;
+}
+
+// log2 of a power of two, such as a capacity: the levels below the root.
+ADASAMP_HOST_DEVICE inline int Log2(int64_t power_of_two) {
+  int log = 0;
+  while ((int64_t{1} << log) < power_of_two) ++log;
+  return log;
+}
+
+// Math that host and device code share: the std:: functions on the host,
+// CUDA's on the device.
+template <typename T>
+ADASAMP_HOST_DEVICE inline bool IsFinite(T x) {
+#if defined(__CUDA_ARCH__)
+  return isfinite(x);
+#else
+  return std::isfinite(x);
+#endif
+}
+
+template <typename T>
+ADASAMP_HOST_DEVICE inline T Exp(T x) {
+#if defined(__CUDA_ARCH__)
+  return exp(x);
+#else
+  return std::exp(x);
+#endif
+}
+
+template <typename T>
+ADASAMP_HOST_DEVICE inline T Log(T x) {
+#if defined(__CUDA_ARCH__)
+  return log(x);
+#else
+  return std::log(x);
+#endif
+}
+
+// A weight the tree may hold: finite and >= 0.
+template <typename T>
+ADASAMP_HOST_DEVICE inline bool IsValidWeight(T w) {
+  return IsFinite(w) && w >= T(0);
+}
+
+// The node that records num_leaves (see the layout above).
+constexpr int64_t kNumLeavesNode = 0;
+
+// Whether a tree whose node 0 holds `recorded` may be updated as a tree over
+// `num_leaves` leaves: it must be the num_leaves it was built with, or
+// unrecorded (0).
+template <typename T>
+ADASAMP_HOST_DEVICE inline bool MatchesNumLeaves(T recorded,
+                                                 int64_t num_leaves) {
+  return recorded == T(0) || recorded == static_cast<T>(num_leaves);
+}
+
+template <typename T>
+struct SmallestNormal;
+template <>
+struct SmallestNormal<double> {
+  static constexpr double kValue = 0x1p-1022;
+};
+template <>
+struct SmallestNormal<float> {
+  static constexpr float kValue = 0x1p-126f;
+};
+
+// The value a tree stores for a valid weight `w` (>= 0): 0 for a subnormal.
+template <typename T>
+ADASAMP_HOST_DEVICE inline T StoredWeight(T w) {
+  return w < SmallestNormal<T>::kValue ? T(0) : w;
 }
 
 // Walks from the root to the leaf whose cumulative-weight interval holds

@@ -8,20 +8,23 @@
 
 #define EIGEN_USE_THREADS
 
-#include "cc/kernels/sum_tree.h"
+#include "cc/kernels/sum_tree_ops.h"
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <functional>
 #include <initializer_list>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <utility>
+#include <vector>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "cc/kernels/descend_cpu.h"
 #include "cc/kernels/sum_tree_algorithm.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/resource_mgr.h"
@@ -37,9 +40,9 @@ using ::tensorflow::DataTypeToEnum;
 using ::tensorflow::OpKernel;
 using ::tensorflow::OpKernelConstruction;
 using ::tensorflow::OpKernelContext;
-using ::tensorflow::TTypes;
 using ::tensorflow::Tensor;
 using ::tensorflow::TensorShapeUtils;
+using ::tensorflow::TTypes;
 using ::tensorflow::Var;
 using ::tensorflow::errors::InvalidArgument;
 using CPUDevice = Eigen::ThreadPoolDevice;
@@ -48,14 +51,9 @@ using GPUDevice = Eigen::GpuDevice;
 namespace functor {
 namespace {
 
-// Batches of up to this many updates sort and deduplicate in buffers on the
-// stack; larger ones allocate once.
-constexpr int kInlineBatch = 128;
-
-// Walks that one thread advances in lockstep: each level issues the loads of
-// all of them before using any, so their cache and memory latencies overlap
-// instead of adding up level by level.
-constexpr int kWalks = 32;
+// Batches of up to this many updates find their distinct indices in a hash
+// table on the stack (SmallUpdates); larger ones sort (SortedUpdates).
+constexpr int kSmallBatch = 128;
 
 // A batch goes to the intra-op pool only with at least this many draws (tens
 // of microseconds) per thread: for less, waking a pool thread costs much of
@@ -65,14 +63,10 @@ constexpr int64_t kMinDrawsPerShard = 2048;
 // Draws that a thread of a shared batch takes at a time.
 constexpr int64_t kDrawsPerChunk = 512;
 
-// Levels ahead whose nodes a walk prefetches. The nodes a walk at node k can
-// read 3 levels down, 8k..8k + 7, are 8 aligned values: one cache line.
-constexpr int kPrefetchLevels = 3;
-
 template <typename T>
 absl::Status CheckWeights(typename TTypes<T>::ConstFlat weights) {
   for (int64_t i = 0; i < weights.size(); ++i) {
-    if (!(std::isfinite(weights(i)) && weights(i) >= T(0))) {
+    if (!IsValidWeight(weights(i))) {
       return InvalidArgument("weights[", i, "] = ", weights(i),
                              " is not a finite, nonnegative weight");
     }
@@ -91,51 +85,60 @@ absl::Status CheckIndices(TTypes<int64_t>::ConstFlat indices,
   return absl::OkStatus();
 }
 
-// log2 of a tree's capacity: the number of levels below the root.
-int TreeDepth(int64_t capacity) {
-  int depth = 0;
-  while ((int64_t{1} << depth) < capacity) ++depth;
-  return depth;
+// Node 0 records the num_leaves a tree was built with (sum_tree_algorithm.h).
+template <typename T>
+absl::Status CheckNumLeaves(T recorded, int64_t num_leaves) {
+  if (!MatchesNumLeaves(recorded, num_leaves)) {
+    return InvalidArgument("num_leaves = ", num_leaves,
+                           " but the tree was built over ", recorded,
+                           " leaves");
+  }
+  return absl::OkStatus();
 }
 
-// Descend (sum_tree_algorithm.h) for `count` <= kWalks uniforms at once, one
-// level of every walk before the next level of any. Each step is Descend's,
-// without branches (a mispredicted branch per level costs more than the
-// step): go right iff !(target < left) && right > 0, and then subtract left.
-// Subtracting left * 0 instead of nothing can only turn a target of -0 into
-// +0, which no comparison tells apart, so the leaves and probabilities are
-// Descend's bit for bit.
 template <typename T>
-void DescendInterleaved(const T* tree, int depth, T total, const T* uniforms,
-                        int count, int64_t* indices, T* probabilities) {
-  int64_t node[kWalks];
-  T target[kWalks];
-  T value[kWalks];  // tree[node[g]]
-  for (int g = 0; g < count; ++g) {
-    node[g] = 1;
-    target[g] = uniforms[g] * total;
-    value[g] = tree[1];
-  }
-  for (int level = 0; level < depth; ++level) {
-    const bool prefetch = level + kPrefetchLevels + 1 <= depth;
-    for (int g = 0; g < count; ++g) {
-      const T* children = tree + 2 * node[g];
-      const T left = children[0];
-      const T right = children[1];
-      const int64_t go_right =
-          int64_t{!(target[g] < left)} & int64_t{right > T(0)};
-      target[g] -= left * T(go_right);
-      node[g] = 2 * node[g] + go_right;
-      value[g] = children[go_right];
-      if (prefetch) __builtin_prefetch(tree + (node[g] << kPrefetchLevels));
-    }
-  }
-  const int64_t capacity = int64_t{1} << depth;
-  for (int g = 0; g < count; ++g) {
-    indices[g] = node[g] - capacity;
-    probabilities[g] = value[g] / total;
-  }
+absl::Status OverflowError() {
+  return InvalidArgument("the weights sum to inf in the tree: a node's sum ",
+                         "would be past the range of ",
+                         DataTypeString(DataTypeToEnum<T>::v()));
 }
+
+// The root of the tree over leaves leaf(0), ..., leaf(n - 1) and zero padding,
+// bit for bit as RebuildInternalNodes sums it, without a tree: a binary
+// counter of the complete subtrees so far (a node is the sum of its left and
+// right child; x + 0 is x, so padding leaves a partial subtree as it is).
+template <typename T, typename Leaf>
+T PairwiseTotal(int64_t n, Leaf leaf) {
+  T sums[64];
+  int64_t sizes[64];
+  int top = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    T sum = leaf(i);
+    int64_t size = 1;
+    while (top > 0 && sizes[top - 1] == size) {
+      sum = sums[--top] + sum;
+      size *= 2;
+    }
+    sums[top] = sum;
+    sizes[top++] = size;
+  }
+  T total = sums[--top];
+  while (top > 0) total = sums[--top] + total;
+  return total;
+}
+
+// A type that sums any batch of T weights without overflow, to bound a new
+// total cheaply.
+template <typename T>
+struct Wider;
+template <>
+struct Wider<float> {
+  using Type = double;
+};
+template <>
+struct Wider<double> {
+  using Type = long double;
+};
 
 // Runs work(begin, end) over [0, total) in chunks of `chunk` that the calling
 // thread and `num_helpers` tasks on `pool` take in turn. The caller waits
@@ -182,10 +185,11 @@ void RebuildInternalNodes(int64_t capacity, T* tree) {
   }
 }
 
-// Recomputes every ancestor of the sorted, distinct leaf nodes `nodes` of each
-// tree in `trees` from its two children, one level at a time so that a shared
-// ancestor is computed once, after both its children are final. Overwrites
-// `nodes`.
+// Recomputes every ancestor of the distinct leaf nodes `nodes` of each tree
+// in `trees` from its two children, one level at a time, so that an ancestor
+// is computed after both its children are final. With `nodes` sorted, a
+// shared ancestor is computed once; unsorted, some are computed again, to the
+// same value. Overwrites `nodes`.
 template <typename T>
 void RecomputeAncestors(absl::Span<int64_t> nodes,
                         std::initializer_list<T*> trees) {
@@ -248,9 +252,84 @@ class SortedUpdates {
   using Update = std::pair<int64_t, int64_t>;
   const int64_t size_;
   // The pairs and a buffer for the sort's passes.
-  absl::InlinedVector<Update, 2 * kInlineBatch> storage_;
+  absl::InlinedVector<Update, 2 * kSmallBatch> storage_;
   Update* sorted_;
 };
+
+// The distinct indices of a batch of at most kSmallBatch updates, in the
+// order of their first occurrence, with their first and last positions:
+// an open-addressing hash table on the stack, O(B), where sorting would cost
+// more than the rest of the update.
+class SmallUpdates {
+ public:
+  explicit SmallUpdates(TTypes<int64_t>::ConstFlat indices)
+      : size_(indices.size()) {
+    std::fill_n(keys_, kSlots, int64_t{-1});
+    for (int64_t i = 0; i < size_; ++i) {
+      const int64_t index = indices(i);
+      uint64_t slot = (static_cast<uint64_t>(index) * 0x9E3779B97F4A7C15u) >>
+                      (64 - kSlotBits);
+      while (keys_[slot] != -1 && keys_[slot] != index) {
+        slot = (slot + 1) % kSlots;
+      }
+      if (keys_[slot] == -1) {
+        keys_[slot] = index;
+        first_[slot] = static_cast<int32_t>(i);
+      }
+      last_[slot] = static_cast<int32_t>(i);
+      slots_[i] = static_cast<uint16_t>(slot);
+    }
+  }
+
+  // Calls visit(index, first_position, last_position) per distinct index, in
+  // the order of first positions.
+  template <typename Visit>
+  void ForEachIndex(Visit visit) const {
+    for (int64_t i = 0; i < size_; ++i) {
+      const int slot = slots_[i];
+      if (first_[slot] == i) visit(keys_[slot], first_[slot], last_[slot]);
+    }
+  }
+
+ private:
+  static constexpr int kSlotBits = 8;
+  static constexpr int kSlots = 1 << kSlotBits;  // >= 2 * kSmallBatch
+  const int64_t size_;
+  int64_t keys_[kSlots];
+  int32_t first_[kSlots];
+  int32_t last_[kSlots];
+  uint16_t slots_[kSmallBatch];
+};
+
+// The root `tree` would have after setting each leaf `index` of `updates` to
+// new_leaf(index, last position), without writing: the ancestors of the
+// sorted, distinct leaves recomputed level by level as RecomputeAncestors
+// does, reading untouched siblings from the tree. O(B log n).
+template <typename T, typename NewLeaf>
+T NewRoot(const SortedUpdates& updates, const T* tree, int64_t capacity,
+          NewLeaf new_leaf) {
+  std::vector<std::pair<int64_t, T>> nodes;
+  updates.ForEachIndex([&](int64_t index, int64_t first, int64_t last) {
+    nodes.emplace_back(capacity + index, new_leaf(last));
+  });
+  while (nodes[0].first > 1) {
+    size_t num_parents = 0;
+    for (size_t k = 0; k < nodes.size(); ++k) {
+      const auto [node, value] = nodes[k];
+      T sum;
+      if (node % 2 == 1) {
+        sum = tree[node - 1] + value;
+      } else if (k + 1 < nodes.size() && nodes[k + 1].first == node + 1) {
+        sum = value + nodes[++k].second;
+      } else {
+        sum = value + tree[node + 1];
+      }
+      nodes[num_parents++] = {node / 2, sum};
+    }
+    nodes.resize(num_parents);
+  }
+  return nodes[0].second;
+}
 
 }  // namespace
 
@@ -260,17 +339,18 @@ struct SumTreeBuild<CPUDevice, T> {
                           typename TTypes<T>::ConstFlat weights,
                           typename TTypes<T>::Flat tree) {
     TF_RETURN_IF_ERROR(CheckWeights<T>(weights));
-    T total = 0;
-    for (int64_t i = 0; i < weights.size(); ++i) total += weights(i);
-    if (!std::isfinite(total)) {
-      return InvalidArgument("the weights sum to ", total,
-                             ", past the range of ",
-                             DataTypeString(DataTypeToEnum<T>::v()));
-    }
+    const int64_t num_leaves = weights.size();
+    const T total = PairwiseTotal<T>(
+        num_leaves, [&](int64_t i) { return StoredWeight(weights(i)); });
+    if (!std::isfinite(total)) return OverflowError<T>();
     const int64_t capacity = tree.size() / 2;
     std::fill_n(tree.data(), tree.size(), T(0));
-    std::copy_n(weights.data(), weights.size(), tree.data() + capacity);
+    T* leaves = tree.data() + capacity;
+    for (int64_t i = 0; i < num_leaves; ++i) {
+      leaves[i] = StoredWeight(weights(i));
+    }
     RebuildInternalNodes(capacity, tree.data());
+    tree(kNumLeavesNode) = static_cast<T>(num_leaves);
     return absl::OkStatus();
   }
 };
@@ -281,31 +361,50 @@ struct SumTreeSet<CPUDevice, T> {
                           typename TTypes<int64_t>::ConstFlat indices,
                           typename TTypes<T>::ConstFlat weights,
                           typename TTypes<T>::Flat tree) {
+    TF_RETURN_IF_ERROR(CheckNumLeaves(tree(kNumLeavesNode), num_leaves));
     TF_RETURN_IF_ERROR(CheckIndices(indices, num_leaves));
     TF_RETURN_IF_ERROR(CheckWeights<T>(weights));
     const int64_t capacity = tree.size() / 2;
     T* leaves = tree.data() + capacity;
-    const SortedUpdates updates(indices, num_leaves);
-
-    // The new total, from the last weight of each index, must stay finite.
-    T total = tree(1);
-    updates.ForEachIndex([&](int64_t index, int64_t first, int64_t last) {
-      total += weights(last) - leaves[index];
-    });
-    if (!std::isfinite(total)) {
-      return InvalidArgument("the new weights sum to ", total,
-                             ", past the range of ",
-                             DataTypeString(DataTypeToEnum<T>::v()));
+    auto new_leaf = [&](int64_t position) {
+      return StoredWeight(weights(position));
+    };
+    if (MayOverflow(tree(1), weights)) {
+      const T root = NewRoot<T>(SortedUpdates(indices, num_leaves), tree.data(),
+                                capacity, new_leaf);
+      if (!std::isfinite(root)) return OverflowError<T>();
     }
 
-    absl::InlinedVector<int64_t, kInlineBatch> nodes;
-    nodes.reserve(indices.size());
-    updates.ForEachIndex([&](int64_t index, int64_t first, int64_t last) {
-      leaves[index] = weights(last);
-      nodes.push_back(capacity + index);
-    });
-    RecomputeAncestors<T>(absl::MakeSpan(nodes), {tree.data()});
+    // The last weight of each index, then the ancestors.
+    auto write = [&](const auto& updates) {
+      absl::InlinedVector<int64_t, kSmallBatch> nodes;
+      nodes.reserve(indices.size());
+      updates.ForEachIndex([&](int64_t index, int64_t first, int64_t last) {
+        leaves[index] = new_leaf(last);
+        nodes.push_back(capacity + index);
+      });
+      RecomputeAncestors<T>(absl::MakeSpan(nodes), {tree.data()});
+    };
+    if (indices.size() <= kSmallBatch) {
+      write(SmallUpdates(indices));
+    } else {
+      write(SortedUpdates(indices, num_leaves));
+    }
     return absl::OkStatus();
+  }
+
+ private:
+  // False where no sum of the new tree can overflow: its exact total is at
+  // most the old one plus all new weights, and each of its sums is at most
+  // that times (1 + eps) ** (2 * 64) for eps the unit round-off (the old
+  // root's own round-off, then the new sums'); the bound is summed in a wider
+  // type, which adds a relative error below 2 ** -32 for any batch. Where it
+  // is true, NewRoot settles it exactly.
+  static bool MayOverflow(T root, typename TTypes<T>::ConstFlat weights) {
+    using Sum = typename Wider<T>::Type;
+    Sum bound = root;
+    for (int64_t i = 0; i < weights.size(); ++i) bound += weights(i);
+    return !(bound <= Sum(std::numeric_limits<T>::max()) * (1 - 0x1p-16L));
   }
 };
 
@@ -328,13 +427,11 @@ struct SumTreeSample<CPUDevice, T> {
                                " is outside [0, 1)");
       }
     }
-    const int depth = TreeDepth(tree.size() / 2);
+    const cpu::Walks<T> walks =
+        cpu::MakeWalks(tree.data(), Log2(tree.size() / 2));
     auto draw = [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; i += kWalks) {
-        DescendInterleaved(tree.data(), depth, total, uniforms.data() + i,
-                           static_cast<int>(std::min<int64_t>(kWalks, end - i)),
-                           indices.data() + i, probabilities.data() + i);
-      }
+      cpu::Descend(walks, uniforms.data() + begin, end - begin,
+                   indices.data() + begin, probabilities.data() + begin);
     };
     const auto& workers = *ctx->device()->tensorflow_cpu_worker_threads();
     const int64_t num_threads =
@@ -360,7 +457,31 @@ struct AdaptiveReweight<CPUDevice, T> {
                           typename TTypes<T>::Flat entropy_tree) {
     const int64_t num_leaves = log_weights.size();
     TF_RETURN_IF_ERROR(CheckIndices(indices, num_leaves));
-    const SortedUpdates updates(indices, num_leaves);
+    if (indices.size() <= kSmallBatch) {
+      TF_RETURN_IF_ERROR(Update(SmallUpdates(indices), amplitude, decay,
+                                utilities, log_weights, log_scale, tree,
+                                entropy_tree));
+    } else {
+      TF_RETURN_IF_ERROR(Update(SortedUpdates(indices, num_leaves), amplitude,
+                                decay, utilities, log_weights, log_scale, tree,
+                                entropy_tree));
+    }
+    if (NeedsRescale(tree(1))) {
+      Rescale(log_weights, log_scale, tree, entropy_tree);
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  // The first occurrence of each index of `updates`: checked, then applied
+  // to the log weights, both caches and their ancestors.
+  template <class Updates>
+  static absl::Status Update(const Updates& updates, T amplitude, T decay,
+                             typename TTypes<T>::ConstFlat utilities,
+                             typename TTypes<T>::Flat log_weights,
+                             typename TTypes<T>::Scalar log_scale,
+                             typename TTypes<T>::Flat tree,
+                             typename TTypes<T>::Flat entropy_tree) {
     auto new_log_weight = [&](int64_t index, int64_t position) {
       return ReweightedLogWeight(log_weights(index), utilities(position),
                                  amplitude, decay);
@@ -369,12 +490,12 @@ struct AdaptiveReweight<CPUDevice, T> {
     updates.ForEachIndex([&](int64_t index, int64_t first, int64_t last) {
       if (!status.ok()) return;
       if (!std::isfinite(utilities(first))) {
-        status = InvalidArgument("utilities[", first, "] = ",
-                                 utilities(first), " is not finite");
+        status = InvalidArgument("utilities[", first, "] = ", utilities(first),
+                                 " is not finite");
       } else if (!std::isfinite(new_log_weight(index, first))) {
-        status = InvalidArgument("amplitude * utilities[", first, "] = ",
-                                 amplitude, " * ", utilities(first),
-                                 " overflows");
+        status =
+            InvalidArgument("amplitude * utilities[", first, "] = ", amplitude,
+                            " * ", utilities(first), " overflows");
       }
     });
     TF_RETURN_IF_ERROR(status);
@@ -383,22 +504,19 @@ struct AdaptiveReweight<CPUDevice, T> {
     T* leaves = tree.data() + capacity;
     T* entropy_leaves = entropy_tree.data() + capacity;
     const T scale = log_scale();
-    absl::InlinedVector<int64_t, kInlineBatch> nodes;
-    nodes.reserve(indices.size());
+    absl::InlinedVector<int64_t, kSmallBatch> nodes;
     updates.ForEachIndex([&](int64_t index, int64_t first, int64_t last) {
       log_weights(index) = new_log_weight(index, first);
       const T log_scaled = log_weights(index) - scale;
-      leaves[index] = std::exp(log_scaled);
+      leaves[index] = StoredWeight(std::exp(log_scaled));
       entropy_leaves[index] = EntropyTerm(leaves[index], log_scaled);
       nodes.push_back(capacity + index);
     });
     RecomputeAncestors<T>(absl::MakeSpan(nodes),
                           {tree.data(), entropy_tree.data()});
-    if (NeedsRescale(tree(1))) Rescale(log_weights, log_scale, tree, entropy_tree);
     return absl::OkStatus();
   }
 
- private:
   // Recomputes both caches from the exact log weights with the log-sum-exp
   // as the new scale, so the total becomes 1.
   static void Rescale(typename TTypes<T>::Flat log_weights,
@@ -416,7 +534,7 @@ struct AdaptiveReweight<CPUDevice, T> {
     const int64_t capacity = tree.size() / 2;
     for (int64_t i = 0; i < num_leaves; ++i) {
       const T log_scaled = log_w[i] - scale;
-      tree(capacity + i) = std::exp(log_scaled);
+      tree(capacity + i) = StoredWeight(std::exp(log_scaled));
       entropy_tree(capacity + i) = EntropyTerm(tree(capacity + i), log_scaled);
     }
     RebuildInternalNodes(capacity, tree.data());
@@ -438,8 +556,8 @@ absl::Status LookupVariable(OpKernelContext* ctx, int input,
   const absl::Status found = tensorflow::LookupResource(
       ctx, tensorflow::HandleFromInput(ctx, input), var);
   if (!found.ok()) {
-    return InvalidArgument(name, " is not an initialized variable: ",
-                           found.message());
+    return InvalidArgument(
+        name, " is not an initialized variable: ", found.message());
   }
   tensorflow::tf_shared_lock lock(*(*var)->mu());
   if (!(*var)->is_initialized) {
@@ -467,10 +585,9 @@ absl::Status CheckTreeShape(const Tensor& tree, absl::string_view name,
                            tree.shape().DebugString());
   }
   if (num_leaves >= 0 && size != 2 * TreeCapacity(num_leaves)) {
-    return InvalidArgument(name, " has shape ", tree.shape().DebugString(),
-                           " but a tree over ", num_leaves,
-                           " leaves has shape [", 2 * TreeCapacity(num_leaves),
-                           "]");
+    return InvalidArgument(
+        name, " has shape ", tree.shape().DebugString(), " but a tree over ",
+        num_leaves, " leaves has shape [", 2 * TreeCapacity(num_leaves), "]");
   }
   return absl::OkStatus();
 }
@@ -516,10 +633,10 @@ class SumTreeBuildOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     const Tensor& weights = ctx->input(1);
     OP_REQUIRES_OK(ctx, CheckVector(weights, "weights"));
-    OP_REQUIRES(ctx, weights.NumElements() == num_leaves_,
-                InvalidArgument("weights has ", weights.NumElements(),
-                                " elements but the tree has ", num_leaves_,
-                                " leaves"));
+    OP_REQUIRES(
+        ctx, weights.NumElements() == num_leaves_,
+        InvalidArgument("weights has ", weights.NumElements(),
+                        " elements but the tree has ", num_leaves_, " leaves"));
     tensorflow::core::RefCountPtr<Var> tree;
     OP_REQUIRES_OK(ctx, LookupVariable<T>(ctx, 0, "tree", &tree));
     auto lock = tensorflow::MaybeLockVariableInputMutexesInOrder<Device, T>(
@@ -543,7 +660,8 @@ class SumTreeSetOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     const Tensor& indices = ctx->input(1);
     const Tensor& weights = ctx->input(2);
-    OP_REQUIRES_OK(ctx, CheckSameLength(indices, "indices", weights, "weights"));
+    OP_REQUIRES_OK(ctx,
+                   CheckSameLength(indices, "indices", weights, "weights"));
     tensorflow::core::RefCountPtr<Var> tree;
     OP_REQUIRES_OK(ctx, LookupVariable<T>(ctx, 0, "tree", &tree));
     auto lock = tensorflow::MaybeLockVariableInputMutexesInOrder<Device, T>(
@@ -579,9 +697,10 @@ class SumTreeSampleOp : public OpKernel {
     tensorflow::tf_shared_lock lock(*tree->mu());
     OP_REQUIRES_OK(ctx, CheckTreeShape(*tree->tensor(), "tree"));
     const Tensor& tree_values = *tree->tensor();
-    OP_REQUIRES_OK(ctx, functor::SumTreeSample<Device, T>()(
-                            ctx, tree_values.flat<T>(), uniforms.flat<T>(),
-                            indices->flat<int64_t>(), probabilities->flat<T>()));
+    OP_REQUIRES_OK(ctx,
+                   functor::SumTreeSample<Device, T>()(
+                       ctx, tree_values.flat<T>(), uniforms.flat<T>(),
+                       indices->flat<int64_t>(), probabilities->flat<T>()));
   }
 };
 
@@ -598,9 +717,9 @@ class AdaptiveReweightOp : public OpKernel {
     T amplitude, decay;
     OP_REQUIRES_OK(ctx, ReadScalar(ctx->input(6), "amplitude", &amplitude));
     OP_REQUIRES_OK(ctx, ReadScalar(ctx->input(7), "decay", &decay));
-    OP_REQUIRES(ctx, std::isfinite(amplitude) && amplitude >= T(0),
-                InvalidArgument("amplitude = ", amplitude,
-                                " must be finite and >= 0"));
+    OP_REQUIRES(
+        ctx, std::isfinite(amplitude) && amplitude >= T(0),
+        InvalidArgument("amplitude = ", amplitude, " must be finite and >= 0"));
     OP_REQUIRES(ctx, decay > T(0) && decay < T(1),
                 InvalidArgument("decay = ", decay, " must be in (0, 1)"));
 
@@ -625,41 +744,40 @@ class AdaptiveReweightOp : public OpKernel {
     OP_REQUIRES(ctx, TensorShapeUtils::IsScalar(log_scale->tensor()->shape()),
                 InvalidArgument("log_scale must be a scalar, got shape ",
                                 log_scale->tensor()->shape().DebugString()));
-    OP_REQUIRES_OK(ctx, functor::AdaptiveReweight<Device, T>()(
-                            ctx, amplitude, decay, indices.flat<int64_t>(),
-                            utilities.flat<T>(),
-                            log_weights->tensor()->flat<T>(),
-                            log_scale->tensor()->scalar<T>(),
-                            tree->tensor()->flat<T>(),
-                            entropy_tree->tensor()->flat<T>()));
+    OP_REQUIRES_OK(
+        ctx,
+        functor::AdaptiveReweight<Device, T>()(
+            ctx, amplitude, decay, indices.flat<int64_t>(), utilities.flat<T>(),
+            log_weights->tensor()->flat<T>(), log_scale->tensor()->scalar<T>(),
+            tree->tensor()->flat<T>(), entropy_tree->tensor()->flat<T>()));
   }
 };
 
-#define REGISTER_KERNELS(DEVICE, D, T)                             \
-  REGISTER_KERNEL_BUILDER(Name("AdaSamp>SumTreeBuild")                  \
-                              .Device(DEVICE)                           \
-                              .HostMemory("tree")                       \
-                              .TypeConstraint<T>("T"),                  \
-                          SumTreeBuildOp<D, T>);                   \
-  REGISTER_KERNEL_BUILDER(Name("AdaSamp>SumTreeSet")                    \
-                              .Device(DEVICE)                           \
-                              .HostMemory("tree")                       \
-                              .TypeConstraint<T>("T"),                  \
-                          SumTreeSetOp<D, T>);                     \
-  REGISTER_KERNEL_BUILDER(Name("AdaSamp>SumTreeSample")                 \
-                              .Device(DEVICE)                           \
-                              .HostMemory("tree")                       \
-                              .TypeConstraint<T>("T"),                  \
-                          SumTreeSampleOp<D, T>);                  \
-  REGISTER_KERNEL_BUILDER(Name("AdaSamp>AdaptiveReweight")              \
-                              .Device(DEVICE)                           \
-                              .HostMemory("tree")                       \
-                              .HostMemory("entropy_tree")               \
-                              .HostMemory("log_weights")                \
-                              .HostMemory("log_scale")                  \
-                              .HostMemory("amplitude")                  \
-                              .HostMemory("decay")                      \
-                              .TypeConstraint<T>("T"),                  \
+#define REGISTER_KERNELS(DEVICE, D, T)                     \
+  REGISTER_KERNEL_BUILDER(Name("AdaSamp>SumTreeBuild")     \
+                              .Device(DEVICE)              \
+                              .HostMemory("tree")          \
+                              .TypeConstraint<T>("T"),     \
+                          SumTreeBuildOp<D, T>);           \
+  REGISTER_KERNEL_BUILDER(Name("AdaSamp>SumTreeSet")       \
+                              .Device(DEVICE)              \
+                              .HostMemory("tree")          \
+                              .TypeConstraint<T>("T"),     \
+                          SumTreeSetOp<D, T>);             \
+  REGISTER_KERNEL_BUILDER(Name("AdaSamp>SumTreeSample")    \
+                              .Device(DEVICE)              \
+                              .HostMemory("tree")          \
+                              .TypeConstraint<T>("T"),     \
+                          SumTreeSampleOp<D, T>);          \
+  REGISTER_KERNEL_BUILDER(Name("AdaSamp>AdaptiveReweight") \
+                              .Device(DEVICE)              \
+                              .HostMemory("tree")          \
+                              .HostMemory("entropy_tree")  \
+                              .HostMemory("log_weights")   \
+                              .HostMemory("log_scale")     \
+                              .HostMemory("amplitude")     \
+                              .HostMemory("decay")         \
+                              .TypeConstraint<T>("T"),     \
                           AdaptiveReweightOp<D, T>);
 
 using ::tensorflow::DEVICE_CPU;
@@ -668,10 +786,10 @@ REGISTER_KERNELS(DEVICE_CPU, CPUDevice, double);
 
 #if GOOGLE_CUDA
 // The GPU functors are defined in sum_tree_ops_gpu.cc.
-#define DECLARE_GPU_FUNCTORS(T)                                   \
-  extern template struct functor::SumTreeBuild<GPUDevice, T>;     \
-  extern template struct functor::SumTreeSet<GPUDevice, T>;       \
-  extern template struct functor::SumTreeSample<GPUDevice, T>;    \
+#define DECLARE_GPU_FUNCTORS(T)                                \
+  extern template struct functor::SumTreeBuild<GPUDevice, T>;  \
+  extern template struct functor::SumTreeSet<GPUDevice, T>;    \
+  extern template struct functor::SumTreeSample<GPUDevice, T>; \
   extern template struct functor::AdaptiveReweight<GPUDevice, T>;
 DECLARE_GPU_FUNCTORS(float);
 DECLARE_GPU_FUNCTORS(double);

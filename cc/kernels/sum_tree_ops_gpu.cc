@@ -1,15 +1,16 @@
 // GPU functors of the sum-tree ops: each runs its CUDA function
-// (sum_tree_gpu.h) on the op's stream, with scratch memory from TensorFlow's
-// allocator, and returns without waiting for the device. Values are checked on
-// the device, not here: a bad index or value leaves the state untouched
-// instead of raising (docs/cuda.md); the OpKernels still check shapes.
+// (gpu/sum_tree_gpu.h) on the op's stream, with scratch memory from
+// TensorFlow's allocator, and returns without waiting for the device. Values
+// are checked on the device, not here: a bad index or value leaves the state
+// untouched instead of raising (docs/cuda.md); the OpKernels still check
+// shapes.
 
 #if GOOGLE_CUDA
 
 #include <cstdint>
 
-#include "cc/kernels/sum_tree.h"
-#include "cc/kernels/sum_tree_gpu.h"
+#include "cc/kernels/gpu/sum_tree_gpu.h"
+#include "cc/kernels/sum_tree_ops.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
@@ -62,8 +63,8 @@ struct SumTreeBuild<GPUDevice, T> {
     TF_RETURN_IF_ERROR(AllocateScratch(
         ctx, gpu::SumTreeBuildScratchBytes<T>(capacity), &scratch));
     return CudaStatus(
-        gpu::SumTreeBuild(weights.data(), weights.size(), tree.data(),
-                          capacity, ScratchData(scratch), stream),
+        gpu::SumTreeBuild(weights.data(), weights.size(), tree.data(), capacity,
+                          ScratchData(scratch), stream),
         "SumTreeBuild");
   }
 };
@@ -118,26 +119,24 @@ struct AdaptiveReweight<GPUDevice, T> {
     gpu::Stream stream = nullptr;
     TF_RETURN_IF_ERROR(GetStream(ctx, &stream));
     Tensor scratch;
-    TF_RETURN_IF_ERROR(AllocateScratch(
-        ctx,
-        gpu::AdaptiveReweightScratchBytes<T>(indices.size(),
-                                             log_weights.size()),
-        &scratch));
+    TF_RETURN_IF_ERROR(AllocateScratch(ctx,
+                                       gpu::AdaptiveReweightScratchBytes<T>(
+                                           indices.size(), log_weights.size()),
+                                       &scratch));
     return CudaStatus(
-        gpu::AdaptiveReweight(amplitude, decay, indices.data(),
-                              utilities.data(), indices.size(),
-                              log_weights.data(), log_weights.size(),
-                              log_scale.data(), tree.data(),
-                              entropy_tree.data(), tree.size() / 2,
-                              ScratchData(scratch), stream),
+        gpu::AdaptiveReweight(
+            amplitude, decay, indices.data(), utilities.data(), indices.size(),
+            log_weights.data(), log_weights.size(), log_scale.data(),
+            tree.data(), entropy_tree.data(), tree.size() / 2,
+            ScratchData(scratch), stream),
         "AdaptiveReweight");
   }
 };
 
-#define ADASAMP_DEFINE_GPU_FUNCTORS(T)            \
-  template struct SumTreeBuild<GPUDevice, T>;     \
-  template struct SumTreeSet<GPUDevice, T>;       \
-  template struct SumTreeSample<GPUDevice, T>;    \
+#define ADASAMP_DEFINE_GPU_FUNCTORS(T)         \
+  template struct SumTreeBuild<GPUDevice, T>;  \
+  template struct SumTreeSet<GPUDevice, T>;    \
+  template struct SumTreeSample<GPUDevice, T>; \
   template struct AdaptiveReweight<GPUDevice, T>;
 ADASAMP_DEFINE_GPU_FUNCTORS(float)
 ADASAMP_DEFINE_GPU_FUNCTORS(double)

@@ -1,11 +1,13 @@
-// Device functors of the sum-tree ops. The OpKernels (sum_tree_ops.cc) check
+// Device functors of the sum-tree ops, declared device-neutral: the OpKernels
+// (sum_tree_ops.cc) call them for any Device. The OpKernels check
 // shapes and take the variables' locks; a functor checks the values it reads
 // (indices in range, finite weights), then mutates, so bad input never leaves
 // a tree half-written. Each functor has a CPU specialisation
-// (sum_tree_ops.cc) and a GPU one (sum_tree_ops_gpu.cc).
+// (sum_tree_ops.cc) and a GPU one (sum_tree_ops_gpu.cc, over the TF-free CUDA
+// side in gpu/).
 
-#ifndef ADASAMP_CC_KERNELS_SUM_TREE_H_
-#define ADASAMP_CC_KERNELS_SUM_TREE_H_
+#ifndef ADASAMP_CC_KERNELS_SUM_TREE_OPS_H_
+#define ADASAMP_CC_KERNELS_SUM_TREE_OPS_H_
 
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor_types.h"
@@ -62,4 +64,4 @@ struct AdaptiveReweight {
 }  // namespace functor
 }  // namespace adasamp
 
-#endif  // ADASAMP_CC_KERNELS_SUM_TREE_H_
+#endif  // ADASAMP_CC_KERNELS_SUM_TREE_OPS_H_

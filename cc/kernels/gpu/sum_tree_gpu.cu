@@ -1,18 +1,16 @@
 // The sum-tree's CUDA kernels: the steps of sum_tree_parallel.h launched on a
-// stream, behind the plain API of sum_tree_gpu.h and its C twin. No
+// stream, behind the plain API of sum_tree_gpu.h. No
 // TensorFlow here; compile with --fmad=false, so that sums and products round
 // as on the CPU and draws match the CPU op's draw for draw.
-
-#include "cc/kernels/sum_tree_gpu.h"
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cub/device/device_radix_sort.cuh>
-#include <cub/device/device_reduce.cuh>
 
-#include "cc/kernels/sum_tree_parallel.h"
+#include "cc/kernels/gpu/sum_tree_gpu.h"
+#include "cc/kernels/gpu/sum_tree_parallel.h"
 
 namespace adasamp {
 namespace gpu {
@@ -93,23 +91,6 @@ class CudaExecutor {
                                            bits, stream_));
   }
 
-  template <typename T>
-  size_t SumTempBytes(int64_t count) {
-    size_t bytes = 0;
-    Record(cub::DeviceReduce::Sum(nullptr, bytes,
-                                  static_cast<const T*>(nullptr),
-                                  static_cast<T*>(nullptr), count, stream_));
-    return bytes;
-  }
-
-  template <typename T>
-  void Sum(const T* values, T* sum, int64_t count, void* temp,
-           size_t temp_bytes) {
-    if (failed()) return;
-    Record(cub::DeviceReduce::Sum(temp, temp_bytes, values, sum, count,
-                                  stream_));
-  }
-
   void Zero(void* memory, size_t bytes) {
     if (failed()) return;
     Record(cudaMemsetAsync(memory, 0, bytes, stream_));
@@ -182,14 +163,13 @@ size_t AdaptiveReweightScratchBytes(int64_t count, int64_t num_leaves) {
 template <typename T>
 int AdaptiveReweight(T amplitude, T decay, const int64_t* indices,
                      const T* utilities, int64_t count, T* log_weights,
-                     int64_t num_leaves, T* log_scale, T* tree,
-                     T* entropy_tree, int64_t capacity, void* scratch,
-                     Stream stream) {
+                     int64_t num_leaves, T* log_scale, T* tree, T* entropy_tree,
+                     int64_t capacity, void* scratch, Stream stream) {
   if (!FitsPositions(count)) return cudaErrorInvalidValue;
   CudaExecutor ex(stream);
-  const parallel::ReweightState<T> state{
-      amplitude, decay,     utilities,    log_weights, num_leaves,
-      log_scale, tree,      entropy_tree, capacity};
+  const parallel::ReweightState<T> state{amplitude,   decay,        utilities,
+                                         log_weights, num_leaves,   log_scale,
+                                         tree,        entropy_tree, capacity};
   parallel::AdaptiveReweight<T>(ex, indices, count, state, scratch);
   return ex.status();
 }
@@ -216,60 +196,3 @@ ADASAMP_INSTANTIATE(double)
 
 }  // namespace gpu
 }  // namespace adasamp
-
-extern "C" {
-
-#define ADASAMP_DEFINE_C_FUNCTIONS(T, SUFFIX)                                  \
-  size_t adasamp_sum_tree_build_scratch_bytes_##SUFFIX(int64_t capacity) {     \
-    return adasamp::gpu::SumTreeBuildScratchBytes<T>(capacity);                \
-  }                                                                            \
-  int adasamp_sum_tree_build_##SUFFIX(const T* weights, int64_t num_leaves,    \
-                                      T* tree, int64_t capacity,               \
-                                      void* scratch, void* stream) {           \
-    return adasamp::gpu::SumTreeBuild(weights, num_leaves, tree, capacity,     \
-                                      scratch,                                 \
-                                      static_cast<cudaStream_t>(stream));      \
-  }                                                                            \
-  size_t adasamp_sum_tree_set_scratch_bytes_##SUFFIX(int64_t count,            \
-                                                     int64_t num_leaves) {     \
-    return adasamp::gpu::SumTreeSetScratchBytes<T>(count, num_leaves);         \
-  }                                                                            \
-  int adasamp_sum_tree_set_##SUFFIX(const int64_t* indices, const T* weights,  \
-                                    int64_t count, int64_t num_leaves,         \
-                                    T* tree, int64_t capacity, void* scratch,  \
-                                    void* stream) {                            \
-    return adasamp::gpu::SumTreeSet(indices, weights, count, num_leaves, tree, \
-                                    capacity, scratch,                         \
-                                    static_cast<cudaStream_t>(stream));        \
-  }                                                                            \
-  int adasamp_sum_tree_sample_##SUFFIX(const T* tree, int64_t capacity,        \
-                                       const T* uniforms, int64_t count,       \
-                                       int64_t* indices, T* probabilities,     \
-                                       void* stream) {                         \
-    return adasamp::gpu::SumTreeSample(tree, capacity, uniforms, count,        \
-                                       indices, probabilities,                 \
-                                       static_cast<cudaStream_t>(stream));     \
-  }                                                                            \
-  size_t adasamp_adaptive_reweight_scratch_bytes_##SUFFIX(                     \
-      int64_t count, int64_t num_leaves) {                                     \
-    return adasamp::gpu::AdaptiveReweightScratchBytes<T>(count, num_leaves);   \
-  }                                                                            \
-  int adasamp_adaptive_reweight_##SUFFIX(                                      \
-      T amplitude, T decay, const int64_t* indices, const T* utilities,        \
-      int64_t count, T* log_weights, int64_t num_leaves, T* log_scale,         \
-      T* tree, T* entropy_tree, int64_t capacity, void* scratch,               \
-      void* stream) {                                                          \
-    return adasamp::gpu::AdaptiveReweight(                                     \
-        amplitude, decay, indices, utilities, count, log_weights, num_leaves,  \
-        log_scale, tree, entropy_tree, capacity, scratch,                      \
-        static_cast<cudaStream_t>(stream));                                    \
-  }
-ADASAMP_DEFINE_C_FUNCTIONS(float, f32)
-ADASAMP_DEFINE_C_FUNCTIONS(double, f64)
-#undef ADASAMP_DEFINE_C_FUNCTIONS
-
-const char* adasamp_gpu_error_string(int error) {
-  return adasamp::gpu::ErrorString(error);
-}
-
-}  // extern "C"

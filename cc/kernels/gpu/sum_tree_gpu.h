@@ -1,7 +1,10 @@
-// The sum-tree's CUDA kernels (sum_tree_gpu.cu) as plain functions over
+// The sum-tree's CUDA kernels (sum_tree_gpu.cu) as plain C++ functions over
 // device pointers and a stream: no TensorFlow here, and no CUDA header either,
-// so g++ compiles the GPU functors (sum_tree_ops_gpu.cc) against this file
-// alone. The steps are those of sum_tree_parallel.h.
+// so g++ compiles the GPU functors (../sum_tree_ops_gpu.cc) against this file
+// alone, and the standalone driver (benchmarks/gpu_sum_tree_driver.cu) calls
+// it too. The steps are those of sum_tree_parallel.h. The CUDA source
+// compiles with hidden visibility: these functions are for the code linked
+// with it, not exported from the op library.
 //
 // Every function enqueues its work on `stream` and returns at once, without
 // waiting for the device; it returns 0 or the CUDA error (cudaError_t) of a
@@ -15,8 +18,8 @@
 // the size the matching ...ScratchBytes function gives, 256-byte aligned.
 // Each template is defined, for float and double, in sum_tree_gpu.cu.
 
-#ifndef ADASAMP_CC_KERNELS_SUM_TREE_GPU_H_
-#define ADASAMP_CC_KERNELS_SUM_TREE_GPU_H_
+#ifndef ADASAMP_CC_KERNELS_GPU_SUM_TREE_GPU_H_
+#define ADASAMP_CC_KERNELS_GPU_SUM_TREE_GPU_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -62,49 +65,12 @@ size_t AdaptiveReweightScratchBytes(int64_t count, int64_t num_leaves);
 template <typename T>
 int AdaptiveReweight(T amplitude, T decay, const int64_t* indices,
                      const T* utilities, int64_t count, T* log_weights,
-                     int64_t num_leaves, T* log_scale, T* tree,
-                     T* entropy_tree, int64_t capacity, void* scratch,
-                     Stream stream);
+                     int64_t num_leaves, T* log_scale, T* tree, T* entropy_tree,
+                     int64_t capacity, void* scratch, Stream stream);
 
 const char* ErrorString(int error);
 
 }  // namespace gpu
 }  // namespace adasamp
 
-// The same functions for callers without C++ (ctypes, CuPy): suffix _f32 or
-// _f64 for the dtype; `stream` is a cudaStream_t (0 for the default stream).
-// The CUDA source compiles with hidden visibility; only these are exported.
-#define ADASAMP_GPU_EXPORT __attribute__((visibility("default")))
-
-extern "C" {
-
-#define ADASAMP_DECLARE_C_FUNCTIONS(T, SUFFIX)                                 \
-  ADASAMP_GPU_EXPORT size_t adasamp_sum_tree_build_scratch_bytes_##SUFFIX(     \
-      int64_t capacity);                                                       \
-  ADASAMP_GPU_EXPORT int adasamp_sum_tree_build_##SUFFIX(                      \
-      const T* weights, int64_t num_leaves, T* tree, int64_t capacity,         \
-      void* scratch, void* stream);                                            \
-  ADASAMP_GPU_EXPORT size_t adasamp_sum_tree_set_scratch_bytes_##SUFFIX(       \
-      int64_t count, int64_t num_leaves);                                      \
-  ADASAMP_GPU_EXPORT int adasamp_sum_tree_set_##SUFFIX(                        \
-      const int64_t* indices, const T* weights, int64_t count,                 \
-      int64_t num_leaves, T* tree, int64_t capacity, void* scratch,            \
-      void* stream);                                                           \
-  ADASAMP_GPU_EXPORT int adasamp_sum_tree_sample_##SUFFIX(                     \
-      const T* tree, int64_t capacity, const T* uniforms, int64_t count,       \
-      int64_t* indices, T* probabilities, void* stream);                       \
-  ADASAMP_GPU_EXPORT size_t adasamp_adaptive_reweight_scratch_bytes_##SUFFIX(  \
-      int64_t count, int64_t num_leaves);                                      \
-  ADASAMP_GPU_EXPORT int adasamp_adaptive_reweight_##SUFFIX(                   \
-      T amplitude, T decay, const int64_t* indices, const T* utilities,        \
-      int64_t count, T* log_weights, int64_t num_leaves, T* log_scale,         \
-      T* tree, T* entropy_tree, int64_t capacity, void* scratch, void* stream);
-ADASAMP_DECLARE_C_FUNCTIONS(float, f32)
-ADASAMP_DECLARE_C_FUNCTIONS(double, f64)
-#undef ADASAMP_DECLARE_C_FUNCTIONS
-
-ADASAMP_GPU_EXPORT const char* adasamp_gpu_error_string(int error);
-
-}  // extern "C"
-
-#endif  // ADASAMP_CC_KERNELS_SUM_TREE_GPU_H_
+#endif  // ADASAMP_CC_KERNELS_GPU_SUM_TREE_GPU_H_
