@@ -28,7 +28,8 @@ def checked_tree(tree: tf.Tensor, num_leaves: int) -> tf.Tensor:
 
   Asserts that it has 2 * capacity nodes, leaves finite and >= 0, zero
   padding and a finite total; returns it with every parent recomputed from
-  its children, as the ops compute them, so edited sums cannot survive.
+  its children, as the ops compute them, so edited sums cannot survive (and
+  node 0 recording num_leaves, as the build writes it).
   """
   capacity = tree_capacity(num_leaves)
   with tf.control_dependencies(
@@ -46,7 +47,9 @@ def checked_tree(tree: tf.Tensor, num_leaves: int) -> tf.Tensor:
   while levels[-1].shape[0] > 1:
     pairs = tf.reshape(levels[-1], [-1, 2])
     levels.append(pairs[:, 0] + pairs[:, 1])
-  rebuilt = tf.concat([tf.zeros([1], tree.dtype), *reversed(levels)], axis=0)
+  # Node 0 records num_leaves, as the build op writes it.
+  rebuilt = tf.concat(
+      [tf.constant([num_leaves], tree.dtype), *reversed(levels)], axis=0)
   checks.append(tf.debugging.assert_all_finite(
       rebuilt[1], "the checkpoint's total weight"))
   with tf.control_dependencies(checks):
