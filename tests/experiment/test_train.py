@@ -223,6 +223,23 @@ def test_cli_takes_a_flagfile_and_writes_metrics(tmp_path):
     assert [json.loads(line)["step"] for line in f] == [0, 2, 4]
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not tf.config.list_physical_devices("GPU"),
+                    reason="TensorFlow sees no GPU")
+def test_deterministic_resumed_run_on_the_gpu_matches_uninterrupted_run(
+    tmp_path):
+  # Op determinism is for the whole process: a process per run.
+  common = ["--model=cnn", "--steps=6", "--eval_interval=2",
+            "--batch_size=16", "--noprogress", "--deterministic"]
+  for name, extra in [("whole", []), ("stopped", ["--steps=4"]),
+                      ("stopped", ["--resume"])]:
+    result = run_cli(*common, *extra, f"--output_dir={tmp_path / name}")
+    assert result.returncode == 0, result.stderr
+  whole = training_loop.read_metrics(str(tmp_path / "whole"))
+  assert [r["step"] for r in whole] == [0, 2, 4, 6]
+  assert training_loop.read_metrics(str(tmp_path / "stopped")) == whole
+
+
 def test_resume_refuses_a_run_of_other_settings(digits, tmp_path):
   training_loop.train(tiny_config(output_dir=str(tmp_path)), data=digits)
   with pytest.raises(training_loop.RunExistsError,
