@@ -21,6 +21,16 @@ processes falls on all of them. Reports min and median seconds per step over
 `--repeats` rounds, and the median of the per-round ratios to uniform.
 
   python -m benchmarks.train_step [--steps 10] [--repeats 40]
+
+--trainer instead compares the trainer (tf_adasamp.experiment.training_loop,
+which runs `steps_per_execution` steps per call and tracks the bounds
+in-graph) with the adaptive_updated step it runs, on the digits CNN: the
+trainer's seconds per step are the time of a run of 25 + --steps steps minus
+that of a run of 25, each evaluating at its start and end only, so startup,
+tracing and evaluation cancel; beside it, the step called --steps times from
+Python. --rounds pairs, the median ratio of each pair.
+
+  python -m benchmarks.train_step --trainer [--steps 600] [--rounds 5]
 """
 
 import argparse
@@ -124,20 +134,69 @@ def report(times):
   return entry
 
 
+def trainer_benchmark(steps, rounds, base_steps=25):
+  """{"trainer": [...], "train_step": [...]} seconds per step, per round."""
+  data = datasets.load("digits")
+
+  def run_seconds(total):
+    config = training_loop.TrainConfig(dataset="digits", model="cnn",
+                                       steps=total, eval_interval=total)
+    start = time.perf_counter()
+    training_loop.train(config, data=data)
+    seconds = time.perf_counter() - start
+    tf.keras.backend.clear_session()
+    return seconds
+
+  step = make_step(data.x_train, data.y_train, "updated")
+  seconds_per_step(step, 10)
+  times = {"trainer": [], "train_step": []}
+  for _ in range(rounds):
+    times["trainer"].append(
+        (run_seconds(base_steps + steps) - run_seconds(base_steps)) / steps)
+    times["train_step"].append(seconds_per_step(step, steps))
+    print(f"trainer {1e3 * times['trainer'][-1]:.2f} ms/step, train_step "
+          f"{1e3 * times['train_step'][-1]:.2f} ms/step, load "
+          f"{os.getloadavg()[0]:.2f}", flush=True)
+  ratio = statistics.median(
+      t / s for t, s in zip(times["trainer"], times["train_step"]))
+  print(f"trainer / train_step (median of {rounds} rounds): {ratio:.3f}x "
+        f"(target <= 1.1x: {'met' if ratio <= 1.1 else 'NOT met'})")
+  return {**times, "median_ratio": ratio}
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--steps", type=int, default=10)
+  parser.add_argument("--steps", type=int, default=None,
+                      help="default 10, or 600 with --trainer")
   parser.add_argument("--warmup", type=int, default=10)
   parser.add_argument("--repeats", type=int, default=40)
-  parser.add_argument("--output", default=os.path.join(
-      os.path.dirname(__file__), "results", "train_step.json"))
+  parser.add_argument("--datasets", default="cifar_sized,digits")
+  parser.add_argument("--trainer", action="store_true")
+  parser.add_argument("--rounds", type=int, default=5)
+  parser.add_argument("--output", default=None, help="default "
+                      "results/train_step.json, or results/trainer_step.json "
+                      "with --trainer")
   args = parser.parse_args()
+  results_dir = os.path.join(os.path.dirname(__file__), "results")
 
   info = machine()
   print(json.dumps(info))
+  if args.trainer:
+    steps = args.steps or 600
+    output = args.output or os.path.join(results_dir, "trainer_step.json")
+    result = trainer_benchmark(steps, args.rounds)
+    os.makedirs(os.path.dirname(output), exist_ok=True)
+    with open(output, "w") as f:
+      json.dump({"steps": steps, "rounds": args.rounds, "machine": info,
+                 "results": result}, f, indent=2)
+    print(f"wrote {output}")
+    return
+  args.steps = args.steps or 10
+  args.output = args.output or os.path.join(results_dir, "train_step.json")
   results = {}
-  for name, load_data in [("cifar_sized", lambda: cifar_sized(seed=0)),
-                          ("digits", digits)]:
+  sources = {"cifar_sized": lambda: cifar_sized(seed=0), "digits": digits}
+  for name in args.datasets.split(","):
+    load_data = sources[name]
     images, labels = load_data()
     print(f"\n{name}: {len(labels)} x {'x'.join(map(str, images.shape[1:]))}"
           f", batch {BATCH_SIZE}, {args.steps} steps x {args.repeats} runs")
