@@ -126,20 +126,20 @@ class BoundTracker(tf.Module):
     bounds.KLBoundTracker(num_examples, amplitude, decay)
     self._num_examples = num_examples
     self._amplitude, self._decay = float(amplitude), float(decay)
+
+    def variable(name, value, dtype):
+      return tf.Variable(tf.constant(value, dtype), trainable=False, name=name)
+
     with self.name_scope:
-      self.sums = tf.Variable(tf.zeros([num_examples], tf.float64),
-                              trainable=False, name="sums")
-      scalar = lambda name: tf.Variable(  # pylint: disable=g-long-lambda
-          tf.zeros([], tf.float64), trainable=False, name=name)
-      self.total = scalar("total")
-      self.general = scalar("general")
-      self.utilities_before_last = scalar("utilities_before_last")
-      self.last_utilities = scalar("last_utilities")
-      self.signed = tf.Variable(False, trainable=False, name="signed")
-      self.steps = tf.Variable(0, dtype=tf.int64, trainable=False,
-                               name="steps")
-      self.batch_size = tf.Variable(0, dtype=tf.int64, trainable=False,
-                                    name="batch_size")
+      self.sums = variable("sums", np.zeros(num_examples), tf.float64)
+      self.total = variable("total", 0, tf.float64)
+      self.general = variable("general", 0, tf.float64)
+      self.utilities_before_last = variable("utilities_before_last", 0,
+                                            tf.float64)
+      self.last_utilities = variable("last_utilities", 0, tf.float64)
+      self.signed = variable("signed", False, tf.bool)
+      self.steps = variable("steps", 0, tf.int64)
+      self.batch_size = variable("batch_size", 0, tf.int64)
 
   def update(self, indices, utilities):
     """Records one step: its [B] draws and their utilities."""
