@@ -412,6 +412,9 @@ def test_metrics_and_config_files_are_replaced_whole(tmp_path):
   training_loop.write_atomically(str(path), "new")
   assert path.read_text() == "new"
   assert os.listdir(tmp_path) == ["file.json"]
+  umask = os.umask(0)
+  os.umask(umask)
+  assert os.stat(path).st_mode & 0o777 == 0o666 & ~umask
 
 
 @pytest.mark.parametrize("make_path,message", [

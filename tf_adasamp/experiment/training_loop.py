@@ -441,6 +441,10 @@ def write_atomically(path, text):
   fd, temporary = tempfile.mkstemp(
       dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
   try:
+    # mkstemp's file is private (0600); give it open()'s usual mode.
+    umask = os.umask(0)
+    os.umask(umask)
+    os.fchmod(fd, 0o666 & ~umask)
     with os.fdopen(fd, "w") as f:
       f.write(text)
       f.flush()
