@@ -476,3 +476,13 @@ def test_tensorboard_has_train_and_test_runs_and_the_samplers_view(
   assert {tag for tag, plugins in train.items() if plugins == {"scalars"}
           } == expected
   assert train["sampler/log_n_q"] == {"histograms"}
+
+
+@pytest.mark.parametrize("sampling", ["uniform", "adaptive"])
+def test_progress_bar_names_the_batches_it_measures(digits, capsys,
+                                                   sampling):
+  training_loop.train(tiny_config(sampling=sampling), data=digits,
+                      progress=True)
+  shown = capsys.readouterr().out
+  assert f"{sampling} batch loss" in shown
+  assert f"{sampling} batch accuracy" in shown
