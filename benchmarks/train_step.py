@@ -21,6 +21,17 @@ processes falls on all of them. Reports min and median seconds per step over
 `--repeats` rounds, and the median of the per-round ratios to uniform.
 
   python -m benchmarks.train_step [--steps 10] [--repeats 40]
+
+--trainer instead compares the trainer (tf_adasamp.experiment.training_loop,
+which runs `steps_per_execution` steps per call and tracks the bounds
+in-graph) with the adaptive_updated step it runs, on the digits CNN: the
+trainer's seconds per step are the time of a run of 25 + --steps steps minus
+that of a run of 25, each evaluating at its start and end only, so startup,
+tracing and evaluation cancel; beside it, the step called --steps times from
+Python. --rounds rounds; the median of the rounds' ratios, in wall-clock and
+in CPU time (which other processes' load disturbs less).
+
+  python -m benchmarks.train_step --trainer [--steps 600] [--rounds 5]
 """
 
 import argparse
@@ -124,20 +135,86 @@ def report(times):
   return entry
 
 
+def trainer_benchmark(steps, rounds, base_steps=25):
+  """Per round, the trainer's and the step's seconds per step, wall clock
+  and CPU (all of this process's threads: less sensitive to other load)."""
+  data = datasets.load("digits")
+  step = make_step(data.x_train, data.y_train, "updated")
+
+  def timed(run):
+    wall, cpu = time.perf_counter(), time.process_time()
+    run()
+    return np.array([time.perf_counter() - wall, time.process_time() - cpu])
+
+  def trainer_run(total):
+    config = training_loop.TrainConfig(dataset="digits", model="cnn",
+                                       steps=total, eval_interval=total)
+    seconds = timed(lambda: training_loop.train(config, data=data))
+    tf.keras.backend.clear_session()
+    return seconds
+
+  def step_run():
+    for _ in range(steps):
+      loss = step()[0]
+    float(loss)  # waits for the last step
+
+  step_run()
+  times = {name: {"wall": [], "cpu": []} for name in ("trainer",
+                                                      "train_step")}
+  for _ in range(rounds):
+    trainer = (trainer_run(base_steps + steps) - trainer_run(base_steps))
+    train_step = timed(step_run)
+    for name, (wall, cpu) in [("trainer", trainer / steps),
+                              ("train_step", train_step / steps)]:
+      times[name]["wall"].append(wall)
+      times[name]["cpu"].append(cpu)
+    print(f"ms/step, wall (cpu): trainer {1e3 * times['trainer']['wall'][-1]:.2f}"
+          f" ({1e3 * times['trainer']['cpu'][-1]:.2f}), train_step "
+          f"{1e3 * times['train_step']['wall'][-1]:.2f} "
+          f"({1e3 * times['train_step']['cpu'][-1]:.2f}); load "
+          f"{os.getloadavg()[0]:.2f}", flush=True)
+  ratios = {clock: statistics.median(
+      t / s for t, s in zip(times["trainer"][clock],
+                            times["train_step"][clock]))
+            for clock in ("wall", "cpu")}
+  print(f"trainer / train_step, median of {rounds} rounds: wall "
+        f"{ratios['wall']:.3f}x, cpu {ratios['cpu']:.3f}x (target <= 1.1x)")
+  return {**times, "median_ratio": ratios}
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--steps", type=int, default=10)
+  parser.add_argument("--steps", type=int, default=None,
+                      help="default 10, or 600 with --trainer")
   parser.add_argument("--warmup", type=int, default=10)
   parser.add_argument("--repeats", type=int, default=40)
-  parser.add_argument("--output", default=os.path.join(
-      os.path.dirname(__file__), "results", "train_step.json"))
+  parser.add_argument("--datasets", default="cifar_sized,digits")
+  parser.add_argument("--trainer", action="store_true")
+  parser.add_argument("--rounds", type=int, default=5)
+  parser.add_argument("--output", default=None, help="default "
+                      "results/train_step.json, or results/trainer_step.json "
+                      "with --trainer")
   args = parser.parse_args()
+  results_dir = os.path.join(os.path.dirname(__file__), "results")
 
   info = machine()
   print(json.dumps(info))
+  if args.trainer:
+    steps = args.steps or 600
+    output = args.output or os.path.join(results_dir, "trainer_step.json")
+    result = trainer_benchmark(steps, args.rounds)
+    os.makedirs(os.path.dirname(output), exist_ok=True)
+    with open(output, "w") as f:
+      json.dump({"steps": steps, "rounds": args.rounds, "machine": info,
+                 "results": result}, f, indent=2)
+    print(f"wrote {output}")
+    return
+  args.steps = args.steps or 10
+  args.output = args.output or os.path.join(results_dir, "train_step.json")
   results = {}
-  for name, load_data in [("cifar_sized", lambda: cifar_sized(seed=0)),
-                          ("digits", digits)]:
+  sources = {"cifar_sized": lambda: cifar_sized(seed=0), "digits": digits}
+  for name in args.datasets.split(","):
+    load_data = sources[name]
     images, labels = load_data()
     print(f"\n{name}: {len(labels)} x {'x'.join(map(str, images.shape[1:]))}"
           f", batch {BATCH_SIZE}, {args.steps} steps x {args.repeats} runs")

@@ -543,6 +543,40 @@ class KLBoundTracker:
     self._batch_size = indices.size
     self._steps += 1
 
+  def state(self):
+    """The running sums, by name: what `from_state` takes back.
+
+    For keeping them elsewhere, e.g. in tf.Variables updated inside a
+    training step (tf_adasamp.experiment.training_loop.BoundTracker).
+    """
+    return {"sums": self._sums.copy(), "total": self._total,
+            "general": self._general,
+            "utilities_before_last": self._utilities_before_last,
+            "last_utilities": self._last_utilities, "signed": self._signed,
+            "steps": self._steps, "batch_size": self._batch_size}
+
+  @classmethod
+  def from_state(cls, num_examples, amplitude, decay, state):
+    """A tracker holding `state` (as `state()` returns it) for a run of
+    Algorithm 1 over `num_examples` with `amplitude` and `decay`."""
+    tracker = cls(num_examples, amplitude, decay)
+    sums = _array("sums", state["sums"])
+    if sums.shape != (tracker._num_examples,):
+      raise ValueError(f"sums must have shape ({tracker._num_examples},), "
+                       f"got {sums.shape}")
+    steps, batch_size = int(state["steps"]), state["batch_size"]
+    if steps < 0 or (batch_size is None) != (steps == 0):
+      raise ValueError(f"steps {steps} and batch_size {batch_size!r} do not "
+                       "agree (batch_size is None before the first step)")
+    tracker._sums = sums.copy()
+    for name in ("total", "general", "utilities_before_last",
+                 "last_utilities"):
+      setattr(tracker, "_" + name, float(_array(name, state[name])))
+    tracker._signed = bool(state["signed"])
+    tracker._steps = steps
+    tracker._batch_size = None if batch_size is None else int(batch_size)
+    return tracker
+
   @property
   def steps(self):
     """T, the number of steps recorded."""

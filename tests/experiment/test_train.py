@@ -1,7 +1,9 @@
 """The trainer: step, samplers, models, loop, resume and command line."""
 
+import dataclasses
 import json
 import os
+import pickle
 import subprocess
 import sys
 
@@ -12,6 +14,7 @@ import tensorflow as tf
 from tf_adasamp.experiment import datasets
 from tf_adasamp.experiment import models
 from tf_adasamp.experiment import training_loop
+from tf_adasamp import bounds
 from tf_adasamp import utilities
 from tf_adasamp.sampler import AdaptiveSampler
 
@@ -112,14 +115,23 @@ def test_train_records_every_eval_interval(digits, sampling):
   records = training_loop.train(tiny_config(sampling=sampling), data=digits)
   assert [r["step"] for r in records] == [0, 2, 4]
   metrics = {"step", "epoch", "train_loss", "train_accuracy", "test_loss",
-             "test_accuracy", "kl", "kl_bound", "kl_bound_general",
-             "zero_one_gap"}  # the last for the logistic model
+             "test_accuracy", "kl", "max_probability", "ess_fraction",
+             "misclassified_mass", "learning_rate", "kl_bound",
+             "kl_bound_general", "zero_one_gap"}  # the last for logistic
   assert set(records[0]) == metrics
-  # Corollary 1 needs T >= 1 steps.
-  assert set(records[-1]) == metrics | {"corollary1_bound"}
+  # Corollary 1 needs T >= 1 steps, unique_per_batch a step since the last.
+  assert set(records[-1]) == metrics | {"corollary1_bound", "unique_per_batch"}
   for name in ["kl", "kl_bound"]:
     value = records[-1][name]
     assert value > 0 if sampling == "adaptive" else value == 0
+  # Q_t is uniform until the first reweighting.
+  assert records[0]["ess_fraction"] == pytest.approx(1.0)
+  assert records[0]["max_probability"] == pytest.approx(1 / 1500)
+  assert records[0]["misclassified_mass"] == pytest.approx(
+      1 - records[0]["train_accuracy"])
+  assert 1 <= records[-1]["unique_per_batch"] <= 16
+  if sampling == "adaptive":
+    assert records[-1]["ess_fraction"] < 1
 
 
 def test_uniform_and_adaptive_runs_start_from_the_same_model(digits):
@@ -169,8 +181,15 @@ def test_epochs_set_the_number_of_steps():
     (dict(decay=1.0), "decay must be in"),
     (dict(amplitude=-1.0), "amplitude must be"),
     (dict(sampling="sometimes"), "sampling must be one of"),
-    (dict(learning_rate=0.0), "learning_rate must be > 0"),
-    (dict(epochs=-1.0), "epochs must be > 0"),
+    (dict(learning_rate=0.0), r"learning_rate must be finite and > 0"),
+    (dict(learning_rate=float("inf")), r"learning_rate must be finite"),
+    (dict(lr_decay=float("inf")), r"lr_decay must be finite"),
+    (dict(l2=float("inf")), r"l2 must be finite and > 0, got inf"),
+    (dict(epochs=-1.0), "epochs must be finite and > 0"),
+    (dict(epochs=float("inf")), "epochs must be finite and > 0, got inf"),
+    (dict(seed=-1), r"seed must be in \[0, 2\*\*32\), got -1"),
+    (dict(seed=2**32), r"seed must be in \[0, 2\*\*32\)"),
+    (dict(steps_per_execution=0), "steps_per_execution must be"),
     (dict(resume=True), "resume needs an output_dir"),
 ])
 def test_bad_config_values_raise_value_error(overrides, message):
@@ -197,11 +216,28 @@ def test_cli_takes_a_flagfile_and_writes_metrics(tmp_path):
   flagfile = tmp_path / "flags.txt"
   flagfile.write_text("\n".join([
       "--model=logistic", "--steps=4", "--eval_interval=2", "--noprogress",
-      f"--output_dir={tmp_path / 'run'}"]))
+      "--deterministic", f"--output_dir={tmp_path / 'run'}"]))
   result = run_cli(f"--flagfile={flagfile}")
   assert result.returncode == 0, result.stderr
   with open(tmp_path / "run" / training_loop.METRICS_FILE) as f:
     assert [json.loads(line)["step"] for line in f] == [0, 2, 4]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not tf.config.list_physical_devices("GPU"),
+                    reason="TensorFlow sees no GPU")
+def test_deterministic_resumed_run_on_the_gpu_matches_uninterrupted_run(
+    tmp_path):
+  # Op determinism is for the whole process: a process per run.
+  common = ["--model=cnn", "--steps=6", "--eval_interval=2",
+            "--batch_size=16", "--noprogress", "--deterministic"]
+  for name, extra in [("whole", []), ("stopped", ["--steps=4"]),
+                      ("stopped", ["--resume"])]:
+    result = run_cli(*common, *extra, f"--output_dir={tmp_path / name}")
+    assert result.returncode == 0, result.stderr
+  whole = training_loop.read_metrics(str(tmp_path / "whole"))
+  assert [r["step"] for r in whole] == [0, 2, 4, 6]
+  assert training_loop.read_metrics(str(tmp_path / "stopped")) == whole
 
 
 def test_resume_refuses_a_run_of_other_settings(digits, tmp_path):
@@ -210,3 +246,243 @@ def test_resume_refuses_a_run_of_other_settings(digits, tmp_path):
                      match="amplitude: 1.0 there, 2.0 here"):
     training_loop.train(tiny_config(output_dir=str(tmp_path), resume=True,
                                amplitude=2.0), data=digits)
+
+
+def assert_same_tracker_state(in_graph, host):
+  ours, theirs = in_graph.read().state(), host.state()
+  np.testing.assert_allclose(ours.pop("sums"), theirs.pop("sums"),
+                             rtol=1e-12, atol=1e-12)
+  for name in ["signed", "steps", "batch_size"]:
+    assert ours.pop(name) == theirs.pop(name), name
+  for name, value in theirs.items():
+    assert ours[name] == pytest.approx(value, rel=1e-12, abs=1e-12), name
+
+
+@pytest.mark.parametrize("signed", [False, True])
+def test_in_graph_bound_tracker_matches_host_tracker(signed):
+  # Few examples, so batches repeat indices; signed utilities too.
+  n, batch_size = 7, 5
+  tracker = training_loop.BoundTracker(n, amplitude=0.7, decay=0.6)
+  host = bounds.KLBoundTracker(n, amplitude=0.7, decay=0.6)
+  rng = np.random.default_rng(0)
+  update = tf.function(tracker.update)
+  for _ in range(12):
+    indices = rng.integers(0, n, batch_size)
+    batch_utilities = rng.uniform(-1 if signed else 0, 1, batch_size)
+    update(tf.constant(indices), tf.constant(batch_utilities, tf.float32))
+    host.update(indices, np.float32(batch_utilities))
+    assert_same_tracker_state(tracker, host)
+  assert (host.kl_bound is None) == signed
+  assert tracker.read().kl_bound == host.kl_bound
+
+
+def test_bound_tracker_of_a_run_matches_host_tracker_fed_its_draws(digits):
+  model = models.build("logistic", (8, 8, 1), 10, seed=0)
+  sampler = AdaptiveSampler(len(digits.y_train), amplitude=1.0, decay=0.5,
+                            seed=0)
+  step = training_loop.make_train_step(
+      model, training_loop.make_optimizer("sgd", 0.5, 0.0), sampler,
+      tf.constant(digits.x_train), tf.constant(digits.y_train),
+      batch_size=64, utility="l1")
+  tracker = training_loop.BoundTracker(len(digits.y_train), 1.0, 0.5)
+  host = bounds.KLBoundTracker(len(digits.y_train), 1.0, 0.5)
+  draws = []
+
+  @tf.function
+  def run_steps(count):
+    # As train() does: the tracker is updated inside the compiled loop.
+    for _ in tf.range(count):
+      _, _, indices, batch_utilities = step()
+      tracker.update(indices, batch_utilities)
+    return indices, batch_utilities
+
+  for _ in range(5):
+    draws.append([x.numpy() for x in run_steps(tf.constant(1))])
+  for indices, batch_utilities in draws:
+    host.update(indices, batch_utilities)
+  assert_same_tracker_state(tracker, host)
+  assert host.kl_bound_general != 0
+
+
+def test_steps_per_execution_does_not_change_the_run(digits):
+  settings = dict(model="cnn", steps=7, eval_interval=3)
+  one = training_loop.train(tiny_config(steps_per_execution=1, **settings),
+                            data=digits)
+  many = training_loop.train(tiny_config(steps_per_execution=2, **settings),
+                             data=digits)
+  assert [r["step"] for r in many] == [0, 3, 6, 7]
+  assert many == one
+
+
+def test_resume_ignores_a_tampered_checkpoint_entry_never_running_it(
+    digits, tmp_path):
+  config = tiny_config(output_dir=str(tmp_path / "run"))
+  training_loop.train(config, data=digits)
+  marker = tmp_path / "pwned"
+
+  class Payload:
+
+    def __reduce__(self):
+      return (os.system, (f"touch {marker}",))
+
+  class Pickled(tf.train.experimental.PythonState):
+    """What an old checkpoint's bound_tracker entry was: a pickle."""
+
+    def serialize(self):
+      return pickle.dumps(Payload())
+
+    def deserialize(self, string_value):
+      pickle.loads(string_value)
+
+  tampered = tf.train.Checkpoint(bound_tracker=Pickled(),
+                                 step=tf.Variable(4, dtype=tf.int64))
+  tf.train.CheckpointManager(tampered, str(tmp_path / "run" / "checkpoints"),
+                             max_to_keep=5).save(checkpoint_number=8)
+  with pytest.raises(training_loop.RunError,
+                     match="does not hold this trainer's state"):
+    training_loop.train(dataclasses.replace(config, resume=True, steps=8),
+                        data=digits)
+  assert not marker.exists()
+  # The run's records were left as they were.
+  assert [r["step"] for r in training_loop.read_metrics(config.output_dir)
+          ] == [0, 2, 4]
+  # The payload is live: unpickled, as the old trainer did, it runs.
+  tf.train.Checkpoint(bound_tracker=Pickled()).restore(
+      tf.train.latest_checkpoint(str(tmp_path / "run" / "checkpoints")))
+  assert marker.exists()
+
+
+def test_a_kill_while_resuming_keeps_the_metrics(digits, tmp_path,
+                                                 monkeypatch):
+  settings = dict(model="logistic", steps=6, eval_interval=2)
+  whole = training_loop.train(
+      tiny_config(output_dir=str(tmp_path / "whole"), **settings),
+      data=digits)
+  stopped = tiny_config(output_dir=str(tmp_path / "stopped"),
+                        **dict(settings, steps=4))
+  training_loop.train(stopped, data=digits)
+
+  replace = os.replace
+
+  def killed(source, destination):
+    if destination.endswith(training_loop.METRICS_FILE):
+      raise KeyboardInterrupt
+    replace(source, destination)
+
+  # Killed at the resumed run's first write of metrics.jsonl.
+  monkeypatch.setattr(training_loop.os, "replace", killed)
+  resume = dataclasses.replace(stopped, resume=True, steps=6)
+  with pytest.raises(KeyboardInterrupt):
+    training_loop.train(resume, data=digits)
+  monkeypatch.undo()
+  assert training_loop.read_metrics(stopped.output_dir) == whole[:3]
+  assert not [name for name in os.listdir(stopped.output_dir)
+              if name.endswith(".tmp")]
+  assert training_loop.train(resume, data=digits) == whole
+
+
+def test_resume_drops_a_cut_last_metrics_line(digits, tmp_path):
+  settings = dict(model="logistic", steps=6, eval_interval=2)
+  whole = training_loop.train(
+      tiny_config(output_dir=str(tmp_path / "whole"), **settings),
+      data=digits)
+  stopped = tiny_config(output_dir=str(tmp_path / "stopped"),
+                        **dict(settings, steps=4))
+  training_loop.train(stopped, data=digits)
+  path = tmp_path / "stopped" / training_loop.METRICS_FILE
+  with open(path, "a") as f:
+    f.write('{"step": 6, "train_lo')  # as a kill mid-append leaves it
+  assert training_loop.read_metrics(stopped.output_dir) == whole[:3]
+  resumed = training_loop.train(
+      dataclasses.replace(stopped, resume=True, steps=6), data=digits)
+  assert resumed == whole
+  assert training_loop.read_metrics(stopped.output_dir) == whole
+
+
+def test_a_bad_metrics_line_before_the_last_is_a_run_error(tmp_path):
+  (tmp_path / training_loop.METRICS_FILE).write_text(
+      '{"step": 0}\nnot json\n{"step": 2}\n')
+  with pytest.raises(training_loop.RunError, match="line 2 is not a metric"):
+    training_loop.read_metrics(str(tmp_path))
+
+
+def test_metrics_and_config_files_are_replaced_whole(tmp_path):
+  path = tmp_path / "file.json"
+  path.write_text("old")
+  training_loop.write_atomically(str(path), "new")
+  assert path.read_text() == "new"
+  assert os.listdir(tmp_path) == ["file.json"]
+  umask = os.umask(0)
+  os.umask(umask)
+  assert os.stat(path).st_mode & 0o777 == 0o666 & ~umask
+
+
+@pytest.mark.parametrize("make_path,message", [
+    (lambda tmp: tmp / "file", "is a file, not a directory"),
+    (lambda tmp: tmp / "file" / "run", "Not a directory"),
+    (lambda tmp: "/sys/tf_adasamp_run", "cannot write to output_dir"),
+])
+def test_unwritable_output_dir_is_a_run_error(digits, tmp_path, make_path,
+                                              message):
+  (tmp_path / "file").write_text("")
+  with pytest.raises(training_loop.RunError, match=message):
+    training_loop.train(tiny_config(output_dir=str(make_path(tmp_path))),
+                        data=digits)
+
+
+def test_batch_larger_than_the_data_is_a_run_error(digits, tmp_path):
+  with pytest.raises(training_loop.RunError, match="larger than the 1500"):
+    training_loop.train(tiny_config(batch_size=1501,
+                                    output_dir=str(tmp_path / "run")),
+                        data=digits)
+  assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("utility,step", [("l1", 2), ("zero_one", 2)])
+def test_diverging_run_names_its_step_and_keeps_its_checkpoint(
+    digits, tmp_path, utility, step):
+  # l1: NaN outputs reach the sampler as utilities, which it refuses;
+  # zero_one stays finite, and the evaluation finds the NaN loss.
+  config = tiny_config(model="cnn", learning_rate=1e30, utility=utility,
+                       steps=4, eval_interval=2,
+                       output_dir=str(tmp_path))
+  with pytest.raises(training_loop.DivergedError,
+                     match=f"diverged at step {step} .*smaller than 1e\\+30"):
+    training_loop.train(config, data=digits)
+  assert [r["step"] for r in training_loop.read_metrics(str(tmp_path))] == [0]
+
+
+def test_tensorboard_has_train_and_test_runs_and_the_samplers_view(
+    digits, tmp_path):
+  training_loop.train(tiny_config(output_dir=str(tmp_path)), data=digits)
+
+  def tags(run):
+    found = {}
+    for path in (tmp_path / "tensorboard" / run).iterdir():
+      for event in tf.compat.v1.train.summary_iterator(str(path)):
+        for value in event.summary.value:
+          found.setdefault(value.tag, set()).add(
+              value.metadata.plugin_data.plugin_name)
+    return found
+
+  train, test = tags("train"), tags("test")
+  assert test == {"loss": {"scalars"}, "accuracy": {"scalars"}}
+  expected = {"loss", "accuracy", "epoch", "sampler/kl",
+              "sampler/max_probability", "sampler/ess_fraction",
+              "sampler/unique_per_batch", "sampler/misclassified_mass",
+              "optimizer/learning_rate", "bounds/kl_bound",
+              "bounds/kl_bound_general", "bounds/corollary1_bound",
+              "bounds/zero_one_gap"}
+  assert {tag for tag, plugins in train.items() if plugins == {"scalars"}
+          } == expected
+  assert train["sampler/log_n_q"] == {"histograms"}
+
+
+@pytest.mark.parametrize("sampling", ["uniform", "adaptive"])
+def test_progress_bar_names_the_batches_it_measures(digits, capsys,
+                                                   sampling):
+  training_loop.train(tiny_config(sampling=sampling), data=digits,
+                      progress=True)
+  shown = capsys.readouterr().out
+  assert f"{sampling} batch loss" in shown
+  assert f"{sampling} batch accuracy" in shown

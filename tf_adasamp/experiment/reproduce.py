@@ -63,14 +63,24 @@ def main():
     settings = dataclasses.replace(
         study.PRESETS[options.dataset],
         **flags_lib.values(study.Settings, skip_unset=True))
+    if settings.eval_interval > settings.steps / 2:
+      # The report averages each half of training over its evaluations.
+      raise ValueError(
+          f"--steps={settings.steps} with --eval_interval="
+          f"{settings.eval_interval} gives fewer than 2 evaluations in each "
+          "half of training, too few for the report; use an eval_interval "
+          "of at most steps / 2")
     runs = study.plan(settings, options.trials, output_dir, options.dataset,
                       options.data_dir, options.model)
+    # Before any run, not after hours of them.
+    training_loop.ensure_writable_dir(output_dir, "output_dir")
+    training_loop.ensure_writable_dir(report_dir, "report_dir")
     data = datasets.load(options.dataset, options.data_dir)
   except (TypeError, ValueError, datasets.DatasetUnavailableError) as error:
     sys.exit(f"{PROGRAM}: {error}")
   try:
     study.run_all(runs, data, progress=options.progress)
-  except training_loop.RunExistsError as error:
+  except training_loop.RunError as error:
     sys.exit(f"{PROGRAM}: {error}")
   command = " ".join(
       ["python -m tf_adasamp.experiment.reproduce", *sys.argv[1:]])

@@ -38,8 +38,7 @@ def main():
       output_dir=FLAGS.output_dir or "runs/train")
   try:
     records = training_loop.train(config, progress=FLAGS.progress)
-  except (datasets.DatasetUnavailableError,
-          training_loop.RunExistsError) as error:
+  except (datasets.DatasetUnavailableError, training_loop.RunError) as error:
     sys.exit(f"{PROGRAM}: {error}")
   final = records[-1]
   print(f"step {final['step']}: train loss {final['train_loss']:.4f}, "

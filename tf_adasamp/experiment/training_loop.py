@@ -24,23 +24,25 @@ With `strategy` "mirrored" or "multi_worker" the step runs on every
 tf.distribute replica, each drawing its share of the batch from one adaptive
 distribution whose copies stay identical (tf_adasamp.distribute).
 
-`train(config)` runs the loop: metrics of the whole train and test sets every
-`eval_interval` steps, as JSON lines and TensorBoard summaries, checkpoints of
+`train(config)` runs the loop: `steps_per_execution` steps per call of one
+`tf.function` (a `tf.range` loop), the divergence bounds' running sums kept in
+tf.Variables and updated in that loop (`BoundTracker`), so the host reads
+nothing between evaluations; metrics of the whole train and test sets every
+`eval_interval` steps, as JSON lines and TensorBoard summaries; checkpoints of
 everything that shapes the run (model, dropout and sampler random state,
-optimizer, step, bound tracker), and `resume=True` to continue a run exactly
-where it stopped. After each step the loop hands the batch's indices and
-utilities to a host-side `bounds.KLBoundTracker` for the divergence bounds.
+optimizer, step, bound sums: variables only, no Python objects), and
+`resume=True` to continue a run exactly where it stopped.
 """
 
 import dataclasses
 import json
 import math
 import os
-import pickle
+import tempfile
 
+from absl import logging
 import numpy as np
 import tensorflow as tf
-from tensorflow.core.framework import summary_pb2
 
 from tf_adasamp import _validation
 from tf_adasamp import bounds
@@ -57,12 +59,18 @@ OPTIMIZERS = ("sgd", "adagrad")
 UTILITY_AT = ("updated", "step")
 METRICS_FILE = "metrics.jsonl"
 CONFIG_FILE = "config.json"
-_SCALAR_METADATA = summary_pb2.SummaryMetadata(
-    plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
 
 
-class RunExistsError(ValueError):
+class RunError(ValueError):
+  """A run cannot start or go on; the message says why, in one line."""
+
+
+class RunExistsError(RunError):
   """A new run was asked to write where another run already is."""
+
+
+class DivergedError(RunError):
+  """The model's parameters or losses stopped being finite."""
 
 
 class UniformSampler(tf.Module):
@@ -95,8 +103,78 @@ class UniformSampler(tf.Module):
   def update(self, indices, utilities):  # pylint: disable=unused-argument
     """Uniform sampling ignores utilities."""
 
+  def probabilities(self):
+    return tf.fill([self._num_examples],
+                   tf.constant(1 / self._num_examples, tf.float64))
+
   def kl_divergence(self):
     return tf.zeros([], tf.float64)
+
+
+class BoundTracker(tf.Module):
+  """bounds.KLBoundTracker's running sums in tf.Variables, updated in-graph.
+
+  `update` does KLBoundTracker.update's arithmetic with TensorFlow ops, so a
+  training loop inside `tf.function` tracks Theorems 4 and 5 without a host
+  round-trip; `read()` copies the sums into a KLBoundTracker, which computes
+  the bounds, at evaluation points. The sums checkpoint with the run.
+  """
+
+  def __init__(self, num_examples, amplitude, decay, name=None):
+    super().__init__(name=name)
+    # Validates the arguments the way the host tracker does.
+    bounds.KLBoundTracker(num_examples, amplitude, decay)
+    self._num_examples = num_examples
+    self._amplitude, self._decay = float(amplitude), float(decay)
+
+    def variable(name, value, dtype):
+      return tf.Variable(tf.constant(value, dtype), trainable=False, name=name)
+
+    with self.name_scope:
+      self.sums = variable("sums", np.zeros(num_examples), tf.float64)
+      self.total = variable("total", 0, tf.float64)
+      self.general = variable("general", 0, tf.float64)
+      self.utilities_before_last = variable("utilities_before_last", 0,
+                                            tf.float64)
+      self.last_utilities = variable("last_utilities", 0, tf.float64)
+      self.signed = variable("signed", False, tf.bool)
+      self.steps = variable("steps", 0, tf.int64)
+      self.batch_size = variable("batch_size", 0, tf.int64)
+
+  def update(self, indices, utilities):
+    """Records one step: its [B] draws and their utilities."""
+    indices = tf.reshape(tf.cast(indices, tf.int64), [-1])
+    utilities = tf.reshape(tf.cast(utilities, tf.float64), [-1])
+    size = tf.size(indices, out_type=tf.int64)
+    self.general.assign_add(self._amplitude * (
+        tf.reduce_sum(tf.gather(self.sums, indices)) -
+        tf.cast(size, tf.float64) * self.total / self._num_examples))
+    # tf.unique keeps first-occurrence order; `first` is each one's position.
+    unique, position = tf.unique(indices)
+    first = tf.math.unsorted_segment_min(tf.range(size), position,
+                                         tf.size(unique))
+    before = tf.gather(self.sums, unique)
+    updated = self._decay * before + tf.gather(utilities, first)
+    self.total.assign_add(tf.reduce_sum(updated - before))
+    self.sums.scatter_update(tf.IndexedSlices(updated, unique))
+    self.utilities_before_last.assign_add(self.last_utilities)
+    self.last_utilities.assign(tf.reduce_sum(utilities))
+    self.signed.assign(tf.logical_or(self.signed,
+                                     tf.reduce_any(utilities < 0)))
+    self.batch_size.assign(size)
+    self.steps.assign_add(1)
+
+  def read(self):
+    """A bounds.KLBoundTracker holding the sums now (copied to the host)."""
+    steps = int(self.steps)
+    return bounds.KLBoundTracker.from_state(
+        self._num_examples, self._amplitude, self._decay, {
+            "sums": self.sums.numpy(), "total": self.total.numpy(),
+            "general": self.general.numpy(),
+            "utilities_before_last": self.utilities_before_last.numpy(),
+            "last_utilities": self.last_utilities.numpy(),
+            "signed": self.signed.numpy(), "steps": steps,
+            "batch_size": int(self.batch_size) if steps else None})
 
 
 def make_strategy(name):
@@ -214,30 +292,38 @@ def make_train_step(model, optimizer, sampler, images, labels, batch_size,
 
 
 def make_evaluate(model, batch_size=1000):
-  """Returns evaluate(images, labels) -> (mean cross-entropy, accuracy).
+  """Returns evaluate(images, labels, weights=None) -> (mean cross-entropy,
+  accuracy, misclassified weight).
 
   Runs the model in inference mode over the split in batches of
-  `batch_size`.
+  `batch_size`. The last is the sum of `weights` (a [n] float64 array, e.g.
+  the sampling probabilities; 1 / n each if None) over the misclassified
+  examples.
   """
 
   @tf.function(reduce_retracing=True)
-  def sums(batch_images, batch_labels):
+  def sums(batch_images, batch_labels, batch_weights):
     logits = model(batch_images, training=False)
     cross_entropy = tf.nn.sparse_softmax_cross_entropy_with_logits(
         batch_labels, logits)
     correct = tf.equal(tf.argmax(logits, -1, output_type=batch_labels.dtype),
                        batch_labels)
     return (tf.reduce_sum(tf.cast(cross_entropy, tf.float64)),
-            tf.reduce_sum(tf.cast(correct, tf.float64)))
+            tf.reduce_sum(tf.cast(correct, tf.float64)),
+            tf.reduce_sum(tf.where(correct, tf.zeros_like(batch_weights),
+                                   batch_weights)))
 
-  def evaluate(images, labels):
-    loss, correct = 0.0, 0.0
+  def evaluate(images, labels, weights=None):
+    if weights is None:
+      weights = np.full(len(labels), 1 / len(labels))
+    loss, correct, misclassified = 0.0, 0.0, 0.0
     for start in range(0, len(labels), batch_size):
-      batch_loss, batch_correct = sums(images[start:start + batch_size],
-                                       labels[start:start + batch_size])
-      loss += float(batch_loss)
-      correct += float(batch_correct)
-    return loss / len(labels), correct / len(labels)
+      batch = slice(start, start + batch_size)
+      batch_sums = sums(images[batch], labels[batch], weights[batch])
+      loss += float(batch_sums[0])
+      correct += float(batch_sums[1])
+      misclassified += float(batch_sums[2])
+    return loss / len(labels), correct / len(labels), misclassified
 
   return evaluate
 
@@ -282,7 +368,16 @@ class TrainConfig:
                                 "--steps if set.")
   eval_interval: int = option(25, "Steps between evaluations (and "
                               "checkpoints).")
-  seed: int = option(0, "Seed of the initial model, dropout and sampling.")
+  steps_per_execution: int = option(
+      25, "Steps per call of the compiled training loop (as in Keras): the "
+      "host waits for the device once per call; a call never runs past an "
+      "evaluation. Does not change the results.")
+  seed: int = option(0, "Seed of the initial model, dropout and sampling; "
+                     "in [0, 2**32).")
+  deterministic: bool = option(
+      False, "Make TensorFlow's ops deterministic "
+      "(tf.config.experimental.enable_op_determinism, for the whole "
+      "process), so a GPU run and its resumption repeat exactly; slower.")
   output_dir: str | None = option(
       None, "Directory for metrics, summaries and checkpoints (the "
       "trainer's default: runs/train).")
@@ -310,16 +405,22 @@ class TrainConfig:
     _validation.decay(self.decay)
     _validation.positive_int(self.batch_size, "batch_size")
     _validation.positive_int(self.eval_interval, "eval_interval")
+    _validation.positive_int(self.steps_per_execution, "steps_per_execution")
     if self.epochs is None:
       _validation.positive_int(self.steps, "steps")
-    elif not self.epochs > 0:
-      raise ValueError(f"epochs must be > 0, got {self.epochs}")
-    if not self.learning_rate > 0:
-      raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
-    if not self.l2 > 0:
-      raise ValueError(f"l2 must be > 0, got {self.l2}")
-    if not self.lr_decay >= 0:
-      raise ValueError(f"lr_decay must be >= 0, got {self.lr_decay}")
+    elif not 0 < self.epochs < math.inf:
+      raise ValueError(f"epochs must be finite and > 0, got {self.epochs}")
+    if not 0 < self.learning_rate < math.inf:
+      raise ValueError("learning_rate must be finite and > 0, got "
+                       f"{self.learning_rate}")
+    if not 0 < self.l2 < math.inf:
+      raise ValueError(f"l2 must be finite and > 0, got {self.l2}")
+    if not 0 <= self.lr_decay < math.inf:
+      raise ValueError(f"lr_decay must be finite and >= 0, got "
+                       f"{self.lr_decay}")
+    # NumPy's and Keras' seeds (models.build) are 32-bit.
+    if not 0 <= self.seed < 2**32:
+      raise ValueError(f"seed must be in [0, 2**32), got {self.seed}")
     if self.resume and not self.output_dir:
       raise ValueError("resume needs an output_dir to resume from")
 
@@ -329,13 +430,80 @@ class TrainConfig:
     return math.ceil(self.epochs * num_examples / self.batch_size)
 
 
+def write_atomically(path, text):
+  """Replaces file `path` by one holding `text`, all at once.
+
+  Writes a temporary file beside it, syncs it to disk and renames it over
+  `path`: a kill at any moment leaves the old file or the new, never part
+  of one.
+  """
+  directory = os.path.dirname(os.path.abspath(path))
+  fd, temporary = tempfile.mkstemp(
+      dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+  try:
+    # mkstemp's file is private (0600); give it open()'s usual mode.
+    umask = os.umask(0)
+    os.umask(umask)
+    os.fchmod(fd, 0o666 & ~umask)
+    with os.fdopen(fd, "w") as f:
+      f.write(text)
+      f.flush()
+      os.fsync(f.fileno())
+    os.replace(temporary, path)
+  except BaseException:
+    if os.path.exists(temporary):
+      os.unlink(temporary)
+    raise
+  # Makes the rename itself durable.
+  directory_fd = os.open(directory, os.O_RDONLY)
+  try:
+    os.fsync(directory_fd)
+  finally:
+    os.close(directory_fd)
+
+
+def ensure_writable_dir(path, name="output_dir"):
+  """Creates directory `path` if missing; RunError, naming flag `name`,
+  unless a file can be created in it."""
+  if os.path.exists(path) and not os.path.isdir(path):
+    raise RunError(f"{name} {path} is a file, not a directory")
+  try:
+    os.makedirs(path, exist_ok=True)
+    tempfile.TemporaryFile(dir=path).close()
+  except OSError as error:
+    raise RunError(f"cannot write to {name} {path}: "
+                   f"{error.strerror or error}") from None
+
+
 def read_metrics(output_dir):
-  """The metric records a run wrote to `output_dir`, oldest first."""
+  """The metric records a run wrote to `output_dir`, oldest first.
+
+  A last line cut short (by a kill while an older version appended it; the
+  trainer now replaces the file whole) is dropped with a warning, and the
+  run's next record rewrites the file without it. Any other line that is
+  not a record raises RunError.
+  """
   path = os.path.join(output_dir, METRICS_FILE)
   if not os.path.exists(path):
     return []
-  with open(path) as f:
-    return [json.loads(line) for line in f if line.strip()]
+  with open(path, encoding="utf-8", errors="replace") as f:
+    lines = [(number, line) for number, line in enumerate(f, 1)
+             if line.strip()]
+  records = []
+  for number, line in lines:
+    try:
+      record = json.loads(line)
+    except ValueError:
+      record = None
+    if not (isinstance(record, dict) and isinstance(record.get("step"), int)):
+      if number == lines[-1][0]:
+        logging.warning("%s: dropped its last line, %d, cut short: %.60r",
+                        path, number, line)
+        break
+      raise RunError(f"{path} line {number} is not a metric record; move the "
+                     "file away to start the run over")
+    records.append(record)
+  return records
 
 
 def is_complete(output_dir, steps):
@@ -344,8 +512,10 @@ def is_complete(output_dir, steps):
   return bool(records) and records[-1]["step"] >= steps
 
 
-# Fields a resumed run may change: where it reads and writes, how long it is.
-_RESUMABLE_CHANGES = {"data_dir", "output_dir", "resume", "steps", "epochs"}
+# Fields a resumed run may change: where it reads and writes, how long it is,
+# and how it executes (neither changes the results on a CPU).
+_RESUMABLE_CHANGES = {"data_dir", "output_dir", "resume", "steps", "epochs",
+                      "steps_per_execution", "deterministic"}
 
 
 def check_output_dir(config):
@@ -364,8 +534,14 @@ def check_output_dir(config):
                          "it or choose another output_dir")
   path = os.path.join(config.output_dir, CONFIG_FILE)
   if config.resume and os.path.exists(path):
-    with open(path) as f:
-      saved = json.load(f)
+    with open(path, encoding="utf-8", errors="replace") as f:
+      try:
+        saved = json.load(f)
+      except ValueError:
+        saved = None
+    if not isinstance(saved, dict):
+      raise RunExistsError(f"{path} does not hold a run's settings; choose "
+                           "another output_dir")
     ours = dataclasses.asdict(config)
     changed = sorted(name for name in ours.keys() - _RESUMABLE_CHANGES
                      if saved.get(name) != ours[name])
@@ -377,47 +553,59 @@ def check_output_dir(config):
           + "); choose another output_dir")
 
 
+# Where each metric goes in TensorBoard: (run, tag). The splits are runs, so
+# their loss and accuracy overlay; the rest go to train/, grouped by tag.
+_SUMMARY_TAGS = {
+    "train_loss": ("train", "loss"),
+    "train_accuracy": ("train", "accuracy"),
+    "test_loss": ("test", "loss"),
+    "test_accuracy": ("test", "accuracy"),
+    **{name: ("train", "sampler/" + name) for name in (
+        "kl", "max_probability", "ess_fraction", "unique_per_batch",
+        "misclassified_mass")},
+    **{name: ("train", "bounds/" + name) for name in (
+        "kl_bound", "kl_bound_general", "corollary1_bound", "zero_one_gap")},
+    "learning_rate": ("train", "optimizer/learning_rate"),
+}
+
+
 class _RunLog:
-  """Appends metric records as JSON lines and TensorBoard scalars."""
+  """Keeps the metric records in metrics.jsonl and TensorBoard summaries."""
 
   def __init__(self, output_dir, keep_until_step):
     self.records = []
-    self._path = self._writer = None
+    self._path = self._writers = None
     if output_dir:
       # Records past the checkpoint a resumed run restarts from are redone.
       self.records = [r for r in read_metrics(output_dir)
                       if r["step"] <= keep_until_step]
       self._path = os.path.join(output_dir, METRICS_FILE)
-      with open(self._path, "w") as f:
-        f.writelines(json.dumps(r) + "\n" for r in self.records)
-      self._writer = tf.summary.create_file_writer(
-          os.path.join(output_dir, "tensorboard"))
+      self._save()
+      self._writers = {
+          run: tf.summary.create_file_writer(
+              os.path.join(output_dir, "tensorboard", run))
+          for run in ("train", "test")}
 
-  def write(self, record):
+  def _save(self):
+    write_atomically(self._path,
+                     "".join(json.dumps(r) + "\n" for r in self.records))
+
+  def write(self, record, histograms):
+    """Appends `record`, and draws `histograms` ({tag: values}) in train/."""
     self.records.append(record)
-    if self._path:
-      with open(self._path, "a") as f:
-        f.write(json.dumps(record) + "\n")
-      with self._writer.as_default(step=record["step"]):
-        for name, value in record.items():
-          if name != "step":
-            # tf.summary.scalar's format, without needing tensorboard.
-            tf.summary.write(name, tf.constant(value, tf.float32),
-                             metadata=_SCALAR_METADATA)
-      self._writer.flush()
-
-
-class _TrackerState(tf.train.experimental.PythonState):
-  """Checkpoints a bounds.KLBoundTracker (host-side NumPy) with the run."""
-
-  def __init__(self, tracker):
-    self.tracker = tracker
-
-  def serialize(self):
-    return pickle.dumps(self.tracker)
-
-  def deserialize(self, string_value):
-    self.tracker = pickle.loads(string_value)
+    if not self._path:
+      return
+    self._save()
+    for name, value in record.items():
+      if name != "step" and value is not None:
+        run, tag = _SUMMARY_TAGS.get(name, ("train", name))
+        with self._writers[run].as_default(step=record["step"]):
+          tf.summary.scalar(tag, value)
+    with self._writers["train"].as_default(step=record["step"]):
+      for tag, values in histograms.items():
+        tf.summary.histogram(tag, values)
+    for writer in self._writers.values():
+      writer.flush()
 
 
 def cross_entropy_lipschitz(images):
@@ -454,26 +642,52 @@ def _bound_metrics(tracker, l2, lipschitz=None):
   return metrics
 
 
+def _diverged(step, cause, config):
+  return DivergedError(
+      f"the run diverged at step {step} ({cause}); try a learning_rate "
+      f"smaller than {config.learning_rate:g}")
+
+
 def train(config, data=None, progress=False):
   """Runs `config` and returns its metric records (one dict per evaluation).
+
+  Each record holds the step and epoch; loss and accuracy on the whole
+  train and test sets; the sampler's view of Q_t: kl = KL(Q_t || uniform),
+  max_probability, ess_fraction (the effective sample size 1 / sum_i q_i^2
+  as a fraction of n), misclassified_mass (Q_t's mass on the training
+  examples the model gets wrong) and, after the first step,
+  unique_per_batch (distinct examples per batch since the last record); the
+  learning rate of the next step; and the divergence bounds
+  (`_bound_metrics`).
 
   Args:
     config: a TrainConfig.
     data: a datasets.Dataset; loaded from config.dataset if None (pass one
       to share it between runs).
-    progress: show a progress bar with the batch loss, accuracy and KL.
+    progress: show a progress bar with the mean loss and accuracy of the
+      drawn batches (adaptively drawn batches under adaptive sampling: not
+      the train-set metrics, which the records hold) and the KL.
+
+  Raises:
+    RunError: the run cannot start (output_dir unwritable or holding another
+      run, batch_size above the number of examples) or diverged
+      (DivergedError; the last checkpoint is kept).
   """
   if data is None:
     data = datasets.load(config.dataset, config.data_dir)
   num_examples = len(data.y_train)
+  if config.batch_size > num_examples:
+    raise RunError(f"batch_size {config.batch_size} is larger than the "
+                   f"{num_examples} training examples")
   steps = config.num_steps(num_examples)
-  check_output_dir(config)
-  checkpoint_dir = None
   if config.output_dir:
-    checkpoint_dir = os.path.join(config.output_dir, "checkpoints")
-    os.makedirs(config.output_dir, exist_ok=True)
-    with open(os.path.join(config.output_dir, CONFIG_FILE), "w") as f:
-      json.dump(dataclasses.asdict(config), f, indent=2)
+    ensure_writable_dir(config.output_dir)
+  check_output_dir(config)
+  if config.output_dir:
+    write_atomically(os.path.join(config.output_dir, CONFIG_FILE),
+                     json.dumps(dataclasses.asdict(config), indent=2))
+  if config.deterministic:
+    tf.config.experimental.enable_op_determinism()
 
   strategy = make_strategy(config.strategy)
   with strategy.scope():
@@ -493,38 +707,59 @@ def train(config, data=None, progress=False):
   step = tf.Variable(0, dtype=tf.int64, trainable=False)
   # Theorems 4 and 5 (and Corollary 1) for the run so far. Uniform sampling
   # is Algorithm 1 with amplitude 0: its bounds are 0, as KL(P || P) is.
-  tracker = _TrackerState(bounds.KLBoundTracker(
+  tracker = BoundTracker(
       num_examples,
       config.amplitude if config.sampling == "adaptive" else 0.0,
-      config.decay))
+      config.decay)
 
   @tf.function
-  def counted_train_step():
-    outputs = train_step()
-    step.assign_add(1)
-    return outputs
+  def run_steps(count):
+    """`count` steps; the sums of their batch losses, accuracies and
+    distinct draws."""
+    loss_sum = accuracy_sum = tf.zeros([], tf.float32)
+    unique_sum = tf.zeros([], tf.int64)
+    for _ in tf.range(count):
+      batch_loss, batch_accuracy, indices, batch_utilities = train_step()
+      tracker.update(indices, batch_utilities)
+      step.assign_add(1)
+      loss_sum += batch_loss
+      accuracy_sum += batch_accuracy
+      unique_sum += tf.size(tf.unique(indices)[0], out_type=tf.int64)
+    return loss_sum, accuracy_sum, unique_sum
 
   manager = None
   restored = False
-  if checkpoint_dir:
-    # model.variables includes Keras' dropout seed states.
+  if config.output_dir:
+    # model.variables includes Keras' dropout seed states. Variables only:
+    # restoring reads numbers, never Python objects.
     checkpoint = tf.train.Checkpoint(
         model=model.variables, optimizer=optimizer, sampler=sampler,
         bound_tracker=tracker, step=step)
-    manager = tf.train.CheckpointManager(checkpoint, checkpoint_dir,
-                                         max_to_keep=2)
+    manager = tf.train.CheckpointManager(
+        checkpoint, os.path.join(config.output_dir, "checkpoints"),
+        max_to_keep=2)
     if config.resume and manager.latest_checkpoint:
-      checkpoint.restore(manager.latest_checkpoint).assert_consumed()
+      try:
+        checkpoint.restore(manager.latest_checkpoint).assert_consumed()
+      except (AssertionError, ValueError, tf.errors.OpError) as error:
+        raise RunError(
+            f"cannot resume from {manager.latest_checkpoint}: it does not "
+            "hold this trainer's state ("
+            f"{str(error).strip().splitlines()[0][:200]})") from None
       restored = True
   log = _RunLog(config.output_dir,
                 keep_until_step=int(step) if restored else -1)
   lipschitz = (cross_entropy_lipschitz(data.x_train)
                if config.model == "logistic" else None)
 
-  def record():
-    train_loss, train_accuracy = evaluate(data.x_train, data.y_train)
-    test_loss, test_accuracy = evaluate(data.x_test, data.y_test)
+  def record(unique_per_batch=None):
+    probabilities = sampler.probabilities().numpy()
+    train_loss, train_accuracy, misclassified_mass = evaluate(
+        data.x_train, data.y_train, probabilities)
+    test_loss, test_accuracy, _ = evaluate(data.x_test, data.y_test)
     t = int(step)
+    if not math.isfinite(train_loss):
+      raise _diverged(t, f"training loss {train_loss}", config)
     metrics = {
         "step": t,
         "epoch": t * config.batch_size / num_examples,
@@ -533,27 +768,50 @@ def train(config, data=None, progress=False):
         "test_loss": test_loss,
         "test_accuracy": test_accuracy,
         "kl": float(sampler.kl_divergence()),
+        "max_probability": float(probabilities.max()),
+        "ess_fraction": float(1 / (num_examples *
+                                   np.sum(np.square(probabilities)))),
+        "misclassified_mass": misclassified_mass,
+        "learning_rate": float(optimizer.learning_rate),
     }
-    metrics.update(_bound_metrics(tracker.tracker, config.l2, lipschitz))
+    if unique_per_batch is not None:
+      metrics["unique_per_batch"] = unique_per_batch
+    metrics.update(_bound_metrics(tracker.read(), config.l2, lipschitz))
     if config.model == "logistic":
       metrics["zero_one_gap"] = train_accuracy - test_accuracy
-    log.write(metrics)
+    # log(n q_i): 0 everywhere under uniform sampling.
+    log.write(metrics, {"sampler/log_n_q": np.log(num_examples *
+                                                  probabilities)})
     if manager:
       manager.save(checkpoint_number=t)
 
+  t = int(step)
   if not restored:
     record()
   bar = (tf.keras.utils.Progbar(steps, stateful_metrics=["kl"]) if progress
          else None)
-  while int(step) < steps:
-    batch_loss, batch_accuracy, indices, batch_utilities = (
-        counted_train_step())
-    tracker.tracker.update(indices.numpy(), batch_utilities.numpy())
-    t = int(step)
+  unique_sum, counted = 0, 0
+  while t < steps:
+    next_record = (t // config.eval_interval + 1) * config.eval_interval
+    count = min(config.steps_per_execution, next_record - t, steps - t)
+    try:
+      loss_sum, accuracy_sum, chunk_unique = run_steps(
+          tf.constant(count, tf.int64))
+    except tf.errors.InvalidArgumentError as error:
+      # A model gone to inf or NaN gives the sampler non-finite utilities.
+      if "utilities" not in error.message or "not finite" not in error.message:
+        raise
+      raise _diverged(int(step) + 1, "non-finite utilities", config) from None
+    t += count
+    unique_sum += chunk_unique
+    counted += count
     if t % config.eval_interval == 0 or t == steps:
-      record()
-    if bar and (t % 10 == 0 or t == steps):
-      bar.update(t, [("loss", float(batch_loss)),
-                     ("accuracy", float(batch_accuracy)),
+      record(float(unique_sum) / counted)
+      unique_sum, counted = 0, 0
+    if bar:
+      bar.update(t, [(f"{config.sampling} batch loss",
+                      float(loss_sum) / count),
+                     (f"{config.sampling} batch accuracy",
+                      float(accuracy_sum) / count),
                      ("kl", float(sampler.kl_divergence()))])
   return log.records

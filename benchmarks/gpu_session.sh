@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The GPU half of issue 15 in one device call of about 10 minutes: the GPU
+# tests, then the TensorFlow-level GPU benchmarks, figures and a log written
+# to $OUT (the device tool brings it back), else benchmarks/results/.
+#
+# On the GPU machine, after /work/shared/gpu/README.md's set-up (the six
+# pieces, on-device.sh), from the checkout's root:
+#
+#   run(carry=["tf_adasamp/_sum_tree_ops.so", ".gpu/py"], timeout_s=600,
+#       command="source /tmp/tfenv.sh && bash benchmarks/gpu_session.sh")
+#
+# .gpu/py holds the trainer's one dependency the machine lacks, TensorBoard's
+# summary API (made here: pip install --no-deps --target .gpu/py tensorboard).
+# Here, every step at toy sizes on the CPU, to check the script:
+#
+#   bash benchmarks/gpu_session.sh --cpu
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=python3
+SMOKE=0
+if [ "${1:-}" = "--cpu" ]; then
+  SMOKE=1
+  export CUDA_VISIBLE_DEVICES=""
+  [ -x .venv/bin/python ] && PYTHON=.venv/bin/python
+fi
+[ -d .gpu/py ] && export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD/.gpu/py"
+export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
+RESULTS=${OUT:-benchmarks/results}
+mkdir -p "$RESULTS"
+LOG="$RESULTS/gpu_session.log"
+: > "$LOG"
+FAILED=0
+T0=$(date +%s)
+
+# step NAME SECONDS COMMAND...: runs COMMAND under a time limit, logged.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  echo "== $name (limit ${limit} s, at $(( $(date +%s) - T0 )) s)" | tee -a "$LOG"
+  timeout "$limit" "$@" 2>&1 | grep -v "^W0000\|^I0000\|^WARNING: All log" | tee -a "$LOG"
+  local status=${PIPESTATUS[0]}
+  [ "$status" -eq 0 ] || { echo "== $name: exit $status" | tee -a "$LOG"; FAILED=1; }
+}
+
+if [ "$SMOKE" = 1 ]; then
+  STEPS=5; REPEATS=2; TRAINER_STEPS=25; ROUNDS=1
+else
+  STEPS=200; REPEATS=7; TRAINER_STEPS=600; ROUNDS=3
+fi
+
+step devices 30 "$PYTHON" -c "import tensorflow as tf; \
+print('TensorFlow', tf.__version__, tf.config.list_logical_devices())"
+# The kernels against the CPU, and the trainer's exact resumption with
+# --deterministic; all skipped where TensorFlow sees no GPU.
+step gpu_tests 150 "$PYTHON" -m pytest -q -m gpu tests
+step gpu_steps 100 "$PYTHON" -m benchmarks.gpu_steps --steps "$STEPS" \
+    --repeats "$REPEATS" --output "$RESULTS/gpu_steps.json"
+step train_step 120 "$PYTHON" -m benchmarks.train_step --steps "$STEPS" \
+    --warmup 5 --repeats "$REPEATS" --output "$RESULTS/train_step_gpu.json"
+step trainer 150 "$PYTHON" -m benchmarks.train_step --trainer \
+    --steps "$TRAINER_STEPS" --rounds "$ROUNDS" \
+    --output "$RESULTS/trainer_step_gpu.json"
+echo "== done in $(( $(date +%s) - T0 )) s; failed: $FAILED" | tee -a "$LOG"
+exit "$FAILED"

@@ -1,0 +1,128 @@
+"""In-graph step costs for the GPU half of issue 15 (runs on any device).
+
+  sampler   one AdaptiveSampler step (draw B, reweight the B draws by fixed
+            utilities) at n = 50000, B = 100, against the same tf.range loop
+            doing nothing but a dependent add: the sampler's own cost per
+            step, launch gaps included
+  mlp       an SGD step of an MLP 256-512-10 (ReLU) on n = 50000 random
+            784-feature examples, batch 128: uniform draws against adaptive
+            ones (zero-one utilities of the step's own forward pass,
+            utility_at="step"), as training_loop.make_train_step builds them
+
+Every variant is one tf.function running --steps steps in a tf.range loop
+(as the trainer's steps_per_execution), called --repeats times after a
+warm-up, variants alternating; the median microseconds per step are printed
+and written as JSON.
+
+  python -m benchmarks.gpu_steps [--steps 200] [--repeats 7]
+"""
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from benchmarks.machine import machine
+from tf_adasamp.experiment import training_loop
+from tf_adasamp.sampler import AdaptiveSampler
+
+NUM_EXAMPLES = 50000
+
+
+def sampler_loops(batch_size):
+  """{"empty": loop, "sampler": loop}, each a tf.function of the step count."""
+  sampler = AdaptiveSampler(NUM_EXAMPLES, amplitude=1.0, decay=0.5, seed=0)
+  utilities = tf.constant(np.random.default_rng(0).random(batch_size))
+  counter = tf.Variable(0, dtype=tf.int64)
+
+  @tf.function
+  def empty(count):
+    for _ in tf.range(count):
+      counter.assign_add(1)
+    return counter.read_value()
+
+  @tf.function
+  def sampler_steps(count):
+    for _ in tf.range(count):
+      sampler.update(sampler.sample(batch_size), utilities)
+    return sampler.kl_divergence()
+
+  return {"empty": empty, "sampler": sampler_steps}
+
+
+def mlp_loops(batch_size):
+  """{"uniform": loop, "adaptive": loop} of MLP 256-512-10 SGD steps."""
+  rng = np.random.default_rng(0)
+  images = tf.constant(rng.random((NUM_EXAMPLES, 784), dtype=np.float32))
+  labels = tf.constant(rng.integers(0, 10, NUM_EXAMPLES).astype(np.int32))
+  loops = {}
+  for sampling in ("uniform", "adaptive"):
+    model = tf.keras.Sequential([
+        tf.keras.Input((784,)),
+        tf.keras.layers.Dense(256, activation="relu"),
+        tf.keras.layers.Dense(512, activation="relu"),
+        tf.keras.layers.Dense(10)])
+    sampler = training_loop.make_sampler(sampling, NUM_EXAMPLES, 1.0, 0.5,
+                                         seed=0)
+    step = training_loop.make_train_step(
+        model, training_loop.make_optimizer("sgd", 0.01, 0.0), sampler,
+        images, labels, batch_size, utility_at="step")
+
+    def loop(count, step=step):
+      loss = tf.zeros([])
+      for _ in tf.range(count):
+        loss += step()[0]
+      return loss
+
+    loops[sampling] = tf.function(loop)
+  return loops
+
+
+def median_microseconds(loops, steps, repeats):
+  """{name: median microseconds per step}, the loops alternating."""
+  count = tf.constant(steps, tf.int64)
+  for loop in loops.values():
+    loop(count).numpy()  # traces and warms up
+  times = {name: [] for name in loops}
+  for _ in range(repeats):
+    for name, loop in loops.items():
+      start = time.perf_counter()
+      loop(count).numpy()  # waits for the device
+      times[name].append((time.perf_counter() - start) / steps * 1e6)
+  return {name: statistics.median(values) for name, values in times.items()}
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--steps", type=int, default=200)
+  parser.add_argument("--repeats", type=int, default=7)
+  parser.add_argument("--output", default=os.path.join(
+      os.path.dirname(__file__), "results", "gpu_steps.json"))
+  args = parser.parse_args()
+
+  info = machine()
+  info["gpus"] = [d.name for d in tf.config.list_logical_devices("GPU")]
+  print(json.dumps(info))
+  sampler = median_microseconds(sampler_loops(100), args.steps, args.repeats)
+  print(f"sampler step, n = {NUM_EXAMPLES}, B = 100: "
+        f"{sampler['sampler']:.1f} us; empty loop {sampler['empty']:.1f} us; "
+        f"difference {sampler['sampler'] - sampler['empty']:.1f} us")
+  mlp = median_microseconds(mlp_loops(128), args.steps, args.repeats)
+  ratio = mlp["adaptive"] / mlp["uniform"]
+  print(f"MLP 256-512-10, B = 128: uniform {mlp['uniform']:.1f} us, "
+        f"adaptive {mlp['adaptive']:.1f} us per step; adaptive / uniform "
+        f"{ratio:.3f}x")
+  os.makedirs(os.path.dirname(args.output), exist_ok=True)
+  with open(args.output, "w") as f:
+    json.dump({"steps": args.steps, "repeats": args.repeats, "machine": info,
+               "sampler_us": sampler, "mlp_us": mlp,
+               "mlp_adaptive_over_uniform": ratio}, f, indent=2)
+  print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+  main()
