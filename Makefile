@@ -13,12 +13,14 @@ TENSORFLOW := tensorflow==2.21.0
 # Every C++/CUDA file of the op library (bazel/build_facts.bzl lists them for
 # the builds; tests/test_build_facts.py checks this sees them all).
 CC_SOURCES := $(shell find cc -name '*.cc' -o -name '*.h' -o -name '*.cu')
-# What clang-format keeps in the style of .clang-format.
+# What clang-format keeps in the style of .clang-format, and yapf in that of
+# .style.yapf (TensorFlow's: Google's, 2-space indents).
 CC_FORMATTED := $(CC_SOURCES) $(wildcard tests/*.cc benchmarks/*.cu)
+PY_FORMATTED := setup.py bazel tf_adasamp tests benchmarks
 OP_LIBRARY := tf_adasamp/_sum_tree_ops.so
 
-.PHONY: setup experiment demo test pytest bazel-test format-cc format-check-cc \
-  clean
+.PHONY: setup experiment demo test pytest bazel-test format format-check \
+  clang-format clean
 
 setup: $(OP_LIBRARY)
 
@@ -52,13 +54,20 @@ bazel-test: setup
 	  apt-get install -y -qq bazel-bootstrap bazel-rules-java; }
 	bazel test //...
 
-# C++/CUDA formatting (.clang-format): format-cc rewrites the files,
-# format-check-cc fails on any file that format-cc would change.
-format-cc:
+# format rewrites the tree in its style; format-check fails on any file that
+# format would change.
+format: setup clang-format
+	$(PY) -m yapf -i -r $(PY_FORMATTED)
 	clang-format -i $(CC_FORMATTED)
 
-format-check-cc:
+format-check: setup clang-format
+	$(PY) -m yapf --diff -r $(PY_FORMATTED)
 	clang-format --dry-run --Werror $(CC_FORMATTED)
+	@echo "format-check: the tree is formatted"
+
+clang-format:
+	command -v clang-format >/dev/null || { apt-get update -qq && \
+	  apt-get install -y -qq clang-format; }
 
 clean:
 	rm -rf build *.egg-info $(OP_LIBRARY)

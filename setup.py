@@ -173,7 +173,7 @@ setup(
     extras_require={
         # The paper's experiment: tf_adasamp.experiment and its commands.
         "experiment": EXPERIMENT,
-        "test": EXPERIMENT + ["pytest", "scipy", "hypothesis"],
+        "test": EXPERIMENT + ["pytest", "scipy", "hypothesis", "yapf"],
     },
     entry_points={
         "console_scripts": [
