@@ -226,6 +226,7 @@ def test_reweight_uses_first_utility_and_recomputes_every_ancestor(
                                 old_tree[capacity:][untouched])
 
 
+@pytest.mark.usefixtures("on_cpu")
 def test_reweight_checks_only_the_first_utility_of_a_repeated_index():
   variables = reweight_variables(300, tf.float64, seed=0)
   log_weights = variables[2]

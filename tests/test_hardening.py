@@ -9,6 +9,9 @@ from tf_adasamp import AdaptiveSampler
 from tf_adasamp import SumTree
 from tf_adasamp import utilities
 
+# Contracts of the CPU kernels (on a GPU, bad values are not raised).
+pytestmark = pytest.mark.usefixtures("on_cpu")
+
 
 def state_of(module):
   """Every value that makes up a module's state, as NumPy arrays."""

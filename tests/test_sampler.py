@@ -226,6 +226,7 @@ def test_checkpoint_restores_distribution_and_random_state(tmp_path):
     ([0, 1], [1.0], "indices has 2 elements but utilities has 1"),
     ([[0]], [[1.0]], "must be"),
 ])
+@pytest.mark.usefixtures("on_cpu")
 def test_bad_update_raises_and_leaves_state_unchanged(indices, utilities,
                                                        message):
   sampler = AdaptiveSampler(20, amplitude=2.0, decay=0.9, seed=0)
@@ -244,6 +245,7 @@ def test_bad_update_raises_and_leaves_state_unchanged(indices, utilities,
     (1.0, 0.0, r"decay = 0 must be in \(0, 1\)"),
     (1.0, 1.0, r"decay = 1 must be in \(0, 1\)"),
 ])
+@pytest.mark.usefixtures("on_cpu")
 def test_reweight_op_rejects_bad_amplitude_and_decay(amplitude, decay,
                                                       message):
   sampler = AdaptiveSampler(4, amplitude=1.0, decay=0.5)

@@ -173,6 +173,7 @@ BAD_INPUTS = [
 ]
 
 
+@pytest.mark.usefixtures("on_cpu")
 @pytest.mark.parametrize("method,arguments,message", BAD_INPUTS)
 def test_bad_input_raises_and_leaves_tree_unchanged(method, arguments,
                                                      message):
@@ -184,12 +185,14 @@ def test_bad_input_raises_and_leaves_tree_unchanged(method, arguments,
   np.testing.assert_array_equal(tree.variable.numpy(), before)
 
 
+@pytest.mark.usefixtures("on_cpu")
 def test_sampling_an_all_zero_tree_raises():
   tree = SumTree(3, initial_weights=[0.0, 0.0, 0.0])
   with pytest.raises(tf.errors.InvalidArgumentError, match="total weight is 0"):
     tree.sample([0.5])
 
 
+@pytest.mark.usefixtures("on_cpu")
 def test_uninitialized_variable_raises():
   handle = tf.raw_ops.VarHandleOp(dtype=tf.float64, shape=[8],
                                   shared_name="never_initialized")
@@ -198,6 +201,7 @@ def test_uninitialized_variable_raises():
     ops.sum_tree_sample(handle, tf.constant([0.5], tf.float64))
 
 
+@pytest.mark.usefixtures("on_cpu")
 def test_wrong_dtype_variable_raises():
   variable = tf.Variable(tf.zeros([8], tf.float32))
   with pytest.raises(tf.errors.InvalidArgumentError,
@@ -205,6 +209,7 @@ def test_wrong_dtype_variable_raises():
     ops.sum_tree_sample(variable.handle, tf.constant([0.5], tf.float64))
 
 
+@pytest.mark.usefixtures("on_cpu")
 def test_tree_of_wrong_size_raises():
   variable = tf.Variable(tf.ones([12], tf.float64))
   with pytest.raises(tf.errors.InvalidArgumentError, match="power of two"):
@@ -254,7 +259,9 @@ def test_updates_and_draws_do_not_copy_the_tree():
       # The tracker does see a full copy: reading the variable makes one.
       assert _bytes_allocated_by(session.run, read, "ReadVariableOp") >= (
           tree_bytes)
-      assert _bytes_allocated_by(session.run, update, "SumTreeSet") == 0
+      # A set copies nothing; on a GPU it takes a few hundred bytes of
+      # scratch, far below a copy of the tree.
+      assert _bytes_allocated_by(session.run, update, "SumTreeSet") < 1024
       # A draw allocates its two [2] outputs, nothing of the tree's size.
       assert _bytes_allocated_by(session.run, draw, "SumTreeSample") < 1024
       # Index 3 repeats: its last weight, 1.0, wins.
