@@ -171,6 +171,44 @@ def test_reset_returns_to_uniform():
   assert sampler.kl_divergence().numpy() == 0.0
 
 
+def test_entropy_tree_node_0_holds_the_total(tmp_path):
+  sampler = AdaptiveSampler(300, amplitude=50.0, decay=0.5, seed=0)
+
+  def assert_holds_the_total():
+    entropy_tree = sampler._entropy_tree.numpy()
+    assert entropy_tree[0] == sampler.tree.total().numpy()
+
+  assert_holds_the_total()
+  sampler.update([1, 2, 2], [0.5, 1.0, 3.0])
+  assert_holds_the_total()
+  sampler.update([7], [10.0])  # A rescale.
+  assert sampler.tree.total().numpy() == pytest.approx(1.0)
+  assert_holds_the_total()
+  sampler.update(np.arange(200), np.linspace(-1, 1, 200))  # Sorted path.
+  assert_holds_the_total()
+  path = tf.train.Checkpoint(sampler=sampler).save(str(tmp_path / "ckpt"))
+  sampler.reset()
+  assert_holds_the_total()
+  # A checkpoint written before node 0 held the total has 0 there: the
+  # restore writes the restored tree's total.
+  sampler._entropy_tree.assign(
+      tf.tensor_scatter_nd_update(sampler._entropy_tree, [[0]], [0.0]))
+  old_path = tf.train.Checkpoint(sampler=sampler).save(str(tmp_path / "old"))
+  tf.train.Checkpoint(sampler=sampler).restore(path).assert_consumed()
+  assert_holds_the_total()
+  tf.train.Checkpoint(sampler=sampler).restore(old_path).assert_consumed()
+  assert_holds_the_total()
+  assert sampler.kl_divergence().numpy() == 0.0
+
+
+def test_kl_divergence_reads_both_totals_in_one_gather():
+  sampler = AdaptiveSampler(10, amplitude=1.0, decay=0.5)
+  graph = tf.function(sampler.kl_divergence).get_concrete_function().graph
+  reads = [op for op in graph.get_operations()
+           if op.type in ("ResourceGather", "ReadVariableOp")]
+  assert len(reads) == 1, [op.type for op in reads]
+
+
 @pytest.mark.parametrize("stratified", [False, True])
 def test_draw_frequencies_follow_the_distribution(stratified):
   sampler = AdaptiveSampler(6, amplitude=1.0, decay=0.5, seed=11,

@@ -41,6 +41,12 @@ def make_generator(seed: int | None) -> tf.random.Generator:
   return tf.random.Generator.from_seed(seed)
 
 
+def with_total(entropy_tree: tf.Tensor, total: tf.Tensor) -> tf.Tensor:
+  """`entropy_tree` with node 0 set to `total`, the total of its tree, as
+  the reweight op keeps it."""
+  return tf.concat([tf.reshape(total, [1]), entropy_tree[1:]], axis=0)
+
+
 class AdaptiveSampler(tf.Module):
   """Draws example indices from Algorithm 1's adaptive distribution Q_t.
 
@@ -82,10 +88,12 @@ class AdaptiveSampler(tf.Module):
     with self.name_scope:
       self.tree = untracked(
           SumTree(self._num_examples, dtype=self._dtype, name="tree"))
-      # Sums of s_i * log(s_i) over the cached s_i of `tree`.
+      # Sums of s_i * log(s_i) over the cached s_i of `tree`; node 0 holds
+      # the total of `tree`, so that one read gives both (kl_divergence).
       self._entropy_tree = untracked(tf.Variable(
-          tf.zeros([2 * self.tree.capacity], self._dtype), trainable=False,
-          name="entropy_tree"))
+          with_total(tf.zeros([2 * self.tree.capacity], self._dtype),
+                     self.tree.total()),
+          trainable=False, name="entropy_tree"))
       self.log_weights = untracked(tf.Variable(
           tf.zeros([self._num_examples], self._dtype), trainable=False,
           name="log_weights"))
@@ -239,9 +247,11 @@ class AdaptiveSampler(tf.Module):
 
     With cached weights s_i, total W and H = sum_i s_i log s_i,
     KL = sum_i (s_i / W) log(n s_i / W) = log n + H / W - log W.
+    W and H come from one read of one variable (the entropy tree, whose
+    node 0 holds W), so they are of one state even while other threads
+    update the sampler.
     """
-    total = self.tree.total()
-    entropy_sum = tf.gather(self._entropy_tree, 1)
+    total, entropy_sum = tf.unstack(tf.gather(self._entropy_tree, [0, 1]))
     kl = (math.log(self._num_examples) + entropy_sum / total -
           tf.math.log(total))
     # Round-off can leave a uniform distribution a hair below zero.
@@ -250,7 +260,8 @@ class AdaptiveSampler(tf.Module):
   def reset(self) -> None:
     """Returns to the uniform distribution (all weights 1)."""
     self.tree.assign(tf.ones([self._num_examples], self._dtype))
-    self._entropy_tree.assign(tf.zeros_like(self._entropy_tree))
+    self._entropy_tree.assign(
+        with_total(tf.zeros_like(self._entropy_tree), self.tree.total()))
     self.log_weights.assign(tf.zeros_like(self.log_weights))
     self._log_scale.assign(tf.zeros([], self._dtype))
 
@@ -279,7 +290,8 @@ class AdaptiveSampler(tf.Module):
     with tf.control_dependencies(checks):
       return tf.group(
           self.tree.variable.assign(tree),
-          self._entropy_tree.assign(restored["entropy_tree"]),
+          self._entropy_tree.assign(
+              with_total(restored["entropy_tree"], tree[1])),
           self.log_weights.assign(restored["log_weights"]),
           self._log_scale.assign(restored["log_scale"]),
           self.generator.state.assign(restored["generator_state"]))

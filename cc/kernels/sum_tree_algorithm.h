@@ -12,6 +12,12 @@
 // that no build wrote, such as one restored from before this rule, holds 0
 // there and is not checked).
 //
+// An entropy tree (below) has the same layout, and its node 0 holds the
+// total of the tree it goes with: AdaptiveReweight copies the tree's root
+// there at the end of every update, while it still holds the variables'
+// locks, so that one read of the entropy tree's nodes 0 and 1 gives (W, H) of
+// one state, whatever updates run beside it.
+//
 // Stored weights are 0 or normal numbers: build, set and the reweight store
 // a subnormal weight as 0 (StoredWeight), which is how TensorFlow's CPU
 // kernels, running with denormals flushed, would add it anyway; so every
@@ -92,6 +98,9 @@ ADASAMP_HOST_DEVICE inline bool IsValidWeight(T w) {
 
 // The node that records num_leaves (see the layout above).
 constexpr int64_t kNumLeavesNode = 0;
+
+// The node of an entropy tree that holds its tree's total (see the layout).
+constexpr int64_t kTreeTotalNode = 0;
 
 // Whether a tree whose node 0 holds `recorded` may be updated as a tree over
 // `num_leaves` leaves: it must be the num_leaves it was built with, or

@@ -469,6 +469,7 @@ struct AdaptiveReweight<CPUDevice, T> {
     if (NeedsRescale(tree(1))) {
       Rescale(log_weights, log_scale, tree, entropy_tree);
     }
+    entropy_tree(kTreeTotalNode) = tree(1);
     return absl::OkStatus();
   }
 

@@ -279,7 +279,8 @@ void RescaleIfNeeded(Executor& ex, const ReweightState<T>& state,
 // Algorithm 1, line 5, for the first occurrence of each index (see the CPU
 // functor). Batches of up to kBlockThreads run as one SmallReweightOp; larger
 // ones sort and run a launch per step and level. Then the rescale check, on
-// the device.
+// the device, and the tree's total into node 0 of the entropy tree, in the
+// same stream, so that any op after this one reads (W, H) of one state.
 template <typename T, class Executor>
 void AdaptiveReweight(Executor& ex, const int64_t* indices, int64_t count,
                       const ReweightState<T>& state, void* scratch_memory) {
@@ -304,6 +305,7 @@ void AdaptiveReweight(Executor& ex, const int64_t* indices, int64_t count,
     }
   }
   RescaleIfNeeded(ex, state, s);
+  ex.ForEach(1, CopyTotal<T>{state.tree, state.entropy_tree});
 }
 
 }  // namespace parallel

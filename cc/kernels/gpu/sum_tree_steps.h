@@ -285,6 +285,18 @@ struct WriteReweightLeaves {
   }
 };
 
+// Reweight, last: the tree's total into node 0 of the entropy tree
+// (sum_tree_algorithm.h). Unconditional: a rejected or skipped update left
+// the total as it was.
+template <typename T>
+struct CopyTotal {
+  const T* tree;
+  T* entropy_tree;
+  ADASAMP_HOST_DEVICE void operator()(int64_t) const {
+    entropy_tree[kTreeTotalNode] = tree[1];
+  }
+};
+
 // Rescale: every leaf from its log weight and the new log-scale.
 template <typename T>
 struct RescaleLeaf {
