@@ -207,14 +207,16 @@ class AdaptiveSampler(tf.Module):
     packed = context.all_gather(self._pack(indices, utilities), axis=0)
     self._reweight(*self._unpack(packed))
 
-  def _reweight(self, indices, utilities):
-    """Reweights this replica's copy of the state."""
+  def _reweight(self, indices, utilities, amplitude=None, decay=None):
+    """Reweights this replica's copy of the state, by default with the
+    sampler's amplitude and decay."""
     ops.adaptive_reweight(
         self.tree.variable.handle, self._entropy_tree.handle,
         self.log_weights.handle, self._log_scale.handle,
         _validation.indices(indices), self._as_utilities(utilities),
-        tf.constant(self._amplitude, self._dtype),
-        tf.constant(self._decay, self._dtype))
+        tf.constant(self._amplitude if amplitude is None else amplitude,
+                    self._dtype),
+        tf.constant(self._decay if decay is None else decay, self._dtype))
 
   def _as_utilities(self, utilities):
     utilities = tf.convert_to_tensor(utilities, dtype_hint=self._dtype)
@@ -258,12 +260,16 @@ class AdaptiveSampler(tf.Module):
     return tf.maximum(kl, tf.zeros([], self._dtype))
 
   def reset(self) -> None:
-    """Returns to the uniform distribution (all weights 1)."""
-    self.tree.assign(tf.ones([self._num_examples], self._dtype))
-    self._entropy_tree.assign(
-        with_total(tf.zeros_like(self._entropy_tree), self.tree.total()))
-    self.log_weights.assign(tf.zeros_like(self.log_weights))
-    self._log_scale.assign(tf.zeros([], self._dtype))
+    """Returns to the uniform distribution (all weights 1).
+
+    One reweight op over every index with utility 0, amplitude 0 and decay 0
+    (l_i <- 0; the op then caches leaves of exactly 1): it holds the locks
+    of all of the state, so no update runs halfway through a reset. Inside
+    `strategy.run`, it resets this replica's copy.
+    """
+    self._reweight(tf.range(self._num_examples, dtype=tf.int64),
+                   tf.zeros([self._num_examples], self._dtype),
+                   amplitude=0.0, decay=0.0)
 
   def _restore(self, restored):
     """Assigns a checkpoint's state once all of it is checked."""

@@ -188,6 +188,23 @@ ADASAMP_HOST_DEVICE inline bool NeedsRescale(T total) {
            total <= RescaleBound<T>::kValue);
 }
 
+// Whether an update that went through recomputes the caches: where their
+// total left its safe range, and after any update with decay 0, which forgets
+// the past, the log-scale included.
+template <typename T>
+ADASAMP_HOST_DEVICE inline bool RescaleAfterUpdate(T total, T decay) {
+  return decay == T(0) || NeedsRescale(total);
+}
+
+// The log-scale the caches are recomputed with, given the log-sum-exp L of
+// the log weights: L, for a total of 1; after an update with decay 0, 0 where
+// the total exp(L) is in its safe range, so that log weights of 0 (a reset)
+// cache leaves of exactly 1, whatever the scale was before.
+template <typename T>
+ADASAMP_HOST_DEVICE inline T RescaledLogScale(T log_sum_exp, T decay) {
+  return decay == T(0) && !NeedsRescale(Exp(log_sum_exp)) ? T(0) : log_sum_exp;
+}
+
 }  // namespace adasamp
 
 #endif  // ADASAMP_CC_KERNELS_SUM_TREE_ALGORITHM_H_

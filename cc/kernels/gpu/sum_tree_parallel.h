@@ -256,16 +256,23 @@ size_t AdaptiveReweightScratchBytes(Executor& ex, int64_t count,
   return scratch.size();
 }
 
-// Recomputes both caches from the log weights with their log-sum-exp as the
-// new log-scale, if RescaleNeeded; otherwise every step returns at once.
+// Recomputes both caches from the log weights with a new log-scale
+// (RescaledLogScale of their log-sum-exp), if RescaleNeeded; otherwise every
+// step returns at once.
 template <typename T, class Executor>
 void RescaleIfNeeded(Executor& ex, const ReweightState<T>& state,
                      const ReweightScratch<Executor, T>& s) {
   const int64_t blocks = LogSumExpBlocks<T>(state.num_leaves);
-  LogSumExpOp<T> log_sum_exp{
-      state.log_weights,       state.num_leaves,
-      /*from_partials=*/false, s.partials,       blocks, s.invalid, state.tree,
-      state.log_scale,         s.skip_rescale};
+  LogSumExpOp<T> log_sum_exp{state.log_weights,
+                             state.num_leaves,
+                             /*from_partials=*/false,
+                             s.partials,
+                             blocks,
+                             s.invalid,
+                             state.tree,
+                             state.decay,
+                             state.log_scale,
+                             s.skip_rescale};
   ex.Blocks(blocks, log_sum_exp);
   if (blocks > 1) {
     log_sum_exp.from_partials = true;

@@ -529,14 +529,16 @@ ADASAMP_HOST_DEVICE inline LogSumExp<T> Combine(LogSumExp<T> a,
 }
 
 // Whether the caches need a rescale: only after an update that went through,
-// and only if the cached total left its safe range (NeedsRescale).
+// and only if the cached total left its safe range or the decay is 0
+// (RescaleAfterUpdate).
 template <typename T>
-ADASAMP_HOST_DEVICE inline bool RescaleNeeded(const int* invalid,
-                                              const T* tree) {
-  return !*invalid && NeedsRescale(tree[1]);
+ADASAMP_HOST_DEVICE inline bool RescaleNeeded(const int* invalid, const T* tree,
+                                              T decay) {
+  return !*invalid && RescaleAfterUpdate(tree[1], decay);
 }
 
-// The log-sum-exp of the log weights, the new log-scale. With
+// The log-sum-exp of the log weights, for the new log-scale
+// (RescaledLogScale). With
 // `from_partials` false, block b of g reduces log_weights[i] for
 // i = b * kThreads + thread (mod g * kThreads); with it true, the one block
 // reduces partials[0, num_partials). A grid of one block finishes: writes the
@@ -559,6 +561,7 @@ struct LogSumExpOp {
   int64_t num_partials;
   const int* invalid;
   const T* tree;
+  T decay;
   T* log_scale;
   int* skip_out;
 
@@ -567,7 +570,7 @@ struct LogSumExpOp {
   ADASAMP_HOST_DEVICE void Phase(int phase, const BlockThread& t,
                                  Shared& s) const {
     if (phase == 0) {
-      if (t.thread == 0) s.skip = !RescaleNeeded(invalid, tree);
+      if (t.thread == 0) s.skip = !RescaleNeeded(invalid, tree, decay);
       return;
     }
     if (s.skip) {
@@ -598,7 +601,8 @@ struct LogSumExpOp {
       }
     } else if (t.thread == 0) {
       if (t.blocks == 1) {
-        *log_scale = s.values[0].max + Log(s.values[0].sum);
+        *log_scale =
+            RescaledLogScale(s.values[0].max + Log(s.values[0].sum), decay);
         *skip_out = 0;
       } else {
         partials[t.block] = s.values[0];
