@@ -29,7 +29,7 @@ BATCH_SIZE = 32
 MAX_KL = math.log(NUM_EXAMPLES) + 1e-9
 # Per thread: reads by each reader, and at most this many updates by each
 # updater (they stop once the readers are done).
-READS = 250
+READS = 150
 MAX_UPDATES = 20_000
 RESETS = 20
 
@@ -176,7 +176,7 @@ def test_resets_racing_updates_leave_a_consistent_state(compiled):
   update = maybe_compiled(sampler.update, compiled)
   reset = maybe_compiled(sampler.reset, compiled)
   rng = np.random.default_rng(0)
-  for _ in range(100):
+  for _ in range(60):
     # Every log weight away from 0, so an update that runs halfway through a
     # reset leaves a leaf that its log weight disagrees with.
     update(np.arange(NUM_EXAMPLES), rng.uniform(0, 1, NUM_EXAMPLES))
