@@ -519,7 +519,8 @@ struct AdaptiveReweight<CPUDevice, T> {
   }
 
   // Recomputes both caches from the exact log weights with a fresh scale
-  // (RescaledLogScale: the log-sum-exp, so that the total becomes 1).
+  // (RescaledLogScale: the log-sum-exp, so that the total becomes 1, or 0
+  // after an update with decay 0).
   static void Rescale(T decay, typename TTypes<T>::Flat log_weights,
                       typename TTypes<T>::Scalar log_scale,
                       typename TTypes<T>::Flat tree,

@@ -538,12 +538,12 @@ ADASAMP_HOST_DEVICE inline bool RescaleNeeded(const int* invalid, const T* tree,
 }
 
 // The log-sum-exp of the log weights, for the new log-scale
-// (RescaledLogScale). With
-// `from_partials` false, block b of g reduces log_weights[i] for
-// i = b * kThreads + thread (mod g * kThreads); with it true, the one block
-// reduces partials[0, num_partials). A grid of one block finishes: writes the
-// log-scale and the `skip_out` word that gates the rest of the rescale; a
-// larger grid leaves its partials for a one-block pass over them.
+// (RescaledLogScale). With `from_partials` false, block b of g reduces
+// log_weights[i] for i = b * kThreads + thread (mod g * kThreads); with it
+// true, the one block reduces partials[0, num_partials). A grid of one block
+// finishes: writes the log-scale and the `skip_out` word that gates the rest
+// of the rescale; a larger grid leaves its partials for a one-block pass over
+// them.
 template <typename T>
 struct LogSumExpOp {
   static constexpr int kThreads = 256;
