@@ -20,7 +20,8 @@ class ReweightState:
   """The four arrays AdaptiveReweight updates, consistent with each other.
 
   The trees cache s_i = exp(l_i - log_scale) and s_i log s_i of the log
-  weights l_i, as the sampler keeps them.
+  weights l_i, as the sampler keeps them; node 0 of the entropy tree holds
+  the tree's total, as the op leaves it.
   """
 
   def __init__(self, log_weights, log_scale):
@@ -32,6 +33,7 @@ class ReweightState:
     self.tree = reference.build_tree(scaled)
     self.entropy_tree = reference.heap_sums(
         np.where(scaled > 0, scaled * log_scaled, 0).astype(dtype))
+    self.entropy_tree[0] = self.tree[1]
 
   def arrays(self):
     """log_weights, log_scale, tree, entropy_tree."""

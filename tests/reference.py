@@ -14,8 +14,8 @@ def capacity_of(num_leaves):
 
 
 def heap_sums(values):
-  """The heap-layout array of pairwise sums over `values`, node 0 zero (the
-  layout of the entropy tree, whose values are not weights)."""
+  """The heap-layout array of pairwise sums over `values`, node 0 zero
+  (what build_tree and the entropy tree keep there is up to their callers)."""
   values = np.asarray(values)
   capacity = capacity_of(len(values))
   tree = np.zeros(2 * capacity, values.dtype)

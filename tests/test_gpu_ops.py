@@ -122,6 +122,19 @@ def test_rescale_on_the_gpu_matches_the_cpu(dtype, num_leaves):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+# A batch of every index: the one-block kernel, then the sorting path.
+@pytest.mark.parametrize("num_leaves", [1000, 3000])
+def test_reset_on_the_gpu_gives_the_initial_state(dtype, num_leaves):
+  rng = np.random.default_rng(num_leaves)
+  state = ReweightState((10 * rng.normal(size=num_leaves)).astype(dtype),
+                        37.25)
+  gpu = reweight_on(GPU, state, rng.permutation(num_leaves),
+                    np.zeros(num_leaves, dtype), 0.0, 0.0)
+  assert_same_state(gpu,
+                    ReweightState(np.zeros(num_leaves, dtype), 0.0).arrays())
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_bad_values_leave_gpu_state_untouched_without_error(dtype):
   weights = random_weights(100, dtype, seed=2)
   tree = build_on(GPU, weights)

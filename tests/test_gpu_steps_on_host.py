@@ -373,6 +373,44 @@ def test_reweight_rescales_as_the_cpu_op(steps, order, dtype, num_leaves,
   np.testing.assert_allclose(state.tree[1], 1, rtol=rtol)
 
 
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("dtype", DTYPES)
+# A batch of every index: the one-block path up to 1024, the sorting path past.
+@pytest.mark.parametrize("num_leaves", [1, 1000, 1024, 1025, 3000])
+def test_reweight_with_decay_0_over_every_index_resets_as_the_cpu_op(
+    steps, order, dtype, num_leaves):
+  steps.order(order, seed=num_leaves)
+  rng = np.random.default_rng(num_leaves)
+  # A log-scale that is not 0, as after a rescale.
+  state = ReweightState((10 * rng.normal(size=num_leaves)).astype(dtype),
+                        37.25)
+  indices = rng.permutation(num_leaves)
+  utilities = np.zeros(num_leaves, dtype)
+  expected = cpu_reweight(state, indices, utilities, 0.0, 0.0)
+  steps.reweight(state, indices, utilities, 0.0, 0.0)
+  assert_same_state(state.arrays(), expected)
+  # The state of a new sampler: log weights and log-scale 0, leaves of 1.
+  assert_same_state(state.arrays(),
+                    ReweightState(np.zeros(num_leaves, dtype), 0.0).arrays())
+  np.testing.assert_array_equal(state.entropy_tree[:2], [num_leaves, 0])
+
+
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("count", [3, 2000])
+def test_reweight_with_decay_0_recomputes_the_caches_as_the_cpu_op(
+    steps, order, dtype, count):
+  steps.order(order, seed=count)
+  rng = np.random.default_rng(count)
+  state = ReweightState(rng.normal(size=3000).astype(dtype), -4.5)
+  indices = rng.integers(3000, size=count)
+  utilities = rng.normal(size=count).astype(dtype)
+  expected = cpu_reweight(state, indices, utilities, 2.0, 0.0)
+  steps.reweight(state, indices, utilities, 2.0, 0.0)
+  assert expected[1] == 0
+  assert_same_state(state.arrays(), expected)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("count", [3, 2000])
 @pytest.mark.parametrize("bad", ["index", "nan", "inf", "overflow"])

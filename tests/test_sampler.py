@@ -171,6 +171,88 @@ def test_reset_returns_to_uniform():
   assert sampler.kl_divergence().numpy() == 0.0
 
 
+@pytest.mark.parametrize("dtype", [tf.float64, tf.float32])
+@pytest.mark.parametrize("num_examples", [7, 129, 1000, 3000])
+@pytest.mark.parametrize("compiled", [False, True])
+def test_reset_after_a_rescale_is_the_initial_state_exactly(dtype,
+                                                            num_examples,
+                                                            compiled):
+  # Sizes on either side of the CPU's small-batch path (128 updates).
+  sampler = AdaptiveSampler(num_examples, amplitude=50.0, decay=0.5,
+                            dtype=dtype)
+  initial = state_of(sampler)
+  # exp(50 * 10) is past either dtype's safe range: the caches are rescaled,
+  # so the log-scale is no longer 0.
+  sampler.update([0, 3], [10.0, 7.0])
+  assert sampler._log_scale.numpy() != 0
+  (tf.function(sampler.reset) if compiled else sampler.reset)()
+  for expected, actual in zip(initial, state_of(sampler)):
+    np.testing.assert_array_equal(actual, expected)
+  np_dtype = dtype.as_numpy_dtype
+  np.testing.assert_array_equal(sampler.probabilities().numpy(),
+                                np.full(num_examples, 1 / np_dtype(num_examples),
+                                        np_dtype))
+  assert sampler.kl_divergence().numpy() == 0.0
+
+
+def test_entropy_tree_node_0_holds_the_total(tmp_path):
+  sampler = AdaptiveSampler(300, amplitude=50.0, decay=0.5, seed=0)
+
+  def assert_holds_the_total():
+    entropy_tree = sampler._entropy_tree.numpy()
+    assert entropy_tree[0] == sampler.tree.total().numpy()
+
+  assert_holds_the_total()
+  sampler.update([1, 2, 2], [0.5, 1.0, 3.0])
+  assert_holds_the_total()
+  sampler.update([7], [10.0])  # A rescale.
+  assert sampler.tree.total().numpy() == pytest.approx(1.0)
+  assert_holds_the_total()
+  sampler.update(np.arange(200), np.linspace(-1, 1, 200))  # Sorted path.
+  assert_holds_the_total()
+  path = tf.train.Checkpoint(sampler=sampler).save(str(tmp_path / "ckpt"))
+  sampler.reset()
+  assert_holds_the_total()
+  # A checkpoint written before node 0 held the total has 0 there: the
+  # restore writes the restored tree's total.
+  sampler._entropy_tree.assign(
+      tf.tensor_scatter_nd_update(sampler._entropy_tree, [[0]], [0.0]))
+  old_path = tf.train.Checkpoint(sampler=sampler).save(str(tmp_path / "old"))
+  tf.train.Checkpoint(sampler=sampler).restore(path).assert_consumed()
+  assert_holds_the_total()
+  tf.train.Checkpoint(sampler=sampler).restore(old_path).assert_consumed()
+  assert_holds_the_total()
+  assert sampler.kl_divergence().numpy() == 0.0
+
+
+def test_kl_divergence_reads_both_totals_in_one_gather():
+  sampler = AdaptiveSampler(10, amplitude=1.0, decay=0.5)
+  graph = tf.function(sampler.kl_divergence).get_concrete_function().graph
+  reads = [op for op in graph.get_operations()
+           if op.type in ("ResourceGather", "ReadVariableOp")]
+  assert len(reads) == 1, [op.type for op in reads]
+
+
+def test_reweight_with_decay_0_forgets_the_past():
+  sampler = AdaptiveSampler(6, amplitude=2.0, decay=0.5)
+  sampler.update([0, 1, 2], [1.0, -1.0, 3.0])
+  before = sampler.log_weights.numpy()
+  # Through the op: the Python API keeps decay in (0, 1).
+  sampler._reweight([1, 2, 4], [0.5, -2.0, 1.0], amplitude=3.0, decay=0.0)
+  expected = before.copy()
+  expected[[1, 2, 4]] = [1.5, -6.0, 3.0]  # amplitude * u, whatever came before.
+  np.testing.assert_array_equal(sampler.log_weights.numpy(), expected)
+  np.testing.assert_allclose(sampler.probabilities().numpy(),
+                             np.exp(expected) / np.exp(expected).sum(),
+                             rtol=1e-14)
+  # The caches were recomputed with log-scale 0.
+  assert sampler._log_scale.numpy() == 0
+  capacity = sampler.tree.capacity
+  np.testing.assert_allclose(
+      sampler.tree.variable.numpy()[capacity:capacity + 6], np.exp(expected),
+      rtol=1e-15)
+
+
 @pytest.mark.parametrize("stratified", [False, True])
 def test_draw_frequencies_follow_the_distribution(stratified):
   sampler = AdaptiveSampler(6, amplitude=1.0, decay=0.5, seed=11,
@@ -242,8 +324,9 @@ def test_bad_update_raises_and_leaves_state_unchanged(indices, utilities,
 @pytest.mark.parametrize("amplitude,decay,message", [
     (-1.0, 0.5, r"amplitude = -1 must be finite and >= 0"),
     (np.inf, 0.5, r"amplitude = inf"),
-    (1.0, 0.0, r"decay = 0 must be in \(0, 1\)"),
-    (1.0, 1.0, r"decay = 1 must be in \(0, 1\)"),
+    (1.0, -0.5, r"decay = -0.5 must be in \[0, 1\)"),
+    (1.0, 1.0, r"decay = 1 must be in \[0, 1\)"),
+    (1.0, np.nan, r"decay = nan must be in \[0, 1\)"),
 ])
 @pytest.mark.usefixtures("on_cpu")
 def test_reweight_op_rejects_bad_amplitude_and_decay(amplitude, decay,

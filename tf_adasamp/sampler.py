@@ -41,6 +41,12 @@ def make_generator(seed: int | None) -> tf.random.Generator:
   return tf.random.Generator.from_seed(seed)
 
 
+def with_total(entropy_tree: tf.Tensor, total: tf.Tensor) -> tf.Tensor:
+  """`entropy_tree` with node 0 set to `total`, the total of its tree, as
+  the reweight op keeps it."""
+  return tf.concat([tf.reshape(total, [1]), entropy_tree[1:]], axis=0)
+
+
 class AdaptiveSampler(tf.Module):
   """Draws example indices from Algorithm 1's adaptive distribution Q_t.
 
@@ -82,10 +88,12 @@ class AdaptiveSampler(tf.Module):
     with self.name_scope:
       self.tree = untracked(
           SumTree(self._num_examples, dtype=self._dtype, name="tree"))
-      # Sums of s_i * log(s_i) over the cached s_i of `tree`.
+      # Sums of s_i * log(s_i) over the cached s_i of `tree`; node 0 holds
+      # the total of `tree`, so that one read gives both (kl_divergence).
       self._entropy_tree = untracked(tf.Variable(
-          tf.zeros([2 * self.tree.capacity], self._dtype), trainable=False,
-          name="entropy_tree"))
+          with_total(tf.zeros([2 * self.tree.capacity], self._dtype),
+                     self.tree.total()),
+          trainable=False, name="entropy_tree"))
       self.log_weights = untracked(tf.Variable(
           tf.zeros([self._num_examples], self._dtype), trainable=False,
           name="log_weights"))
@@ -199,14 +207,16 @@ class AdaptiveSampler(tf.Module):
     packed = context.all_gather(self._pack(indices, utilities), axis=0)
     self._reweight(*self._unpack(packed))
 
-  def _reweight(self, indices, utilities):
-    """Reweights this replica's copy of the state."""
+  def _reweight(self, indices, utilities, amplitude=None, decay=None):
+    """Reweights this replica's copy of the state, by default with the
+    sampler's amplitude and decay."""
     ops.adaptive_reweight(
         self.tree.variable.handle, self._entropy_tree.handle,
         self.log_weights.handle, self._log_scale.handle,
         _validation.indices(indices), self._as_utilities(utilities),
-        tf.constant(self._amplitude, self._dtype),
-        tf.constant(self._decay, self._dtype))
+        tf.constant(self._amplitude if amplitude is None else amplitude,
+                    self._dtype),
+        tf.constant(self._decay if decay is None else decay, self._dtype))
 
   def _as_utilities(self, utilities):
     utilities = tf.convert_to_tensor(utilities, dtype_hint=self._dtype)
@@ -239,20 +249,27 @@ class AdaptiveSampler(tf.Module):
 
     With cached weights s_i, total W and H = sum_i s_i log s_i,
     KL = sum_i (s_i / W) log(n s_i / W) = log n + H / W - log W.
+    W and H come from one read of one variable (the entropy tree, whose
+    node 0 holds W), so they are of one state even while other threads
+    update the sampler.
     """
-    total = self.tree.total()
-    entropy_sum = tf.gather(self._entropy_tree, 1)
+    total, entropy_sum = tf.unstack(tf.gather(self._entropy_tree, [0, 1]))
     kl = (math.log(self._num_examples) + entropy_sum / total -
           tf.math.log(total))
     # Round-off can leave a uniform distribution a hair below zero.
     return tf.maximum(kl, tf.zeros([], self._dtype))
 
   def reset(self) -> None:
-    """Returns to the uniform distribution (all weights 1)."""
-    self.tree.assign(tf.ones([self._num_examples], self._dtype))
-    self._entropy_tree.assign(tf.zeros_like(self._entropy_tree))
-    self.log_weights.assign(tf.zeros_like(self.log_weights))
-    self._log_scale.assign(tf.zeros([], self._dtype))
+    """Returns to the uniform distribution (all weights 1).
+
+    One reweight op over every index with utility 0, amplitude 0 and decay 0
+    (l_i <- 0; the op then caches leaves of exactly 1): it holds the locks
+    of all of the state, so no update runs halfway through a reset. Inside
+    `strategy.run`, it resets this replica's copy.
+    """
+    self._reweight(tf.range(self._num_examples, dtype=tf.int64),
+                   tf.zeros([self._num_examples], self._dtype),
+                   amplitude=0.0, decay=0.0)
 
   def _restore(self, restored):
     """Assigns a checkpoint's state once all of it is checked."""
@@ -279,7 +296,8 @@ class AdaptiveSampler(tf.Module):
     with tf.control_dependencies(checks):
       return tf.group(
           self.tree.variable.assign(tree),
-          self._entropy_tree.assign(restored["entropy_tree"]),
+          self._entropy_tree.assign(
+              with_total(restored["entropy_tree"], tree[1])),
           self.log_weights.assign(restored["log_weights"]),
           self._log_scale.assign(restored["log_scale"]),
           self.generator.state.assign(restored["generator_state"]))

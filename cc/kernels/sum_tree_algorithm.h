@@ -12,6 +12,12 @@
 // that no build wrote, such as one restored from before this rule, holds 0
 // there and is not checked).
 //
+// An entropy tree (below) has the same layout, and its node 0 holds the
+// total of the tree it goes with: AdaptiveReweight copies the tree's root
+// there at the end of every update, while it still holds the variables'
+// locks, so that one read of the entropy tree's nodes 0 and 1 gives (W, H) of
+// one state, whatever updates run beside it.
+//
 // Stored weights are 0 or normal numbers: build, set and the reweight store
 // a subnormal weight as 0 (StoredWeight), which is how TensorFlow's CPU
 // kernels, running with denormals flushed, would add it anyway; so every
@@ -92,6 +98,9 @@ ADASAMP_HOST_DEVICE inline bool IsValidWeight(T w) {
 
 // The node that records num_leaves (see the layout above).
 constexpr int64_t kNumLeavesNode = 0;
+
+// The node of an entropy tree that holds its tree's total (see the layout).
+constexpr int64_t kTreeTotalNode = 0;
 
 // Whether a tree whose node 0 holds `recorded` may be updated as a tree over
 // `num_leaves` leaves: it must be the num_leaves it was built with, or
@@ -177,6 +186,23 @@ ADASAMP_HOST_DEVICE inline bool NeedsRescale(T total) {
   // Written so that NaN and inf totals also ask for a rescale.
   return !(total >= T(1) / RescaleBound<T>::kValue &&
            total <= RescaleBound<T>::kValue);
+}
+
+// Whether an update that went through recomputes the caches: where their
+// total left its safe range, and after any update with decay 0, which forgets
+// the past, the log-scale included.
+template <typename T>
+ADASAMP_HOST_DEVICE inline bool RescaleAfterUpdate(T total, T decay) {
+  return decay == T(0) || NeedsRescale(total);
+}
+
+// The log-scale the caches are recomputed with, given the log-sum-exp L of
+// the log weights: L, for a total of 1; after an update with decay 0, 0 where
+// the total exp(L) is in its safe range, so that log weights of 0 (a reset)
+// cache leaves of exactly 1, whatever the scale was before.
+template <typename T>
+ADASAMP_HOST_DEVICE inline T RescaledLogScale(T log_sum_exp, T decay) {
+  return decay == T(0) && !NeedsRescale(Exp(log_sum_exp)) ? T(0) : log_sum_exp;
 }
 
 }  // namespace adasamp

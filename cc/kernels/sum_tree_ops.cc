@@ -466,9 +466,10 @@ struct AdaptiveReweight<CPUDevice, T> {
                                 decay, utilities, log_weights, log_scale, tree,
                                 entropy_tree));
     }
-    if (NeedsRescale(tree(1))) {
-      Rescale(log_weights, log_scale, tree, entropy_tree);
+    if (RescaleAfterUpdate(tree(1), decay)) {
+      Rescale(decay, log_weights, log_scale, tree, entropy_tree);
     }
+    entropy_tree(kTreeTotalNode) = tree(1);
     return absl::OkStatus();
   }
 
@@ -517,9 +518,10 @@ struct AdaptiveReweight<CPUDevice, T> {
     return absl::OkStatus();
   }
 
-  // Recomputes both caches from the exact log weights with the log-sum-exp
-  // as the new scale, so the total becomes 1.
-  static void Rescale(typename TTypes<T>::Flat log_weights,
+  // Recomputes both caches from the exact log weights with a fresh scale
+  // (RescaledLogScale: the log-sum-exp, so that the total becomes 1, or 0
+  // after an update with decay 0).
+  static void Rescale(T decay, typename TTypes<T>::Flat log_weights,
                       typename TTypes<T>::Scalar log_scale,
                       typename TTypes<T>::Flat tree,
                       typename TTypes<T>::Flat entropy_tree) {
@@ -530,7 +532,7 @@ struct AdaptiveReweight<CPUDevice, T> {
     for (int64_t i = 0; i < num_leaves; ++i) {
       sum += std::exp(log_w[i] - max_log_weight);
     }
-    const T scale = max_log_weight + std::log(sum);
+    const T scale = RescaledLogScale(max_log_weight + std::log(sum), decay);
     const int64_t capacity = tree.size() / 2;
     for (int64_t i = 0; i < num_leaves; ++i) {
       const T log_scaled = log_w[i] - scale;
@@ -720,8 +722,8 @@ class AdaptiveReweightOp : public OpKernel {
     OP_REQUIRES(
         ctx, std::isfinite(amplitude) && amplitude >= T(0),
         InvalidArgument("amplitude = ", amplitude, " must be finite and >= 0"));
-    OP_REQUIRES(ctx, decay > T(0) && decay < T(1),
-                InvalidArgument("decay = ", decay, " must be in (0, 1)"));
+    OP_REQUIRES(ctx, decay >= T(0) && decay < T(1),
+                InvalidArgument("decay = ", decay, " must be in [0, 1)"));
 
     tensorflow::core::RefCountPtr<Var> tree, entropy_tree, log_weights,
         log_scale;

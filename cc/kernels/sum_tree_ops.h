@@ -49,7 +49,9 @@ struct SumTreeSample {
 
 // Algorithm 1, line 5, for the first occurrence of each index: updates the
 // log weights, the cached leaves of `tree` and `entropy_tree` and their
-// ancestors, and rescales all caches if the total leaves its safe range.
+// ancestors, and rescales all caches if the total leaves its safe range or
+// decay is 0 (RescaleAfterUpdate); then copies the tree's total into node 0
+// of `entropy_tree`.
 template <typename Device, typename T>
 struct AdaptiveReweight {
   absl::Status operator()(OpKernelContext* ctx, T amplitude, T decay,

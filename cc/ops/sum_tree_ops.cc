@@ -107,12 +107,19 @@ index i (its first occurrence), w_i <- w_i ** decay * exp(amplitude * u_i).
 The exact state is log_weights (l_i = log w_i); tree caches
 exp(l_i - log_scale) and entropy_tree caches s_i * log(s_i) for the
 conditional KL. When the cached total leaves its safe range, the caches are
-recomputed with a fresh log_scale.
+recomputed with a fresh log_scale. At the end, node 0 of entropy_tree is set
+to the tree's total (node 1 of tree), under the op's locks: one read of
+entropy_tree's nodes 0 and 1 gives the (W, H) of one state.
+
+Decay 0 forgets the past: w_i <- exp(amplitude * u_i). It also forgets the
+log-scale: the caches are recomputed, O(n), with log_scale 0 where their total
+allows it, so that indices 0..n-1 with utilities 0 (and amplitude 0) reset the
+state to uniform in one op, with cached leaves of exactly 1.
 
 indices: [B] example indices in [0, n), n = len(log_weights).
 utilities: [B] finite utilities.
 amplitude: scalar >= 0.
-decay: scalar in (0, 1).
+decay: scalar in [0, 1).
 )doc");
 
 }  // namespace adasamp

@@ -256,16 +256,23 @@ size_t AdaptiveReweightScratchBytes(Executor& ex, int64_t count,
   return scratch.size();
 }
 
-// Recomputes both caches from the log weights with their log-sum-exp as the
-// new log-scale, if RescaleNeeded; otherwise every step returns at once.
+// Recomputes both caches from the log weights with a new log-scale
+// (RescaledLogScale of their log-sum-exp), if RescaleNeeded; otherwise every
+// step returns at once.
 template <typename T, class Executor>
 void RescaleIfNeeded(Executor& ex, const ReweightState<T>& state,
                      const ReweightScratch<Executor, T>& s) {
   const int64_t blocks = LogSumExpBlocks<T>(state.num_leaves);
-  LogSumExpOp<T> log_sum_exp{
-      state.log_weights,       state.num_leaves,
-      /*from_partials=*/false, s.partials,       blocks, s.invalid, state.tree,
-      state.log_scale,         s.skip_rescale};
+  LogSumExpOp<T> log_sum_exp{state.log_weights,
+                             state.num_leaves,
+                             /*from_partials=*/false,
+                             s.partials,
+                             blocks,
+                             s.invalid,
+                             state.tree,
+                             state.decay,
+                             state.log_scale,
+                             s.skip_rescale};
   ex.Blocks(blocks, log_sum_exp);
   if (blocks > 1) {
     log_sum_exp.from_partials = true;
@@ -279,7 +286,8 @@ void RescaleIfNeeded(Executor& ex, const ReweightState<T>& state,
 // Algorithm 1, line 5, for the first occurrence of each index (see the CPU
 // functor). Batches of up to kBlockThreads run as one SmallReweightOp; larger
 // ones sort and run a launch per step and level. Then the rescale check, on
-// the device.
+// the device, and the tree's total into node 0 of the entropy tree, in the
+// same stream, so that any op after this one reads (W, H) of one state.
 template <typename T, class Executor>
 void AdaptiveReweight(Executor& ex, const int64_t* indices, int64_t count,
                       const ReweightState<T>& state, void* scratch_memory) {
@@ -304,6 +312,7 @@ void AdaptiveReweight(Executor& ex, const int64_t* indices, int64_t count,
     }
   }
   RescaleIfNeeded(ex, state, s);
+  ex.ForEach(1, CopyTotal<T>{state.tree, state.entropy_tree});
 }
 
 }  // namespace parallel

@@ -285,6 +285,18 @@ struct WriteReweightLeaves {
   }
 };
 
+// Reweight, last: the tree's total into node 0 of the entropy tree
+// (sum_tree_algorithm.h). Unconditional: a rejected or skipped update left
+// the total as it was.
+template <typename T>
+struct CopyTotal {
+  const T* tree;
+  T* entropy_tree;
+  ADASAMP_HOST_DEVICE void operator()(int64_t) const {
+    entropy_tree[kTreeTotalNode] = tree[1];
+  }
+};
+
 // Rescale: every leaf from its log weight and the new log-scale.
 template <typename T>
 struct RescaleLeaf {
@@ -517,19 +529,21 @@ ADASAMP_HOST_DEVICE inline LogSumExp<T> Combine(LogSumExp<T> a,
 }
 
 // Whether the caches need a rescale: only after an update that went through,
-// and only if the cached total left its safe range (NeedsRescale).
+// and only if the cached total left its safe range or the decay is 0
+// (RescaleAfterUpdate).
 template <typename T>
-ADASAMP_HOST_DEVICE inline bool RescaleNeeded(const int* invalid,
-                                              const T* tree) {
-  return !*invalid && NeedsRescale(tree[1]);
+ADASAMP_HOST_DEVICE inline bool RescaleNeeded(const int* invalid, const T* tree,
+                                              T decay) {
+  return !*invalid && RescaleAfterUpdate(tree[1], decay);
 }
 
-// The log-sum-exp of the log weights, the new log-scale. With
-// `from_partials` false, block b of g reduces log_weights[i] for
-// i = b * kThreads + thread (mod g * kThreads); with it true, the one block
-// reduces partials[0, num_partials). A grid of one block finishes: writes the
-// log-scale and the `skip_out` word that gates the rest of the rescale; a
-// larger grid leaves its partials for a one-block pass over them.
+// The log-sum-exp of the log weights, for the new log-scale
+// (RescaledLogScale). With `from_partials` false, block b of g reduces
+// log_weights[i] for i = b * kThreads + thread (mod g * kThreads); with it
+// true, the one block reduces partials[0, num_partials). A grid of one block
+// finishes: writes the log-scale and the `skip_out` word that gates the rest
+// of the rescale; a larger grid leaves its partials for a one-block pass over
+// them.
 template <typename T>
 struct LogSumExpOp {
   static constexpr int kThreads = 256;
@@ -547,6 +561,7 @@ struct LogSumExpOp {
   int64_t num_partials;
   const int* invalid;
   const T* tree;
+  T decay;
   T* log_scale;
   int* skip_out;
 
@@ -555,7 +570,7 @@ struct LogSumExpOp {
   ADASAMP_HOST_DEVICE void Phase(int phase, const BlockThread& t,
                                  Shared& s) const {
     if (phase == 0) {
-      if (t.thread == 0) s.skip = !RescaleNeeded(invalid, tree);
+      if (t.thread == 0) s.skip = !RescaleNeeded(invalid, tree, decay);
       return;
     }
     if (s.skip) {
@@ -586,7 +601,8 @@ struct LogSumExpOp {
       }
     } else if (t.thread == 0) {
       if (t.blocks == 1) {
-        *log_scale = s.values[0].max + Log(s.values[0].sum);
+        *log_scale =
+            RescaledLogScale(s.values[0].max + Log(s.values[0].sum), decay);
         *skip_out = 0;
       } else {
         partials[t.block] = s.values[0];
