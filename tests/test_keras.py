@@ -1,6 +1,8 @@
 """tf_adasamp.keras: `fit` under adaptive sampling."""
 
 import math
+import os
+import sys
 
 import keras
 import numpy as np
@@ -12,6 +14,7 @@ import tf_adasamp
 from tf_adasamp import data
 from tf_adasamp import utilities
 from tf_adasamp.keras import AdaptiveSamplingModel
+from tf_adasamp.keras import SamplingTensorBoard
 
 NUM_EXAMPLES = 120
 BATCH_SIZE = 16
@@ -303,3 +306,50 @@ def test_training_metrics_estimate_the_uniform_ones_adaptive_are_labelled():
     assert history.history["accuracy"][epoch] == pytest.approx(accuracy,
                                                                abs=0.05)
     assert history.history["loss"][epoch] == pytest.approx(loss, rel=0.1)
+
+
+def summaries(log_dir):
+  """{tag: [(step, value or histogram)]} from the event files under
+  log_dir."""
+  found = {}
+  for root, _, files in os.walk(log_dir):
+    for name in files:
+      for record in tf.data.TFRecordDataset(os.path.join(root, name)):
+        event = tf.compat.v1.Event.FromString(record.numpy())
+        for value in event.summary.value:
+          found.setdefault(value.tag, []).append(
+              (event.step, tf.make_ndarray(value.tensor)))
+  return found
+
+
+def test_sampling_tensorboard_logs_the_distribution(tmp_path):
+  x, y = toy_data()
+  trainer = make_trainer(utility="zero_one")
+  trainer.compile(optimizer=keras.optimizers.SGD(0.05),
+                  loss="sparse_categorical_crossentropy")
+  log_dir = os.path.join(tmp_path, "logs")
+  trainer.fit(x, y, epochs=2, verbose=0, callbacks=[
+      keras.callbacks.TensorBoard(log_dir),
+      SamplingTensorBoard(os.path.join(log_dir, "sampling"))])
+  found = summaries(os.path.join(log_dir, "sampling"))
+  assert set(found) == {"sampling/kl_divergence", "sampling/max_probability",
+                        "sampling/effective_sample_size",
+                        "sampling/learning_rate",
+                        "sampling/log_n_probability"}
+  assert [step for step, _ in found["sampling/kl_divergence"]] == [0, 1]
+  sampler = trainer.stage.sampler
+  q = sampler.probabilities().numpy()
+  assert found["sampling/kl_divergence"][-1][1] == pytest.approx(
+      sampler.kl_divergence().numpy())
+  assert found["sampling/max_probability"][-1][1] == pytest.approx(q.max())
+  assert found["sampling/effective_sample_size"][-1][1] == pytest.approx(
+      1 / np.sum(q**2), rel=1e-5)
+  assert found["sampling/learning_rate"][-1][1] == pytest.approx(0.05)
+  # Keras's own callback wrote its logs too.
+  assert summaries(os.path.join(log_dir, "train"))
+
+
+def test_sampling_tensorboard_says_how_to_install_tensorboard(monkeypatch):
+  monkeypatch.setitem(sys.modules, "tensorboard", None)
+  with pytest.raises(ImportError, match="pip install tensorboard"):
+    SamplingTensorBoard("logs")

@@ -263,6 +263,87 @@ class AdaptiveSamplingModel(keras.Model):
     return super().test_step(data)
 
 
+class SamplingTensorBoard(keras.callbacks.Callback):
+  """Logs the sampling distribution Q_t to TensorBoard during `fit`.
+
+  Under `sampling/`: `kl_divergence` KL(Q_t || uniform), `max_probability`
+  max_i Q_t(i) (uniform: 1 / n), `effective_sample_size` 1 / sum_i Q_t(i)^2
+  (n when uniform, 1 when one example takes all), `learning_rate`, and a
+  histogram of log(n Q_t(i)) (0 when uniform). Use beside
+  `keras.callbacks.TensorBoard`, e.g. with `log_dir` a sibling of its own:
+
+    callbacks=[keras.callbacks.TensorBoard("logs"),
+               tf_adasamp.keras.SamplingTensorBoard("logs/sampling")]
+  """
+
+  def __init__(self, log_dir, update_freq="epoch", histogram_freq=1):
+    """Creates the callback.
+
+    Args:
+      log_dir: the directory the summaries go to.
+      update_freq: "epoch", or an int: write every that many batches.
+      histogram_freq: write the histogram every that many writes; 0 never.
+    """
+    super().__init__()
+    try:
+      import tensorboard  # pylint: disable=g-import-not-at-top,unused-import
+    except ImportError as error:
+      raise ImportError("SamplingTensorBoard writes TensorBoard summaries, "
+                        "which need TensorBoard: pip install tensorboard"
+                        ) from error
+    if update_freq != "epoch" and not (
+        isinstance(update_freq, int) and update_freq >= 1):
+      raise ValueError('update_freq must be "epoch" or an int >= 1, got '
+                       f"{update_freq!r}")
+    if not (isinstance(histogram_freq, int) and histogram_freq >= 0):
+      raise ValueError(
+          f"histogram_freq must be an int >= 0, got {histogram_freq!r}")
+    self.log_dir = log_dir
+    self.update_freq = update_freq
+    self.histogram_freq = histogram_freq
+    self._writer = None
+    self._writes = 0
+    self._step = 0
+
+  def on_train_begin(self, logs=None):
+    if not isinstance(self.model, AdaptiveSamplingModel):
+      raise TypeError("SamplingTensorBoard logs an AdaptiveSamplingModel's "
+                      f"sampler; the model is a {type(self.model).__name__}")
+    if self._writer is None:
+      self._writer = tf.summary.create_file_writer(self.log_dir)
+
+  def on_train_batch_end(self, batch, logs=None):
+    self._step += 1
+    if self.update_freq != "epoch" and self._step % self.update_freq == 0:
+      self._write(self._step)
+
+  def on_epoch_end(self, epoch, logs=None):
+    if self.update_freq == "epoch":
+      self._write(epoch)
+
+  def on_train_end(self, logs=None):
+    self._writer.flush()
+
+  def _write(self, step):
+    sampler = self.model.stage.sampler
+    n = sampler.num_examples
+    # log Q_t(i) from the exact log weights: no underflow to -inf.
+    log_q = sampler.log_weights - tf.reduce_logsumexp(sampler.log_weights)
+    q = tf.exp(log_q)
+    with self._writer.as_default(step=step):
+      tf.summary.scalar("sampling/kl_divergence", sampler.kl_divergence())
+      tf.summary.scalar("sampling/max_probability", tf.reduce_max(q))
+      tf.summary.scalar("sampling/effective_sample_size",
+                        1 / tf.reduce_sum(q * q))
+      optimizer = self.model.optimizer
+      if optimizer is not None:
+        tf.summary.scalar("sampling/learning_rate",
+                          optimizer.learning_rate)
+      if self.histogram_freq and self._writes % self.histogram_freq == 0:
+        tf.summary.histogram("sampling/log_n_probability", log_q + math.log(n))
+    self._writes += 1
+
+
 class _SamplerVariable(keras.Variable):
   """A Keras variable over one of the sampler's tf.Variables (no copy)."""
 
