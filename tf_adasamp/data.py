@@ -221,29 +221,33 @@ class AdaptiveSampling:
     utilities, indices out of range), applies the update only if it passes,
     releases the permit, and then lets the op raise its own error.
     """
+    if tf.distribute.has_strategy() or isinstance(
+        self._sampler.tree.variable, tf.distribute.DistributedValues):
+      # Replicas would diverge around the update's collective; keep it plain.
+      distribute.update(self._sampler, indices, utilities)
+      self._release_after_update()
+      return
     indices = tf.convert_to_tensor(indices)
     utilities = tf.convert_to_tensor(utilities,
                                      dtype_hint=self._sampler.tree.dtype)
-    if tf.distribute.has_strategy():
-      # Replicas would diverge around the update's collective; keep it plain.
-      distribute.update(self._sampler, indices, utilities)
-      accepted = tf.constant(True)
-    else:
-      scaled = self._sampler.amplitude * tf.cast(utilities, tf.float64)
-      accepted = (tf.reduce_all(tf.math.is_finite(scaled)) &
-                  tf.reduce_all((indices >= 0) &
-                                (indices < self._sampler.num_examples)))
-      tf.cond(accepted, lambda: self._apply(indices, utilities), tf.no_op)
-    # Nothing orders ops on different resources; a read of the tree comes
-    # after the update, so the permit does too.
-    with tf.control_dependencies([self._sampler.tree.total()]):
-      ops.release_draw_permits(self._permits, 1)
+    scaled = self._sampler.amplitude * tf.cast(utilities, tf.float64)
+    accepted = (tf.reduce_all(tf.math.is_finite(scaled)) &
+                tf.reduce_all((indices >= 0) &
+                              (indices < self._sampler.num_examples)))
+    tf.cond(accepted, lambda: self._apply(indices, utilities), tf.no_op)
+    self._release_after_update()
     with tf.control_dependencies([self._sampler.tree.total()]):
       tf.cond(accepted, tf.no_op, lambda: self._apply(indices, utilities))
 
   def _apply(self, indices, utilities):
     distribute.update(self._sampler, indices, utilities)
     return tf.no_op()
+
+  def _release_after_update(self):
+    # Nothing orders ops on different resources; a read of the tree comes
+    # after the update, so the permit does too.
+    with tf.control_dependencies([self._sampler.tree.total()]):
+      ops.release_draw_permits(self._permits, 1)
 
 
 class _InterruptWatcher:

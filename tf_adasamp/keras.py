@@ -150,6 +150,13 @@ class AdaptiveSamplingModel(keras.Model):
     finally:
       self._jit_compile = jit_compile
 
+  def _symbolic_build(self, iterator=None, data_batch=None):
+    # Under a tf.distribute strategy Keras builds the model from one
+    # training batch, which ends with the stage's indices and probabilities.
+    if data_batch is not None and len(data_batch) > 3:
+      data_batch = tuple(data_batch[:-2])
+    super()._symbolic_build(iterator=iterator, data_batch=data_batch)
+
   def reset_metrics(self):
     super().reset_metrics()
     if self._uniform is not None:
@@ -177,8 +184,7 @@ class AdaptiveSamplingModel(keras.Model):
     if isinstance(validation_data, tf.data.Dataset):
       _refuse_stage_batches(validation_data.element_spec, "validation_data")
     x = self._training_dataset(x, y, sample_weight)
-    if steps_per_epoch is None and (
-        x.cardinality() == tf.data.INFINITE_CARDINALITY):
+    if steps_per_epoch is None and _is_endless(x):
       global_batch = (self.stage.batch_size *
                       self.distribute_strategy.num_replicas_in_sync)
       steps_per_epoch = math.ceil(self.stage.sampler.num_examples /
@@ -196,11 +202,12 @@ class AdaptiveSamplingModel(keras.Model):
 
   def _training_dataset(self, x, y, sample_weight):
     """The stage's dataset for `fit`'s x, y and sample_weight."""
-    if isinstance(x, tf.data.Dataset):
+    if isinstance(x, (tf.data.Dataset, tf.distribute.DistributedDataset)):
       if y is not None or sample_weight is not None:
         raise ValueError("x is a dataset, so y and sample_weight come from "
                          "its elements; do not pass them")
-      _check_stage_batches(x.element_spec)
+      if isinstance(x, tf.data.Dataset):
+        _check_stage_batches(x.element_spec)
       return x
     if isinstance(x, keras.utils.PyDataset):
       raise TypeError(
@@ -410,6 +417,15 @@ def _clone(metric):
   if isinstance(metric, keras.metrics.Metric):
     return metric.__class__.from_config(metric.get_config())
   return metric
+
+
+def _is_endless(dataset):
+  if isinstance(dataset, tf.distribute.DistributedDataset):
+    # From strategy.distribute_datasets_from_function: as its datasets.
+    cardinality = getattr(dataset, "cardinality", None)
+  else:
+    cardinality = dataset.cardinality()
+  return cardinality == tf.data.INFINITE_CARDINALITY
 
 
 def _check_stage_batches(spec):
