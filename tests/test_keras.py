@@ -323,6 +323,7 @@ def summaries(log_dir):
 
 
 def test_sampling_tensorboard_logs_the_distribution(tmp_path):
+  pytest.importorskip("tensorboard")  # an extra, as for Keras's callback
   x, y = toy_data()
   trainer = make_trainer(utility="zero_one")
   trainer.compile(optimizer=keras.optimizers.SGD(0.05),
