@@ -293,9 +293,10 @@ class _InterruptWatcher:
       signals = os.read(read, 64)
       if signal.SIGINT in signals:
         with cls._lock:
-          stages = list(cls._stages)
-        for stage in stages:
-          ops.release_draw_permits(stage._permits, 1)  # pylint: disable=protected-access
+          # pylint: disable-next=protected-access
+          permits = [stage._permits for stage in cls._stages]
+        for handle in permits:
+          ops.release_draw_permits(handle, 1)
       if previous != -1:
         try:
           os.write(previous, signals)
