@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -76,8 +77,9 @@ def test_ctrl_c_interrupts_a_draw_waiting_for_an_update():
       env=environment())
   try:
     assert process.stdout.readline().strip() == "waiting"
-    # The next() call is now inside TensorFlow, or about to be; a signal
-    # that lands before it raises just the same.
+    # Time for next() to block inside TensorFlow, the case that needs the
+    # stage's help (a signal that lands earlier raises just the same).
+    time.sleep(2)
     process.send_signal(signal.SIGINT)
     stdout, stderr = process.communicate(timeout=TIMEOUT)
   finally:
