@@ -1,5 +1,9 @@
 """tf_adasamp.keras: `fit` under adaptive sampling."""
 
+import math
+import os
+import sys
+
 import keras
 import numpy as np
 import pytest
@@ -10,6 +14,7 @@ import tf_adasamp
 from tf_adasamp import data
 from tf_adasamp import utilities
 from tf_adasamp.keras import AdaptiveSamplingModel
+from tf_adasamp.keras import SamplingTensorBoard
 
 NUM_EXAMPLES = 120
 BATCH_SIZE = 16
@@ -60,7 +65,8 @@ def test_fit_reports_loss_metrics_kl_and_validation():
   history = trainer.fit(dataset, steps_per_epoch=8, epochs=2,
                         validation_data=(x, y), callbacks=[batch_logs],
                         verbose=0)
-  assert set(history.history) == {"loss", "accuracy", "kl", "val_loss",
+  assert set(history.history) == {"loss", "accuracy", "adaptive_loss",
+                                  "adaptive_accuracy", "kl", "val_loss",
                                   "val_accuracy"}
   assert len(batch_logs.logs) == 16
   kl = [logs["kl"] for logs in batch_logs.logs]
@@ -115,7 +121,7 @@ def label_utility(labels, unused_probs):
 
 @pytest.mark.parametrize("debias,with_sample_weight", [
     (False, False), (True, False), (True, True)])
-def test_loss_weights_are_inverse_n_q_when_debiased_times_sample_weight(
+def test_logged_losses_are_the_drawn_batch_and_the_uniform_estimate(
     debias, with_sample_weight):
   x, y = toy_data()
   sample_weight = np.linspace(0.5, 2.0, NUM_EXAMPLES).astype(np.float32)
@@ -136,12 +142,14 @@ def test_loss_weights_are_inverse_n_q_when_debiased_times_sample_weight(
   indices = indices.numpy()
   losses = keras.losses.sparse_categorical_crossentropy(
       y[indices], net(x[indices])).numpy()
-  if debias:
-    losses *= 1 / (NUM_EXAMPLES * probabilities.numpy())
   if with_sample_weight:
     losses *= sample_weight[indices]
-  assert history.history["loss"][1] == pytest.approx(np.mean(losses),
-                                                     rel=1e-5)
+  importance = 1 / (NUM_EXAMPLES * probabilities.numpy())
+  # Whatever the loss optimized, the logs hold both.
+  assert history.history["adaptive_loss"][1] == pytest.approx(
+      np.mean(losses), rel=1e-5)
+  assert history.history["loss"][1] == pytest.approx(
+      np.mean(importance * losses), rel=1e-5)
 
 
 def test_jit_compile_runs_the_learning_step_under_xla():
@@ -152,6 +160,7 @@ def test_jit_compile_runs_the_learning_step_under_xla():
   history = trainer.fit(trainer.stage.dataset((x, y)), steps_per_epoch=3,
                         verbose=0)
   assert history.history["kl"][-1] > 0
+  assert trainer.jit_compile  # as set, for evaluate and predict too
 
   # The forward pass is XLA-compiled: an op XLA lacks makes fit fail.
   no_xla = keras.Sequential([
@@ -165,8 +174,183 @@ def test_jit_compile_runs_the_learning_step_under_xla():
                   jit_compile=True)
   with pytest.raises(tf.errors.InvalidArgumentError, match="XLA"):
     trainer.fit(trainer.stage.dataset((x, y)), steps_per_epoch=1, verbose=0)
+  with pytest.raises(tf.errors.InvalidArgumentError, match="XLA"):
+    trainer.evaluate(x, y, verbose=0)
+  with pytest.raises(tf.errors.InvalidArgumentError, match="XLA"):
+    trainer.predict(x, verbose=0)
 
 
 def test_unknown_utility_name_is_refused():
   with pytest.raises(ValueError, match="unknown utility"):
     make_trainer(utility="hinge")
+
+
+class Steps(keras.callbacks.Callback):
+
+  def __init__(self):
+    super().__init__()
+    self.steps = 0
+
+  def on_train_batch_end(self, batch, logs=None):
+    self.steps += 1
+
+
+def test_fit_on_arrays_draws_epochs_of_n_over_b_steps():
+  x, y = toy_data()
+  trainer = make_trainer()
+  trainer.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+  steps = Steps()
+  trainer.fit(x, y, epochs=2, callbacks=[steps], verbose=0)
+  assert steps.steps == 2 * math.ceil(NUM_EXAMPLES / BATCH_SIZE)
+  # The stage's endless dataset too, without steps_per_epoch.
+  trainer.fit(trainer.stage.dataset((x, y)), callbacks=[steps], verbose=0)
+  assert steps.steps == 3 * math.ceil(NUM_EXAMPLES / BATCH_SIZE)
+
+
+def frozen_fit(trainer, *args, **kwargs):
+  trainer.compile(optimizer=keras.optimizers.SGD(0.0),
+                  loss=kwargs.pop("loss", "sparse_categorical_crossentropy"))
+  return trainer.fit(*args, verbose=0, **kwargs)
+
+
+def test_class_weight_multiplies_the_loss_of_each_class():
+  x, y = toy_data()
+  class_weight = {0: 0.25, 1: 3.0}
+  net = classifier()
+  trainer = make_trainer(max_lag=0, seed=4, net=net)
+  history = frozen_fit(trainer, x, y, steps_per_epoch=1,
+                       class_weight=class_weight)
+  twin = tf_adasamp.AdaptiveSampler(NUM_EXAMPLES, AMPLITUDE, DECAY, seed=4)
+  indices = twin.sample(BATCH_SIZE).numpy()
+  losses = keras.losses.sparse_categorical_crossentropy(
+      y[indices], net(x[indices])).numpy()
+  weights = np.array([class_weight[label] for label in y[indices]])
+  assert history.history["adaptive_loss"][0] == pytest.approx(
+      np.mean(weights * losses), rel=1e-5)
+
+
+def test_one_hot_labels_reweight_as_class_ids_do():
+  x, y = toy_data()
+  log_weights = []
+  for labels, loss in [(y, "sparse_categorical_crossentropy"),
+                       (np.eye(2, dtype=np.float32)[y],
+                        "categorical_crossentropy")]:
+    trainer = make_trainer(max_lag=0, seed=5, utility="zero_one")
+    frozen_fit(trainer, x, labels, steps_per_epoch=4, loss=loss)
+    log_weights.append(trainer.stage.sampler.log_weights.numpy())
+  assert np.any(log_weights[0] != 0)
+  np.testing.assert_array_equal(*log_weights)
+
+
+@pytest.mark.parametrize("fit_arguments,error,message", [
+    (lambda s, x, y: dict(x=s.dataset({"image": x, "label": y})),
+     ValueError, r"dict with keys \['image', 'label'\]"),
+    (lambda s, x, y: dict(x=tf.data.Dataset.from_tensor_slices((x, y))
+                          .batch(4)),
+     ValueError, "stage.dataset"),
+    (lambda s, x, y: dict(x=x, y=y, validation_data=s.dataset((x, y))),
+     ValueError, "validation_data is the stage's dataset"),
+    (lambda s, x, y: dict(x=x), ValueError, "fit needs labels"),
+    (lambda s, x, y: dict(x=x, y=y, batch_size=5), ValueError,
+     "batch_size=5"),
+    (lambda s, x, y: dict(x=x, y=y, validation_split=0.2), ValueError,
+     "validation_data="),
+    (lambda s, x, y: dict(x=x, y=y, class_weight={"a": 1}), ValueError,
+     "class_weight"),
+])
+def test_fit_names_what_it_cannot_take(fit_arguments, error, message):
+  x, y = toy_data()
+  trainer = make_trainer()
+  trainer.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+  before = trainer.stage.sampler.log_weights.numpy()
+  with pytest.raises(error, match=message):
+    trainer.fit(**fit_arguments(trainer.stage, x, y), epochs=1, verbose=0)
+  np.testing.assert_array_equal(trainer.stage.sampler.log_weights.numpy(),
+                                before)
+
+
+def test_evaluate_refuses_the_stage_dataset():
+  x, y = toy_data()
+  trainer = make_trainer()
+  trainer.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+  with pytest.raises(ValueError, match="evaluation data is the stage's"):
+    trainer.evaluate(trainer.stage.dataset((x, y)), steps=2, verbose=0)
+
+
+def test_training_metrics_estimate_the_uniform_ones_adaptive_are_labelled():
+  # A frozen model: the uniform training accuracy is fixed, while the
+  # sampler moves onto the examples it gets wrong.
+  rng = np.random.default_rng(1)
+  x = rng.normal(size=(2000, 4)).astype(np.float32)
+  y = (x[:, 0] + 0.5 * x[:, 1] + rng.normal(scale=0.8, size=2000) > 0)
+  y = y.astype(np.int64)
+  net = classifier(seed=2)
+  # Weights within a factor e^2 of each other: a mild Q, a tight estimate.
+  sampler = tf_adasamp.AdaptiveSampler(len(x), 1.0, 0.5, seed=0)
+  trainer = AdaptiveSamplingModel(
+      net, data.AdaptiveSampling(sampler, 100, max_lag=0),
+      utility="zero_one")
+  trainer.compile(optimizer=keras.optimizers.SGD(0.0),
+                  loss="sparse_categorical_crossentropy",
+                  metrics=["accuracy"])
+  trainer.fit(x, y, epochs=1, verbose=0)  # Q moves off uniform
+  history = trainer.fit(x, y, epochs=3, verbose=0)
+  probs = net.predict(x, verbose=0)
+  accuracy = np.mean(np.argmax(probs, 1) == y)
+  loss = np.mean(-np.log(probs[np.arange(len(y)), y]))
+  for epoch in range(3):
+    # The drawn batches are mostly the misclassified examples...
+    assert history.history["adaptive_accuracy"][epoch] < accuracy - 0.15
+    # ...and the importance-weighted estimates recover the training set's
+    # (2,000 draws an epoch; each tolerance is about four standard errors).
+    assert history.history["accuracy"][epoch] == pytest.approx(accuracy,
+                                                               abs=0.05)
+    assert history.history["loss"][epoch] == pytest.approx(loss, rel=0.1)
+
+
+def summaries(log_dir):
+  """{tag: [(step, value or histogram)]} from the event files under
+  log_dir."""
+  found = {}
+  for root, _, files in os.walk(log_dir):
+    for name in files:
+      for record in tf.data.TFRecordDataset(os.path.join(root, name)):
+        event = tf.compat.v1.Event.FromString(record.numpy())
+        for value in event.summary.value:
+          found.setdefault(value.tag, []).append(
+              (event.step, tf.make_ndarray(value.tensor)))
+  return found
+
+
+def test_sampling_tensorboard_logs_the_distribution(tmp_path):
+  pytest.importorskip("tensorboard")  # an extra, as for Keras's callback
+  x, y = toy_data()
+  trainer = make_trainer(utility="zero_one")
+  trainer.compile(optimizer=keras.optimizers.SGD(0.05),
+                  loss="sparse_categorical_crossentropy")
+  log_dir = os.path.join(tmp_path, "logs")
+  trainer.fit(x, y, epochs=2, verbose=0, callbacks=[
+      keras.callbacks.TensorBoard(log_dir),
+      SamplingTensorBoard(os.path.join(log_dir, "sampling"))])
+  found = summaries(os.path.join(log_dir, "sampling"))
+  assert set(found) == {"sampling/kl_divergence", "sampling/max_probability",
+                        "sampling/effective_sample_size",
+                        "sampling/learning_rate",
+                        "sampling/log_n_probability"}
+  assert [step for step, _ in found["sampling/kl_divergence"]] == [0, 1]
+  sampler = trainer.stage.sampler
+  q = sampler.probabilities().numpy()
+  assert found["sampling/kl_divergence"][-1][1] == pytest.approx(
+      sampler.kl_divergence().numpy())
+  assert found["sampling/max_probability"][-1][1] == pytest.approx(q.max())
+  assert found["sampling/effective_sample_size"][-1][1] == pytest.approx(
+      1 / np.sum(q**2), rel=1e-5)
+  assert found["sampling/learning_rate"][-1][1] == pytest.approx(0.05)
+  # Keras's own callback wrote its logs too.
+  assert summaries(os.path.join(log_dir, "train"))
+
+
+def test_sampling_tensorboard_says_how_to_install_tensorboard(monkeypatch):
+  monkeypatch.setitem(sys.modules, "tensorboard", None)
+  with pytest.raises(ImportError, match="pip install tensorboard"):
+    SamplingTensorBoard("logs")

@@ -13,15 +13,22 @@ an iterator is drawn only once at least t - max_lag updates have been
 reported since that iterator began, i.e. it misses at most `max_lag` of the
 updates before it. The bound holds whatever `map` and `prefetch` follow the
 stage; with max_lag=0 the draws are exactly Algorithm 1's. `sample_batch`
-draws inside the step instead, exact with no pipeline at all.
+draws inside the step instead, exact with no pipeline at all. The default,
+max_lag=None, never waits: a dataset one only looks at (`take`, `list`, a
+validation pass) must not stall for updates that nobody reports.
 
 Ending a loop. With a lag bound, a draw ahead of the step can wait for an
 update that never comes once training stops. Ending the loop ends the wait:
 `Dataset.take` after the stage, `break`, `itertools.islice` or deleting the
-iterator all tear the pipeline down, which cancels a waiting draw.
+iterator all tear the pipeline down, which cancels a waiting draw; Ctrl-C
+interrupts it (see `_InterruptWatcher`).
 """
 
 import itertools
+import os
+import signal
+import threading
+import weakref
 
 import numpy as np
 import tensorflow as tf
@@ -31,9 +38,6 @@ from tensorflow.python.data.ops import dataset_ops
 from tf_adasamp import _validation
 from tf_adasamp import distribute
 from tf_adasamp import ops
-
-# Upper bound on the batch that materializes a dataset of unknown length.
-_ALL = 2**62
 
 _stage_ids = itertools.count()
 
@@ -92,7 +96,7 @@ class AdaptiveSampling:
   step).
   """
 
-  def __init__(self, sampler, batch_size, max_lag=1):
+  def __init__(self, sampler, batch_size, max_lag=None):
     """Creates the stage.
 
     Args:
@@ -103,10 +107,10 @@ class AdaptiveSampling:
         `tf.device("/cpu:0")`.
       batch_size: B, an int >= 1.
       max_lag: how many reported updates a draw may miss, an int >= 0; or
-        None for no bound (draws run as far ahead as the buffers after the
-        stage allow, and `update` need not be called, e.g. for throughput
-        tests). With an int, every consumed batch must be reported through
-        `update`, or the pipeline waits for it.
+        None (the default) for no bound: draws run as far ahead as the
+        buffers after the stage allow, and `update` need not be called. With
+        an int, every consumed batch must be reported through `update`, or
+        the pipeline waits for it (Ctrl-C interrupts the wait).
     """
     self._sampler = sampler
     self._batch_size = _validation.positive_int(batch_size, "batch_size")
@@ -121,6 +125,7 @@ class AdaptiveSampling:
       # until the process exits, as a pipeline may still wait on them.
       self._permits = ops.draw_permits_handle(
           shared_name=f"adaptive_sampling_permits_{next(_stage_ids)}")
+      _InterruptWatcher.watch(self)
     self._max_lag = max_lag
 
   @property
@@ -157,7 +162,7 @@ class AdaptiveSampling:
       A `tf.data.Dataset` of the source's batches with indices and
       probabilities appended (see the module docstring).
     """
-    num_examples, gather = _as_source(source)
+    num_examples, gather = _as_source(source, self._sampler.num_examples)
     if num_examples != self._sampler.num_examples:
       raise ValueError(f"the source has {num_examples} examples but the "
                        f"sampler {self._sampler.num_examples}")
@@ -192,13 +197,110 @@ class AdaptiveSampling:
   def update(self, indices, utilities):
     """Reweights the drawn `indices` (Algorithm 1, line 5) and lets the
     pipeline draw one batch further; call once per consumed batch (under a
-    strategy, in every replica)."""
-    self._sampler.update(indices, utilities)
-    if self._max_lag is not None:
-      # Inside tf.function nothing orders ops on different resources; a read
-      # of the sampler comes after its update, so the permit does too.
-      with tf.control_dependencies([self._sampler.kl_divergence()]):
+    strategy, in every replica).
+
+    The pipeline draws one batch further even when the update is rejected
+    (the error is raised, the sampler is left as it was), so that a loop
+    that goes on after the error does not wait forever.
+    """
+    if self._max_lag is None:
+      self._sampler.update(indices, utilities)
+    elif tf.executing_eagerly():
+      try:
+        self._sampler.update(indices, utilities)
+      finally:
         ops.release_draw_permits(self._permits, 1)
+    else:
+      self._update_then_release(indices, utilities)
+
+  def _update_then_release(self, indices, utilities):
+    """In a graph: the update, then the permit, even if the update fails.
+
+    A failing op ends the graph's run before the release would, so the step
+    first checks what the update op would reject at run time (non-finite
+    utilities, indices out of range), applies the update only if it passes,
+    releases the permit, and then lets the op raise its own error.
+    """
+    if tf.distribute.has_strategy() or self._sampler.strategy is not None:
+      # Replicas would diverge around the update's collective; keep it plain.
+      self._sampler.update(indices, utilities)
+      self._release_after_update()
+      return
+    indices = tf.convert_to_tensor(indices)
+    utilities = tf.convert_to_tensor(utilities,
+                                     dtype_hint=self._sampler.dtype)
+    scaled = self._sampler.amplitude * tf.cast(utilities, tf.float64)
+    accepted = (tf.reduce_all(tf.math.is_finite(scaled)) &
+                tf.reduce_all((indices >= 0) &
+                              (indices < self._sampler.num_examples)))
+    tf.cond(accepted, lambda: self._apply(indices, utilities), tf.no_op)
+    self._release_after_update()
+    with tf.control_dependencies([self._sampler.kl_divergence()]):
+      tf.cond(accepted, tf.no_op, lambda: self._apply(indices, utilities))
+
+  def _apply(self, indices, utilities):
+    self._sampler.update(indices, utilities)
+    return tf.no_op()
+
+  def _release_after_update(self):
+    # Nothing orders ops on different resources; a read of the sampler comes
+    # after its update, so the permit does too.
+    with tf.control_dependencies([self._sampler.kl_divergence()]):
+      ops.release_draw_permits(self._permits, 1)
+
+
+class _InterruptWatcher:
+  """Lets Ctrl-C end a draw that waits for an update.
+
+  The wait holds the calling thread inside TensorFlow, where Python cannot
+  run its SIGINT handler until the call returns. The signal still writes its
+  number to Python's wakeup fd (`signal.set_wakeup_fd`) as it arrives: a
+  thread reads it there, hands each bounded stage one more permit so that
+  the waiting draw goes on and the call returns, and Python then raises
+  KeyboardInterrupt (a stage that was not waiting keeps that permit: one
+  batch more of lag, until its next iterator). Bytes go on to the fd that
+  listened before, if any.
+  """
+
+  _lock = threading.Lock()
+  _stages = weakref.WeakSet()
+  _started = False
+
+  @classmethod
+  def watch(cls, stage):
+    with cls._lock:
+      cls._stages.add(stage)
+      # Only the main thread may set the wakeup fd.
+      if cls._started or threading.current_thread() is not (
+          threading.main_thread()):
+        return
+      read, write = os.pipe()
+      os.set_blocking(write, False)
+      try:
+        previous = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+      except ValueError:  # A subinterpreter.
+        os.close(read)
+        os.close(write)
+        return
+      cls._started = True
+    threading.Thread(target=cls._run, args=(read, previous), daemon=True,
+                     name="tf_adasamp_interrupts").start()
+
+  @classmethod
+  def _run(cls, read, previous):
+    while True:
+      signals = os.read(read, 64)
+      if signal.SIGINT in signals:
+        with cls._lock:
+          # pylint: disable-next=protected-access
+          permits = [stage._permits for stage in cls._stages]
+        for handle in permits:
+          ops.release_draw_permits(handle, 1)
+      if previous != -1:
+        try:
+          os.write(previous, signals)
+        except OSError:
+          pass
 
 
 class _DrawPermitDataset(dataset_ops.UnaryUnchangedStructureDataset):
@@ -216,10 +318,15 @@ def _gather(nest, indices):
   return tf.nest.map_structure(lambda t: tf.gather(t, indices), nest)
 
 
-def _as_source(source):
-  """(n, gather) for a source: gather maps int64 indices to a batch."""
+def _as_source(source, num_examples):
+  """(n, gather) for a source: gather maps int64 indices to a batch.
+
+  A dataset is read up to `num_examples` + 1 elements, so that one longer
+  than the sampler (or endless, whatever its cardinality says) is refused
+  instead of filling the memory.
+  """
   if isinstance(source, tf.data.Dataset):
-    source = _materialize(source)
+    source = _materialize(source, num_examples)
   elif not _is_nest(source):
     return _random_access(source)
   tensors = tf.nest.map_structure(tf.convert_to_tensor, source)
@@ -236,13 +343,20 @@ def _is_nest(source):
           tf.is_tensor(source))
 
 
-def _materialize(dataset):
+def _materialize(dataset, num_examples):
   """A finite dataset's elements, stacked into one nest of tensors."""
   if dataset.cardinality() == tf.data.INFINITE_CARDINALITY:
     raise ValueError("the dataset is infinite; pass a finite one")
-  everything = list(dataset.batch(_ALL).take(1))
+  limit = num_examples + 1
+  everything = list(dataset.take(limit).batch(limit))
   if not everything:
     raise ValueError("the dataset is empty")
+  rows = {int(tf.shape(t)[0]) for t in tf.nest.flatten(everything[0])}
+  if rows == {limit}:
+    raise ValueError(
+        f"the dataset has more than {num_examples} elements, the sampler's "
+        "num_examples (is it endless, e.g. after repeat()?); pass one epoch "
+        "of the training set")
   return everything[0]
 
 

@@ -4,21 +4,38 @@
 `tf_adasamp.data.AdaptiveSampling` stage: each step computes per-example
 utilities from the predictions and reweights the drawn examples (London,
 NIPS 2017, Algorithm 1), and logs KL(Q_t || uniform) as the metric `kl`
-(the paper's Fig. 1e). Loss, compiled metrics, callbacks and validation work
-as usual.
+(the paper's Fig. 1e). Loss, compiled metrics, callbacks, validation and
+saving work as usual; the sampler's state is part of the model's weights.
+
+Training logs. The drawn batches over-represent the examples the model gets
+wrong, so the loss and metrics measured on them (logged as `adaptive_loss`,
+`adaptive_<metric>`) read worse than the same model on the training set.
+`loss` and `<metric>` are the training set's under the uniform
+distribution, estimated from the same batches with importance weights
+1 / (n Q_t(i)) (unbiased for the loss; self-normalized for metrics), so they
+compare with `val_loss` and `val_<metric>` as in uniform training.
 
 The sampler's ops have no XLA kernels, so with `jit_compile=True` (or
 "auto" on a GPU) XLA compiles the forward and backward pass and the
-sampler update runs after it, outside the compiled function.
+sampler update runs after it, outside the compiled function; evaluation and
+prediction compile whole.
 """
 
+import math
+import numbers
+
 import keras
+# What `compile` builds from the metrics it is given ("accuracy" and such).
+from keras.src.trainers.compile_utils import CompileMetrics
+import numpy as np
 import tensorflow as tf
 
+from tf_adasamp import data as data_lib
 from tf_adasamp import utilities as utilities_lib
-from tf_adasamp.data import importance_weights
+from tf_adasamp.sampler import AdaptiveSampler
 
 
+@keras.saving.register_keras_serializable(package="tf_adasamp")
 class AdaptiveSamplingModel(keras.Model):
   """Trains `model` with `fit` on adaptive batches.
 
@@ -29,13 +46,15 @@ class AdaptiveSamplingModel(keras.Model):
     trainer.compile(optimizer="adam",
                     loss="sparse_categorical_crossentropy",
                     metrics=["accuracy"], jit_compile=True)
-    trainer.fit(stage.dataset((x, y)), steps_per_epoch=100, epochs=3,
-                validation_data=(x_val, y_val))
+    trainer.fit(x, y, epochs=3, validation_data=(x_val, y_val))
+    trainer.save("trainer.keras")  # the model and the sampler's state
 
-  Training batches are (x, y, indices, probabilities) or
-  (x, y, sample_weight, indices, probabilities), as the stage yields them;
-  y holds integer class labels. Evaluation, prediction and validation take
-  ordinary data. Save `trainer.model`, the wrapped model.
+  `fit` takes arrays `x, y` (and `sample_weight`), drawn by the stage, or
+  the stage's dataset (`stage.dataset((x, y))`, elements (x, y, indices,
+  probabilities) or (x, y, sample_weight, indices, probabilities)); an
+  epoch is ceil(n / batch_size) steps unless `steps_per_epoch` says
+  otherwise. Labels y are class ids, or one-hot. Evaluation, prediction and
+  validation take ordinary data.
   """
 
   def __init__(self, model, stage, utility="l1", from_logits=False,
@@ -45,66 +64,437 @@ class AdaptiveSamplingModel(keras.Model):
     Args:
       model: the `keras.Model` to train; its outputs are class
         probabilities, or logits with `from_logits=True`.
-      stage: the `tf_adasamp.data.AdaptiveSampling` stage whose dataset
-        `fit` consumes; the step reports utilities through it.
+      stage: the `tf_adasamp.data.AdaptiveSampling` stage that draws the
+        training batches; the step reports utilities through it.
       utility: "zero_one", "l1", "cross_entropy" or a callable
         (labels [B], probabilities [B, C]) -> [B]; see
-        `tf_adasamp.utilities`.
+        `tf_adasamp.utilities`. To save the model, a callable must be
+        registered with `keras.saving.register_keras_serializable`.
       from_logits: whether `model` outputs logits.
       debias: if True, weight each example's loss by 1 / (n Q_t(i)), so the
-        loss estimates the uniform average; Algorithm 1 does not.
+        optimized loss estimates the uniform average; Algorithm 1 does not.
       **kwargs: passed to `keras.Model`, e.g. `name`.
     """
     super().__init__(**kwargs)
+    if not isinstance(stage, data_lib.AdaptiveSampling):
+      raise TypeError("stage must be a tf_adasamp.data.AdaptiveSampling, "
+                      f"got {type(stage).__name__}")
     self.model = model
     self.stage = stage
     self.utility = utilities_lib.get(utility)
     self.from_logits = bool(from_logits)
     self.debias = bool(debias)
+    # The sampler's tf.Variables, as non-trainable weights of this model:
+    # saved, restored and copied with the model's own.
+    self._sampler_state = [_SamplerVariable(variable)
+                           for variable in _sampler_variables(stage.sampler)]
     self._learn = None
+    self._uniform = None
+    self._class_weight = None
+    self.built = model.built
+
+  def build(self, input_shape):
+    if not self.model.built:
+      self.model.build(input_shape)
 
   def call(self, inputs, training=None):
     return self.model(inputs, training=training)
 
-  def compile(self, *args, **kwargs):
-    """`keras.Model.compile`; XLA, if on, compiles only the learning step."""
-    super().compile(*args, **kwargs)
-    # Keras would compile the whole train step, sampler ops included.
+  def get_config(self):
+    sampler = self.stage.sampler
+    utility = self.utility
+    name = next((name for name, function in utilities_lib.UTILITIES.items()
+                 if function is utility), None)
+    return {
+        "name": self.name,
+        "trainable": self.trainable,
+        "model": keras.saving.serialize_keras_object(self.model),
+        "sampler": {"num_examples": sampler.num_examples,
+                    "amplitude": sampler.amplitude,
+                    "decay": sampler.decay,
+                    "stratified": sampler.stratified,
+                    "dtype": sampler.dtype.name},
+        "batch_size": self.stage.batch_size,
+        "max_lag": self.stage.max_lag,
+        "utility": name or keras.saving.serialize_keras_object(utility),
+        "from_logits": self.from_logits,
+        "debias": self.debias,
+    }
+
+  @classmethod
+  def from_config(cls, config):
+    config = dict(config)
+    model = keras.saving.deserialize_keras_object(config.pop("model"))
+    stage = data_lib.AdaptiveSampling(
+        AdaptiveSampler(**config.pop("sampler")), config.pop("batch_size"),
+        max_lag=config.pop("max_lag"))
+    utility = config.pop("utility")
+    if not isinstance(utility, str):
+      utility = keras.saving.deserialize_keras_object(utility)
+    return cls(model, stage, utility=utility, **config)
+
+  def make_train_function(self, force=False):
+    if self.train_function is not None and not force:
+      return self.train_function
+    # With XLA on, it compiles `_learn`; the step around it runs the
+    # sampler's ops, which XLA lacks. `jit_compile` stays as set, for
+    # evaluate and predict.
     self._learn = (tf.function(self._learn_step, jit_compile=True)
                    if self.jit_compile else self._learn_step)
-    self.jit_compile = False
+    config = self._compile_config.config
+    self._uniform = _UniformEstimates(config["metrics"],
+                                      config["weighted_metrics"])
+    jit_compile, self._jit_compile = self._jit_compile, False
+    try:
+      return super().make_train_function(force)
+    finally:
+      self._jit_compile = jit_compile
 
   def _symbolic_build(self, iterator=None, data_batch=None):
     # Under a tf.distribute strategy Keras builds the model from one
     # training batch, which ends with the stage's indices and probabilities.
-    if data_batch is not None and len(data_batch) > 2:
+    if data_batch is not None and len(data_batch) > 3:
       data_batch = tuple(data_batch[:-2])
     super()._symbolic_build(iterator=iterator, data_batch=data_batch)
+
+  def reset_metrics(self):
+    super().reset_metrics()
+    if self._uniform is not None:
+      self._uniform.reset_state()
+
+  def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto",
+          callbacks=None, validation_split=0.0, validation_data=None,
+          shuffle=True, class_weight=None, sample_weight=None,
+          initial_epoch=0, steps_per_epoch=None, validation_steps=None,
+          validation_batch_size=None, validation_freq=1):
+    """`keras.Model.fit`, training on the stage's draws.
+
+    `x, y` (and `sample_weight`) are the training set, drawn from by the
+    stage; or `x` is the stage's dataset. `batch_size` is the stage's,
+    `shuffle` does not apply (the stage draws), `validation_split` is not
+    supported (pass `validation_data`). `class_weight` multiplies the
+    sample weights of each class, as in Keras.
+    """
+    if validation_split:
+      raise ValueError("validation_split is not supported: the stage draws "
+                       "from all of x; pass validation_data=(x_val, y_val)")
+    if batch_size is not None and batch_size != self.stage.batch_size:
+      raise ValueError(f"batch_size={batch_size}, but the stage draws "
+                       f"batches of {self.stage.batch_size}; leave it out")
+    if isinstance(validation_data, tf.data.Dataset):
+      _refuse_stage_batches(validation_data.element_spec, "validation_data")
+    x = self._training_dataset(x, y, sample_weight)
+    if steps_per_epoch is None and _is_endless(x):
+      global_batch = (self.stage.batch_size *
+                      self.distribute_strategy.num_replicas_in_sync)
+      steps_per_epoch = math.ceil(self.stage.sampler.num_examples /
+                                  global_batch)
+    class_weight = _check_class_weight(class_weight)
+    if class_weight != self._class_weight:
+      self._class_weight = class_weight
+      self.train_function = None  # traced with the previous weights
+    return super().fit(
+        x, epochs=epochs, verbose=verbose, callbacks=callbacks, shuffle=False,
+        validation_data=validation_data, initial_epoch=initial_epoch,
+        steps_per_epoch=steps_per_epoch, validation_steps=validation_steps,
+        validation_batch_size=validation_batch_size,
+        validation_freq=validation_freq)
+
+  def _training_dataset(self, x, y, sample_weight):
+    """The stage's dataset for `fit`'s x, y and sample_weight."""
+    if isinstance(x, (tf.data.Dataset, tf.distribute.DistributedDataset)):
+      if y is not None or sample_weight is not None:
+        raise ValueError("x is a dataset, so y and sample_weight come from "
+                         "its elements; do not pass them")
+      if isinstance(x, tf.data.Dataset):
+        _check_stage_batches(x.element_spec)
+      return x
+    if isinstance(x, keras.utils.PyDataset):
+      raise TypeError(
+          "x is a keras.utils.PyDataset, which yields batches; the stage "
+          "draws examples: pass arrays x, y, or "
+          "stage.dataset(source) for a random-access source")
+    if y is None:
+      raise ValueError("fit needs labels: pass x and y, or the stage's "
+                       "dataset, stage.dataset((x, y))")
+    source = (x, y) if sample_weight is None else (x, y, sample_weight)
+    return self.stage.dataset(source)
 
   def train_step(self, data):
     *batch, indices, probabilities = data
     x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(tuple(batch))
-    if self.debias:
-      weights = tf.cast(
-          importance_weights(probabilities, self.stage.sampler.num_examples),
-          self.compute_dtype)
+    if self._class_weight is not None:
+      weights = _class_weights(self._class_weight, _class_ids(y))
       sample_weight = (weights if sample_weight is None else
                        weights * tf.cast(sample_weight, weights.dtype))
-    logs, y_pred = self._learn(x, y, sample_weight)
+    importance = tf.cast(
+        data_lib.importance_weights(probabilities,
+                                    self.stage.sampler.num_examples),
+        self.compute_dtype)
+    logs, y_pred = self._learn(x, y, sample_weight, importance)
     probs = tf.nn.softmax(y_pred) if self.from_logits else y_pred
-    self.stage.update(indices, self.utility(y, probs))
+    self.stage.update(indices, self.utility(_class_ids(y), probs))
     return {**logs, "kl": self.stage.sampler.kl_divergence()}
 
-  def _learn_step(self, x, y, sample_weight):
+  def _learn_step(self, x, y, sample_weight, importance):
     """Forward, backward and optimizer step; returns (logs, predictions)."""
+    uniform_weight = (importance if sample_weight is None else
+                      importance * tf.cast(sample_weight, importance.dtype))
     with tf.GradientTape() as tape:
       y_pred = self(x, training=True)
-      loss = self.compute_loss(x=x, y=y, y_pred=y_pred,
-                               sample_weight=sample_weight, training=True)
+      loss = self.compute_loss(
+          x=x, y=y, y_pred=y_pred, training=True,
+          sample_weight=uniform_weight if self.debias else sample_weight)
       scaled_loss = self.optimizer.scale_loss(loss)
     gradients = tape.gradient(scaled_loss, self.trainable_weights)
     self.optimizer.apply(gradients, self.trainable_weights)
-    for metric in self.metrics:
-      if metric.name == "loss":
-        metric.update_state(loss, sample_weight=tf.shape(y_pred)[0])
-    return self.compute_metrics(x, y, y_pred, sample_weight), y_pred
+
+    # The drawn batch, as Keras measures it: the `adaptive_` logs.
+    adaptive_loss = loss if not self.debias else self.compute_loss(
+        x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True)
+    batch_size = tf.shape(y_pred)[0]
+    self._loss_tracker.update_state(adaptive_loss, sample_weight=batch_size)
+    adaptive = self.compute_metrics(x, y, y_pred, sample_weight)
+    # The training set under the uniform distribution: the plain logs.
+    uniform_loss = loss if self.debias else self.compute_loss(
+        x=x, y=y, y_pred=y_pred, sample_weight=uniform_weight, training=True)
+    self._uniform.update_state(uniform_loss, batch_size, y, y_pred,
+                               uniform_weight)
+    logs = self._uniform.result()
+    logs.update((f"adaptive_{name}", value)
+                for name, value in adaptive.items())
+    return logs, y_pred
+
+  def test_step(self, data):
+    _refuse_stage_batches(data, "the evaluation data")
+    return super().test_step(data)
+
+
+class SamplingTensorBoard(keras.callbacks.Callback):
+  """Logs the sampling distribution Q_t to TensorBoard during `fit`.
+
+  Under `sampling/`: `kl_divergence` KL(Q_t || uniform), `max_probability`
+  max_i Q_t(i) (uniform: 1 / n), `effective_sample_size` 1 / sum_i Q_t(i)^2
+  (n when uniform, 1 when one example takes all), `learning_rate`, and a
+  histogram of log(n Q_t(i)) (0 when uniform). Use beside
+  `keras.callbacks.TensorBoard`, e.g. with `log_dir` a sibling of its own:
+
+    callbacks=[keras.callbacks.TensorBoard("logs"),
+               tf_adasamp.keras.SamplingTensorBoard("logs/sampling")]
+  """
+
+  def __init__(self, log_dir, update_freq="epoch", histogram_freq=1):
+    """Creates the callback.
+
+    Args:
+      log_dir: the directory the summaries go to.
+      update_freq: "epoch", or an int: write every that many batches.
+      histogram_freq: write the histogram every that many writes; 0 never.
+    """
+    super().__init__()
+    try:
+      import tensorboard  # pylint: disable=g-import-not-at-top,unused-import
+    except ImportError as error:
+      raise ImportError("SamplingTensorBoard writes TensorBoard summaries, "
+                        "which need TensorBoard: pip install tensorboard"
+                        ) from error
+    if update_freq != "epoch" and not (
+        isinstance(update_freq, int) and update_freq >= 1):
+      raise ValueError('update_freq must be "epoch" or an int >= 1, got '
+                       f"{update_freq!r}")
+    if not (isinstance(histogram_freq, int) and histogram_freq >= 0):
+      raise ValueError(
+          f"histogram_freq must be an int >= 0, got {histogram_freq!r}")
+    self.log_dir = log_dir
+    self.update_freq = update_freq
+    self.histogram_freq = histogram_freq
+    self._writer = None
+    self._writes = 0
+    self._step = 0
+
+  def on_train_begin(self, logs=None):
+    if not isinstance(self.model, AdaptiveSamplingModel):
+      raise TypeError("SamplingTensorBoard logs an AdaptiveSamplingModel's "
+                      f"sampler; the model is a {type(self.model).__name__}")
+    if self._writer is None:
+      self._writer = tf.summary.create_file_writer(self.log_dir)
+
+  def on_train_batch_end(self, batch, logs=None):
+    self._step += 1
+    if self.update_freq != "epoch" and self._step % self.update_freq == 0:
+      self._write(self._step)
+
+  def on_epoch_end(self, epoch, logs=None):
+    if self.update_freq == "epoch":
+      self._write(epoch)
+
+  def on_train_end(self, logs=None):
+    self._writer.flush()
+
+  def _write(self, step):
+    sampler = self.model.stage.sampler
+    n = sampler.num_examples
+    # log Q_t(i) from the exact log weights: no underflow to -inf.
+    log_q = sampler.log_weights - tf.reduce_logsumexp(sampler.log_weights)
+    q = tf.exp(log_q)
+    with self._writer.as_default(step=step):
+      tf.summary.scalar("sampling/kl_divergence", sampler.kl_divergence())
+      tf.summary.scalar("sampling/max_probability", tf.reduce_max(q))
+      tf.summary.scalar("sampling/effective_sample_size",
+                        1 / tf.reduce_sum(q * q))
+      optimizer = self.model.optimizer
+      if optimizer is not None:
+        tf.summary.scalar("sampling/learning_rate",
+                          optimizer.learning_rate)
+      if self.histogram_freq and self._writes % self.histogram_freq == 0:
+        tf.summary.histogram("sampling/log_n_probability", log_q + math.log(n))
+    self._writes += 1
+
+
+class _SamplerVariable(keras.Variable):
+  """A Keras variable over one of the sampler's tf.Variables (no copy)."""
+
+  def __init__(self, variable):
+    super().__init__(
+        lambda shape, dtype: variable, shape=variable.shape,
+        dtype=variable.dtype.name, trainable=False, autocast=False,
+        name="sampler_" + variable.name.split(":")[0].split("/")[-1])
+
+  def _initialize_with_initializer(self, initializer):
+    # Keras's TensorFlow variable adopts a tf.Variable handed to it as its
+    # value; the default would copy it into a new one.
+    self._initialize(initializer(self._shape, dtype=self._dtype))
+
+
+def _sampler_variables(sampler):
+  """All of the sampler's state, in a fixed order."""
+  return [*sampler.variables, sampler.generator.state]
+
+
+class _UniformEstimates:
+  """Training loss and metrics under the uniform distribution.
+
+  Importance-weighted copies of the compiled loss and metrics, kept out of
+  the model's metrics so that evaluation and validation log only Keras's
+  own.
+  """
+
+  def __init__(self, metrics, weighted_metrics):
+    self.loss = keras.metrics.Mean(name="loss")
+    every = [*_flat(metrics), *_flat(weighted_metrics)]
+    self.metrics = (CompileMetrics(None, [_clone(metric) for metric in every])
+                    if every else None)
+
+  def update_state(self, loss, batch_size, y, y_pred, weights):
+    self.loss.update_state(loss, sample_weight=batch_size)
+    if self.metrics is not None:
+      self.metrics.update_state(y, y_pred, sample_weight=weights)
+
+  def result(self):
+    results = {"loss": self.loss.result()}
+    if self.metrics is not None and self.metrics.built:
+      # Named as Keras would the unweighted ones (no `weighted_` prefix).
+      results.update(
+          (metric.name.removeprefix("weighted_"), metric.result())
+          for metric in self.metrics.metrics)
+    return results
+
+  def reset_state(self):
+    self.loss.reset_state()
+    if self.metrics is not None:
+      self.metrics.reset_state()
+
+
+def _flat(metrics):
+  if not metrics:
+    return []
+  if isinstance(metrics, dict):
+    return list(metrics.values())
+  return list(metrics)
+
+
+def _clone(metric):
+  if isinstance(metric, keras.metrics.Metric):
+    return metric.__class__.from_config(metric.get_config())
+  return metric
+
+
+def _is_endless(dataset):
+  if isinstance(dataset, tf.distribute.DistributedDataset):
+    # From strategy.distribute_datasets_from_function: as its datasets.
+    cardinality = getattr(dataset, "cardinality", None)
+  else:
+    cardinality = dataset.cardinality()
+  return cardinality == tf.data.INFINITE_CARDINALITY
+
+
+def _check_stage_batches(spec):
+  """Raises unless `spec` is of the stage's batches, for `fit`."""
+  if not _is_stage_batch(spec):
+    raise ValueError(
+        "fit trains on the stage's batches, (x, y, indices, probabilities) "
+        f"or (x, y, sample_weight, indices, probabilities); got {spec}. "
+        "Pass arrays, fit(x, y), or the stage's dataset, "
+        "stage.dataset((x, y))")
+  if len(spec) == 3:
+    source = spec[0]
+    kind = (f"a dict with keys {sorted(source)}" if isinstance(source, dict)
+            else "a single tensor")
+    raise ValueError(
+        f"the stage's source is {kind}, so its batches have no labels for "
+        "fit; pass a tuple, stage.dataset((features, labels)) (for TFDS, "
+        "tfds.load(..., as_supervised=True), or (d['image'], d['label']) "
+        "from a dict d)")
+
+
+def _refuse_stage_batches(spec, what):
+  """Raises if `spec` (or a batch) is of the stage's batches with labels."""
+  if _is_stage_batch(spec) and len(spec) > 3:
+    raise ValueError(
+        f"{what} is the stage's dataset, which draws the examples the model "
+        "gets wrong, and without end; pass ordinary data, e.g. "
+        "validation_data=(x_val, y_val)")
+
+
+def _is_stage_batch(spec):
+  """Whether an element spec, or a batch, ends with the stage's indices and
+  Q_t(i)."""
+  if not isinstance(spec, tuple) or len(spec) < 3:
+    return False
+  indices, probabilities = spec[-2:]
+  tensor_like = lambda t: isinstance(t, tf.TensorSpec) or tf.is_tensor(t)
+  return (tensor_like(indices) and tensor_like(probabilities) and
+          indices.dtype == tf.int64 and indices.shape.rank == 1 and
+          probabilities.dtype.is_floating and
+          probabilities.shape.rank == 1)
+
+
+def _class_ids(y):
+  """Class ids from labels: ids [B] or [B, 1], or one-hot [B, C]."""
+  y = tf.convert_to_tensor(y)
+  if y.shape.rank == 2 and y.shape[-1] != 1:
+    return tf.argmax(y, axis=-1)
+  if y.shape.rank == 2:
+    y = tf.squeeze(y, axis=-1)
+  return tf.cast(y, tf.int64)
+
+
+def _check_class_weight(class_weight):
+  if class_weight is None:
+    return None
+  if not (isinstance(class_weight, dict) and all(
+      isinstance(k, numbers.Integral) and k >= 0 and
+      isinstance(v, numbers.Real) and math.isfinite(v) and v >= 0
+      for k, v in class_weight.items())):
+    raise ValueError("class_weight must map class ids (ints >= 0) to "
+                     f"finite weights >= 0; got {class_weight!r}")
+  return {int(k): float(v) for k, v in class_weight.items()}
+
+
+def _class_weights(class_weight, ids):
+  """Each example's class weight; 1 for a class the dict leaves out."""
+  table = np.ones(max(class_weight) + 1, np.float32)
+  for class_id, weight in class_weight.items():
+    table[class_id] = weight
+  known = ids < len(table)
+  return tf.where(known, tf.gather(table, tf.where(known, ids, 0)), 1.0)

@@ -35,9 +35,17 @@ _BITS = {tf.float32: tf.int32, tf.float64: tf.int64}
 
 
 def make_generator(seed: int | None) -> tf.random.Generator:
-  """A `tf.random.Generator` seeded with `seed`; nondeterministic if None."""
+  """A `tf.random.Generator` seeded with `seed`.
+
+  With seed None it follows TensorFlow's global seed, as a random op or a
+  Keras layer does: reproducible after `tf.random.set_seed` (which
+  `keras.utils.set_random_seed` calls), nondeterministic without one.
+  """
   if seed is None:
-    return tf.random.Generator.from_non_deterministic_state()
+    # A random op without an op seed takes one from the global seed (a fresh
+    # sequence after each set_seed) or, with none set, from entropy.
+    with tf.init_scope():
+      seed = int(tf.random.uniform([], maxval=tf.int64.max, dtype=tf.int64))
   return tf.random.Generator.from_seed(seed)
 
 
@@ -67,8 +75,9 @@ class AdaptiveSampler(tf.Module):
       num_examples: n, an int >= 1.
       amplitude: alpha >= 0, how strongly a utility raises a weight.
       decay: lambda in (0, 1), how fast past utilities are forgotten.
-      seed: seed of the sampler's `tf.random.Generator`; None for a
-        nondeterministic one.
+      seed: seed of the sampler's `tf.random.Generator`; None to follow
+        TensorFlow's global seed (`tf.random.set_seed`,
+        `keras.utils.set_random_seed`), nondeterministic if none is set.
       stratified: if True, a batch of B draws takes one uniform from each of
         B equal strata of [0, 1) (lower variance, still drawn from Q_t
         marginally); if False, B independent draws as in the paper.
@@ -122,6 +131,10 @@ class AdaptiveSampler(tf.Module):
   @property
   def stratified(self) -> bool:
     return self._stratified
+
+  @property
+  def dtype(self) -> tf.DType:
+    return self._dtype
 
   def uniforms(self, batch_size: int) -> tf.Tensor:
     """The [batch_size] uniforms in [0, 1) behind the next draw."""

@@ -1,0 +1,147 @@
+"""AdaptiveSamplingModel saves, restores and copies the sampler's state."""
+
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tf_adasamp
+from tf_adasamp import data
+from tf_adasamp.keras import AdaptiveSamplingModel
+
+NUM_EXAMPLES = 120
+BATCH_SIZE = 16
+
+
+def toy_data():
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(NUM_EXAMPLES, 4)).astype(np.float32)
+  y = (x[:, 0] + 0.5 * x[:, 1] > 0).astype(np.int64)
+  return x, y
+
+
+def make_trainer(seed=0):
+  keras.utils.set_random_seed(seed)
+  net = keras.Sequential([keras.Input((4,)),
+                          keras.layers.Dense(8, activation="relu"),
+                          keras.layers.Dense(2, activation="softmax")])
+  sampler = tf_adasamp.AdaptiveSampler(NUM_EXAMPLES, 1.5, 0.8, seed=seed)
+  trainer = AdaptiveSamplingModel(
+      net, data.AdaptiveSampling(sampler, BATCH_SIZE, max_lag=0),
+      utility="zero_one")
+  trainer.compile(optimizer=keras.optimizers.Adam(0.01),
+                  loss="sparse_categorical_crossentropy",
+                  metrics=["accuracy"], jit_compile=True)
+  return trainer
+
+
+def sampler_state(trainer):
+  sampler = trainer.stage.sampler
+  return [v.numpy() for v in [*sampler.variables, sampler.generator.state]]
+
+
+def assert_same_state(first, second):
+  for a, b in zip(sampler_state(first), sampler_state(second), strict=True):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_sampler_state_is_non_trainable_weights_of_the_model():
+  trainer = make_trainer()
+  sampler = trainer.stage.sampler
+  handles = {id(v.handle) for v in trainer.non_trainable_weights}
+  for variable in [*sampler.variables, sampler.generator.state]:
+    assert id(variable.handle) in handles
+  assert len(trainer.trainable_weights) == len(trainer.model.trainable_weights)
+  # Weights are the sampler's variables themselves, not copies.
+  x, y = toy_data()
+  trainer.fit(x, y, steps_per_epoch=3, verbose=0)
+  stored = dict(zip([v.path for v in trainer.weights], trainer.get_weights()))
+  log_weights = next(value for path, value in stored.items()
+                     if path.endswith("sampler_log_weights"))
+  np.testing.assert_array_equal(log_weights, sampler.log_weights.numpy())
+  assert np.any(log_weights != 0)
+
+
+def test_keras_file_round_trips_model_and_sampler(tmp_path):
+  x, y = toy_data()
+  trainer = make_trainer()
+  trainer.fit(x, y, steps_per_epoch=5, verbose=0)
+  path = os.path.join(tmp_path, "trainer.keras")
+  trainer.save(path)
+  loaded = keras.models.load_model(path)
+  assert isinstance(loaded, AdaptiveSamplingModel)
+  assert loaded.jit_compile
+  assert_same_state(trainer, loaded)
+  np.testing.assert_allclose(loaded.predict(x, verbose=0),
+                             trainer.predict(x, verbose=0))
+  # Same distribution and random state: the same next draws.
+  np.testing.assert_array_equal(loaded.stage.sampler.sample(32),
+                                trainer.stage.sampler.sample(32))
+  loaded.fit(x, y, steps_per_epoch=2, verbose=0)
+
+
+@pytest.mark.parametrize("filename", ["best.keras", "best.weights.h5"])
+def test_model_checkpoint_saves_the_distribution(tmp_path, filename):
+  x, y = toy_data()
+  trainer = make_trainer()
+  path = os.path.join(tmp_path, filename)
+  trainer.fit(x, y, steps_per_epoch=4, epochs=2, verbose=0,
+              callbacks=[keras.callbacks.ModelCheckpoint(
+                  path, save_weights_only=filename.endswith(".h5"))])
+  assert os.path.getsize(path) > 0
+  restored = make_trainer(seed=1)
+  restored.load_weights(path)
+  assert_same_state(trainer, restored)
+
+
+class Interrupt(keras.callbacks.Callback):
+
+  def on_epoch_end(self, epoch, logs=None):
+    if epoch == 1:
+      raise RuntimeError("interrupted")
+
+
+def test_backup_and_restore_resumes_the_distribution(tmp_path):
+  x, y = toy_data()
+  backup = os.path.join(tmp_path, "backup")
+  trainer = make_trainer()
+  with pytest.raises(RuntimeError, match="interrupted"):
+    trainer.fit(x, y, steps_per_epoch=3, epochs=3, verbose=0,
+                callbacks=[keras.callbacks.BackupAndRestore(backup),
+                           Interrupt()])
+  saved = sampler_state(trainer)  # as backed up at the end of epoch 1
+  resumed = make_trainer(seed=1)  # no manual build
+  seen = []
+
+  class Record(keras.callbacks.Callback):
+
+    def on_train_begin(self, logs=None):
+      seen.append(sampler_state(resumed))
+
+  resumed.fit(x, y, steps_per_epoch=3, epochs=3, verbose=0,
+              callbacks=[keras.callbacks.BackupAndRestore(backup), Record()])
+  for a, b in zip(seen[0], saved, strict=True):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_early_stopping_restores_the_best_epochs_distribution():
+  x, y = toy_data()
+  trainer = make_trainer()
+  at_epoch_end = []
+
+  class Score(keras.callbacks.Callback):
+
+    def on_epoch_end(self, epoch, logs=None):
+      logs["score"] = float(epoch)  # best at epoch 0
+      at_epoch_end.append(sampler_state(trainer))
+
+  trainer.fit(x, y, steps_per_epoch=3, epochs=5, verbose=0,
+              callbacks=[Score(), keras.callbacks.EarlyStopping(
+                  "score", mode="min", patience=1,
+                  restore_best_weights=True)])
+  assert len(at_epoch_end) == 2
+  assert np.any(at_epoch_end[0][2] != at_epoch_end[1][2])
+  for a, b in zip(sampler_state(trainer), at_epoch_end[0], strict=True):
+    np.testing.assert_array_equal(a, b)

@@ -1,0 +1,162 @@
+"""The tf.data stage never hangs: each use runs in a subprocess with a timeout.
+
+A regression then fails its test (subprocess.TimeoutExpired) instead of
+hanging the suite.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+TIMEOUT = 120  # seconds; generous for a loaded machine, never reached if sound
+
+PRELUDE = """
+import itertools, sys
+import numpy as np, tensorflow as tf
+from tf_adasamp import AdaptiveSampler, data
+x = np.arange(37, dtype=np.float32)[:, None]
+y = np.arange(37) % 3
+"""
+
+
+def environment():
+  return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
+              PYTHONPATH=os.pathsep.join(filter(None, sys.path)))
+
+
+def run(script, *args):
+  result = subprocess.run([sys.executable, "-c", PRELUDE + script, *args],
+                          capture_output=True, text=True, timeout=TIMEOUT,
+                          check=False, env=environment())
+  assert result.returncode == 0, result.stderr[-3000:]
+  return result.stdout
+
+
+PEEK = """
+stage = data.AdaptiveSampling(AdaptiveSampler(37, 1.0, 0.9, seed=0), 8)
+dataset = stage.dataset((x, y)).prefetch(2)
+peeks = {
+    "take": lambda: [b[2].numpy() for b in dataset.take(5)],
+    "list": lambda: list(dataset.take(3)),
+    "iterator": lambda: [next(iter(dataset)) for _ in range(4)],
+    "break": lambda: [b for b, _ in zip(dataset, range(6))],
+}
+print(len(peeks[sys.argv[1]]()))
+"""
+
+
+@pytest.mark.parametrize("peek,batches", [("take", 5), ("list", 3),
+                                          ("iterator", 4), ("break", 6)])
+def test_default_stage_can_be_iterated_without_updates(peek, batches):
+  assert run(PEEK, peek).split()[-1] == str(batches)
+
+
+WAITS_FOR_AN_UPDATE = """
+stage = data.AdaptiveSampling(AdaptiveSampler(37, 1.0, 0.9, seed=0), 8,
+                              max_lag=0)
+iterator = iter(stage.dataset((x, y)).prefetch(2))
+next(iterator)  # never reported
+try:
+  print("waiting", flush=True)
+  next(iterator)
+except KeyboardInterrupt:
+  print("interrupted", flush=True)
+  raise
+print("not reached", flush=True)
+"""
+
+
+def test_ctrl_c_interrupts_a_draw_waiting_for_an_update():
+  process = subprocess.Popen(
+      [sys.executable, "-c", PRELUDE + WAITS_FOR_AN_UPDATE],
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+      env=environment())
+  try:
+    assert process.stdout.readline().strip() == "waiting"
+    # Time for next() to block inside TensorFlow, the case that needs the
+    # stage's help (a signal that lands earlier raises just the same).
+    time.sleep(2)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=TIMEOUT)
+  finally:
+    process.kill()
+  assert stdout.split() == ["interrupted"], stderr[-3000:]
+  assert "KeyboardInterrupt" in stderr
+  assert process.returncode != 0
+
+
+ENDS = """
+stage = data.AdaptiveSampling(AdaptiveSampler(37, 1.0, 0.9, seed=0), 8,
+                              max_lag=0)
+dataset = stage.dataset((x, y)).prefetch(2)
+if sys.argv[1] == "break":
+  for step, (_, _, indices, probabilities) in enumerate(dataset):
+    stage.update(indices, tf.ones_like(probabilities))
+    if step == 2:
+      break  # the prefetched next draw waits for an update
+elif sys.argv[1] == "del":
+  iterator = iter(dataset)
+  next(iterator)
+  del iterator
+print("ended")
+"""
+
+
+@pytest.mark.parametrize("ending", ["break", "del"])
+def test_leaving_a_bounded_stage_never_blocks(ending):
+  assert run(ENDS, ending).split()[-1] == "ended"
+
+
+REJECTED_UPDATE = """
+sampler = AdaptiveSampler(37, 1.0, 0.9, seed=0)
+stage = data.AdaptiveSampling(sampler, 8, max_lag=0)
+iterator = iter(stage.dataset((x, y)).prefetch(2))
+update = {"eager": stage.update,
+          "function": tf.function(stage.update)}[sys.argv[1]]
+bad = {"nan": lambda i: (i, tf.fill([8], float("nan"))),
+       "index": lambda i: (i + 100, tf.ones([8], tf.float64))}[sys.argv[2]]
+_, _, indices, _ = next(iterator)
+before = sampler.log_weights.numpy()
+try:
+  update(*bad(indices))
+except tf.errors.InvalidArgumentError as error:
+  print("rejected:", " ".join(error.message.split()))
+assert (sampler.log_weights.numpy() == before).all()
+_, _, indices, _ = next(iterator)  # the permit came back
+update(indices, tf.ones([8], tf.float64))
+next(iterator)
+print("went on")
+"""
+
+
+@pytest.mark.parametrize("mode", ["eager", "function"])
+@pytest.mark.parametrize("bad,message", [("nan", "is not finite"),
+                                         ("index", "out of range")])
+def test_a_rejected_update_still_lets_the_next_batch_be_drawn(
+    mode, bad, message):
+  stdout = run(REJECTED_UPDATE, mode, bad)
+  assert message in stdout
+  assert stdout.split()[-2:] == ["went", "on"]
+
+
+ENDLESS_SOURCE = """
+stage = data.AdaptiveSampling(AdaptiveSampler(37, 1.0, 0.9, seed=0), 8)
+source = {
+    "unknown": tf.data.Dataset.range(10).repeat().filter(lambda i: i < 5),
+    "longer": tf.data.Dataset.range(100).filter(lambda i: i >= 0),
+}[sys.argv[1]]
+assert source.cardinality() == tf.data.UNKNOWN_CARDINALITY
+try:
+  stage.dataset(source)
+except ValueError as error:
+  print(error)
+"""
+
+
+@pytest.mark.parametrize("source", ["unknown", "longer"])
+def test_a_source_longer_than_the_sampler_is_refused(source):
+  assert "more than 37 elements" in run(ENDLESS_SOURCE, source)
