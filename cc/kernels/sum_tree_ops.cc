@@ -55,13 +55,14 @@ namespace {
 // table on the stack (SmallUpdates); larger ones sort (SortedUpdates).
 constexpr int kSmallBatch = 128;
 
-// A batch goes to the intra-op pool only with at least this many draws (tens
-// of microseconds) per thread: for less, waking a pool thread costs much of
-// what it saves.
-constexpr int64_t kMinDrawsPerShard = 2048;
+// A batch goes to the intra-op pool only with at least this many draws (about
+// 100 us with AVX-512 walks) per thread: for less, waking a pool thread costs
+// much of what it saves, and on a busy machine a helper that is preempted
+// holding a chunk stalls the whole op.
+constexpr int64_t kMinDrawsPerShard = 8192;
 
 // Draws that a thread of a shared batch takes at a time.
-constexpr int64_t kDrawsPerChunk = 512;
+constexpr int64_t kDrawsPerChunk = 1024;
 
 template <typename T>
 absl::Status CheckWeights(typename TTypes<T>::ConstFlat weights) {
