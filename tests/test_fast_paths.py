@@ -2,11 +2,11 @@
 
 The sample kernel advances up to 32 walks in lockstep, without branches or in
 AVX-512 vectors where the CPU has them (cc/kernels/descend_cpu.h), and shares
-batches of >= 2 * 8192 draws with the intra-op pool in chunks of 1024;
-the update kernels find a batch's distinct indices in a hash table on the
-stack for batches of <= 128, and by a radix sort over the index bytes above. The sizes below straddle those
-thresholds, and a draw must equal `Descend` (cc/kernels/sum_tree_algorithm.h)
-bit for bit.
+batches of >= 2 * 8192 draws with the intra-op pool in chunks of 1024; the
+update kernels find a batch's distinct indices in a hash table on the stack
+for batches of <= 128, and by a radix sort over the index bytes above. The
+sizes below straddle those thresholds, and a draw must equal `Descend`
+(cc/kernels/sum_tree_algorithm.h) bit for bit.
 """
 
 import os
