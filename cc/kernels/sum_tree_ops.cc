@@ -343,7 +343,7 @@ struct SumTreeBuild<CPUDevice, T> {
     const int64_t num_leaves = weights.size();
     const T total = PairwiseTotal<T>(
         num_leaves, [&](int64_t i) { return StoredWeight(weights(i)); });
-    if (!std::isfinite(total)) return OverflowError<T>();
+    if (!IsFinite(total)) return OverflowError<T>();
     const int64_t capacity = tree.size() / 2;
     std::fill_n(tree.data(), tree.size(), T(0));
     T* leaves = tree.data() + capacity;
@@ -373,7 +373,7 @@ struct SumTreeSet<CPUDevice, T> {
     if (MayOverflow(tree(1), weights)) {
       const T root = NewRoot<T>(SortedUpdates(indices, num_leaves), tree.data(),
                                 capacity, new_leaf);
-      if (!std::isfinite(root)) return OverflowError<T>();
+      if (!IsFinite(root)) return OverflowError<T>();
     }
 
     // The last weight of each index, then the ancestors.
@@ -490,10 +490,10 @@ struct AdaptiveReweight<CPUDevice, T> {
     absl::Status status;
     updates.ForEachIndex([&](int64_t index, int64_t first, int64_t last) {
       if (!status.ok()) return;
-      if (!std::isfinite(utilities(first))) {
+      if (!IsFinite(utilities(first))) {
         status = InvalidArgument("utilities[", first, "] = ", utilities(first),
                                  " is not finite");
-      } else if (!std::isfinite(new_log_weight(index, first))) {
+      } else if (!IsFinite(new_log_weight(index, first))) {
         status =
             InvalidArgument("amplitude * utilities[", first, "] = ", amplitude,
                             " * ", utilities(first), " overflows");
@@ -719,7 +719,7 @@ class AdaptiveReweightOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ReadScalar(ctx->input(6), "amplitude", &amplitude));
     OP_REQUIRES_OK(ctx, ReadScalar(ctx->input(7), "decay", &decay));
     OP_REQUIRES(
-        ctx, std::isfinite(amplitude) && amplitude >= T(0),
+        ctx, IsFinite(amplitude) && amplitude >= T(0),
         InvalidArgument("amplitude = ", amplitude, " must be finite and >= 0"));
     OP_REQUIRES(ctx, decay > T(0) && decay < T(1),
                 InvalidArgument("decay = ", decay, " must be in (0, 1)"));
