@@ -272,7 +272,10 @@ def test_scalar_walks_equal_descend_where_avx512_would_run():
       [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
        os.path.join(here, "test_fast_paths.py"), "-k",
        "test_sample_equals_descend_bit_for_bit"],
-      env={**os.environ, "TF_ADASAMP_CPU_SIMD": "0"}, capture_output=True,
+      env={**os.environ, "TF_ADASAMP_CPU_SIMD": "0",
+           "PYTHONPATH": os.pathsep.join(
+               [here, os.environ.get("PYTHONPATH", "")])},
+      capture_output=True,
       text=True, check=False, cwd=os.path.dirname(here))
   assert result.returncode == 0, result.stdout[-3000:]
   assert " passed" in result.stdout and "failed" not in result.stdout

@@ -106,7 +106,10 @@ struct Lanes<double> {
   }
   __attribute__((target("avx512f,avx512vl"))) static Vector Gather(
       __m512i nodes, const double* base) {
-    return _mm512_i64gather_pd(nodes, base, sizeof(double));
+    // The masked form, as the plain one reads an uninitialized register,
+    // which GCC warns about.
+    return _mm512_mask_i64gather_pd(_mm512_setzero_pd(), 0xff, nodes, base,
+                                    sizeof(double));
   }
   __attribute__((target("avx512f,avx512vl"))) static Vector Mul(Vector a,
                                                                 Vector b) {
@@ -144,7 +147,8 @@ struct Lanes<float> {
   }
   __attribute__((target("avx512f,avx512vl"))) static Vector Gather(
       __m512i nodes, const float* base) {
-    return _mm512_i64gather_ps(nodes, base, sizeof(float));
+    return _mm512_mask_i64gather_ps(_mm256_setzero_ps(), 0xff, nodes, base,
+                                    sizeof(float));
   }
   __attribute__((target("avx512f,avx512vl"))) static Vector Mul(Vector a,
                                                                 Vector b) {
