@@ -129,7 +129,9 @@ T PairwiseTotal(int64_t n, Leaf leaf) {
 }
 
 // A type that sums any batch of T weights without overflow, to bound a new
-// total cheaply.
+// total cheaply (x86's 80-bit long double for double; where long double is
+// double, a sum that overflows makes MayOverflow true, and the exact check
+// decides).
 template <typename T>
 struct Wider;
 template <>
