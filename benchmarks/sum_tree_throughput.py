@@ -22,7 +22,8 @@ batches touch different leaves. Steps are ordered by their state only, so TF
 may draw a step's uniforms while the previous step reweights, as in any
 in-graph loop. NumPy and cpprb run from Python, one batch per call. Every
 figure is over --repeats runs of at least --min-seconds each: the best (min
-time) and the median.
+time) and the median; the process's CPU time (all threads) is recorded too,
+and a table per CPU-second printed, for machines that other jobs share.
 
   python -m benchmarks.sum_tree_throughput [--sizes 10000 50000 1000000
       10000000] [--batch-sizes 128 1024 4096] [--repeats 5]
@@ -52,27 +53,38 @@ INPUT_SETS = 4
 DTYPE = tf.float64
 
 
-def seconds_per_call(call, repeats, min_seconds):
-  """Times `call` over `repeats` runs of >= min_seconds; seconds per call."""
+def seconds_per_call(call, repeats, min_seconds, cpu_times=None):
+  """Times `call` over `repeats` runs of >= min_seconds; seconds per call.
+
+  If `cpu_times` is a list, appends to it the process's CPU seconds (all its
+  threads) per call of each run: on a machine whose cores other jobs share,
+  the wall time measures the share this process got as much as the code,
+  and the CPU time does not.
+  """
   call()  # Traces and warms the caches.
   start = time.perf_counter()
   call()
   calls = max(1, int(min_seconds / max(time.perf_counter() - start, 1e-9)))
   times = []
   for _ in range(repeats):
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     for _ in range(calls):
       call()
     times.append((time.perf_counter() - start) / calls)
+    if cpu_times is not None:
+      cpu_times.append((time.process_time() - start_cpu) / calls)
   return times
 
 
 def rates(call, units_per_call, repeats, min_seconds):
-  """{best, median} of units/s, and the raw seconds per call."""
-  times = seconds_per_call(call, repeats, min_seconds)
+  """{best, median} of units/s, the median units per CPU-second, and the
+  raw seconds per call."""
+  cpu_times = []
+  times = seconds_per_call(call, repeats, min_seconds, cpu_times)
   return {"best": units_per_call / min(times),
           "median": units_per_call / statistics.median(times),
-          "seconds_per_call": times}
+          "cpu_median": units_per_call / statistics.median(cpu_times),
+          "seconds_per_call": times, "cpu_seconds_per_call": cpu_times}
 
 
 def in_graph(batch, input_sets, unroll):
@@ -250,17 +262,22 @@ def step_breakdown(args, num_leaves=50000, batch_size=100):
       "AdaptiveReweight": (sampler.update, (indices, *utilities)),
       "step: uniforms + sample + reweight": (step, utilities),
   }
-  result = {}
+  result, cpu = {}, {}
   for name, (batch, inputs) in parts.items():
+    cpu_times = []
     times = seconds_per_call(in_graph(batch, [inputs], UNROLL), args.repeats,
-                             args.min_seconds)
+                             args.min_seconds, cpu_times)
     result[name] = [1e6 * t / UNROLL for t in times]
+    cpu[name] = [1e6 * t / UNROLL for t in cpu_times]
   one_step = tf.function(step)
   utility = utilities[0][0]
+  cpu_times = []
   times = seconds_per_call(lambda: one_step(utility), args.repeats,
-                           args.min_seconds)
-  result["step, one tf.function call from Python"] = [1e6 * t for t in times]
-  return result
+                           args.min_seconds, cpu_times)
+  name = "step, one tf.function call from Python"
+  result[name] = [1e6 * t for t in times]
+  cpu[name] = [1e6 * t for t in cpu_times]
+  return result, cpu
 
 
 def millions(rate):
@@ -293,6 +310,29 @@ def print_tables(results):
       ratio = ours / theirs
       digits = 2 if ratio < 10 else 0
       cells.append(f"{millions(theirs)} ({ratio:.{digits}f}x)")
+    print(f"| {row['n']} | {row['batch_size']} | {' | '.join(cells)} |")
+
+
+def print_cpu_table(results):
+  """Our rates and ratios per CPU-second, where the machine is shared."""
+  names = [name for name in ("flashbax_sample_jit", "cpprb_set")
+           if name in results[0]["baselines"]]
+  print("\nPer CPU-second of the process (all threads), median, M/s; our "
+        "rate over theirs in brackets:\n")
+  print("| n | B | sample | draw | set | reweight | " +
+        " | ".join(names) + " |")
+  print("|---|---|---|---|---|---|" + "---|" * len(names))
+  for row in results:
+    ours = row["ours"]
+    cells = [millions(ours[k]["cpu_median"])
+             for k in ("sample", "draw", "set", "reweight")]
+    for name in names:
+      theirs = row["baselines"][name]["cpu_median"]
+      counterparts = ["draw"] if name.startswith("flashbax") else [
+          "set", "reweight"]
+      ratios = ", ".join(f"{ours[k]['cpu_median'] / theirs:.2f}x"
+                         for k in counterparts)
+      cells.append(f"{millions(theirs)} ({ratios})")
     print(f"| {row['n']} | {row['batch_size']} | {' | '.join(cells)} |")
 
 
@@ -386,21 +426,25 @@ def main():
             f"{millions(ours['sample']['median'])}M draws/s "
             f"(load {before})", flush=True)
   print_tables(results)
+  print_cpu_table(results)
 
   before = load()
-  breakdown = step_breakdown(args)
+  breakdown, breakdown_cpu = step_breakdown(args)
   print(f"\nOne sampler step at n=50000, B=100, in-graph unless said "
         f"(us per op; load {before}-{load()}):\n")
-  print("| op | best us | median us |\n|---|---|---|")
+  print("| op | best us | median us | median CPU us (all threads) |\n"
+        "|---|---|---|---|")
   for name, times in breakdown.items():
-    print(f"| {name} | {min(times):.2f} | {statistics.median(times):.2f} |")
+    print(f"| {name} | {min(times):.2f} | {statistics.median(times):.2f} | "
+          f"{statistics.median(breakdown_cpu[name]):.2f} |")
   print_targets(results, breakdown)
 
   os.makedirs(os.path.dirname(args.output), exist_ok=True)
   with open(args.output, "w") as f:
     json.dump({"command": command, "machine": info, "unroll": UNROLL,
                "repeats": args.repeats, "results": results,
-               "step_breakdown_us": breakdown}, f, indent=1)
+               "step_breakdown_us": breakdown,
+               "step_breakdown_cpu_us": breakdown_cpu}, f, indent=1)
   print(f"wrote {args.output}")
 
 

@@ -660,6 +660,13 @@ class SumTreeSetOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("num_leaves", &num_leaves_));
   }
 
+  // A training step's batch takes microseconds here, on the step's critical
+  // path: the executor runs the kernel inline, as it does ReadVariableOp,
+  // instead of handing it to another thread, a hand-off that costs more than
+  // the kernel (and far more on a busy machine). A large sample shares its
+  // draws with the intra-op pool itself.
+  bool IsExpensive() override { return false; }
+
   void Compute(OpKernelContext* ctx) override {
     const Tensor& indices = ctx->input(1);
     const Tensor& weights = ctx->input(2);
@@ -683,6 +690,13 @@ template <typename Device, typename T>
 class SumTreeSampleOp : public OpKernel {
  public:
   explicit SumTreeSampleOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+
+  // A training step's batch takes microseconds here, on the step's critical
+  // path: the executor runs the kernel inline, as it does ReadVariableOp,
+  // instead of handing it to another thread, a hand-off that costs more than
+  // the kernel (and far more on a busy machine). A large sample shares its
+  // draws with the intra-op pool itself.
+  bool IsExpensive() override { return false; }
 
   void Compute(OpKernelContext* ctx) override {
     const Tensor& uniforms = ctx->input(1);
@@ -711,6 +725,13 @@ template <typename Device, typename T>
 class AdaptiveReweightOp : public OpKernel {
  public:
   explicit AdaptiveReweightOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+
+  // A training step's batch takes microseconds here, on the step's critical
+  // path: the executor runs the kernel inline, as it does ReadVariableOp,
+  // instead of handing it to another thread, a hand-off that costs more than
+  // the kernel (and far more on a busy machine). A large sample shares its
+  // draws with the intra-op pool itself.
+  bool IsExpensive() override { return false; }
 
   void Compute(OpKernelContext* ctx) override {
     const Tensor& indices = ctx->input(4);
