@@ -14,7 +14,7 @@ TENSORFLOW := tensorflow==2.21.0
 # the builds; tests/test_build_facts.py checks this sees them all).
 CC_SOURCES := $(shell find cc -name '*.cc' -o -name '*.h' -o -name '*.cu')
 # What clang-format keeps in the style of .clang-format.
-CC_FORMATTED := $(CC_SOURCES) $(wildcard tests/*.cc benchmarks/*.cu)
+CC_FORMATTED := $(CC_SOURCES) $(wildcard tests/*.cc benchmarks/*.cc benchmarks/*.cu)
 OP_LIBRARY := tf_adasamp/_sum_tree_ops.so
 
 .PHONY: setup experiment demo test pytest bazel-test format-cc format-check-cc \
