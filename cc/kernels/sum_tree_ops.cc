@@ -58,8 +58,10 @@ constexpr int kSmallBatch = 128;
 // A batch goes to the intra-op pool only with at least this many draws (about
 // 100 us with AVX-512 walks) per thread: for less, waking a pool thread costs
 // much of what it saves, and on a busy machine a helper that is preempted
-// holding a chunk stalls the whole op.
+// holding a chunk stalls the whole op. In a large tree (cpu::Walks::large)
+// each draw waits on memory, 5 to 20 times longer.
 constexpr int64_t kMinDrawsPerShard = 8192;
+constexpr int64_t kMinDrawsPerShardLargeTree = 2048;
 
 // Draws that a thread of a shared batch takes at a time.
 constexpr int64_t kDrawsPerChunk = 1024;
@@ -438,7 +440,9 @@ struct SumTreeSample<CPUDevice, T> {
     };
     const auto& workers = *ctx->device()->tensorflow_cpu_worker_threads();
     const int64_t num_threads =
-        std::min<int64_t>(workers.num_threads, num_draws / kMinDrawsPerShard);
+        std::min<int64_t>(workers.num_threads,
+                          num_draws / (walks.large ? kMinDrawsPerShardLargeTree
+                                                   : kMinDrawsPerShard));
     if (num_threads <= 1) {
       draw(0, num_draws);
     } else {
