@@ -15,7 +15,8 @@ TENSORFLOW := tensorflow==2.21.0
 CC_SOURCES := $(shell find cc -name '*.cc' -o -name '*.h' -o -name '*.cu')
 # What clang-format keeps in the style of .clang-format, and yapf in that of
 # .style.yapf (TensorFlow's: Google's, 2-space indents).
-CC_FORMATTED := $(CC_SOURCES) $(wildcard tests/*.cc benchmarks/*.cu)
+CC_FORMATTED := $(CC_SOURCES) $(wildcard tests/*.cc benchmarks/*.cc \
+  benchmarks/*.cu)
 PY_FORMATTED := setup.py bazel tf_adasamp tests benchmarks
 OP_LIBRARY := tf_adasamp/_sum_tree_ops.so
 

@@ -2,11 +2,12 @@
 
 The sample kernel advances up to 32 walks in lockstep, without branches or in
 AVX-512 vectors where the CPU has them (cc/kernels/descend_cpu.h), and shares
-batches of >= 2 * 2048 draws with the intra-op pool in chunks of 512;
-the update kernels find a batch's distinct indices in a hash table on the
-stack for batches of <= 128, and by a radix sort over the index bytes above. The sizes below straddle those
-thresholds, and a draw must equal `Descend` (cc/kernels/sum_tree_algorithm.h)
-bit for bit.
+batches of >= 2 * 8192 draws (2 * 2048 in trees over 1 MiB) with the
+intra-op pool in chunks of 1024; the update kernels find a batch's distinct
+indices in a hash table on the stack for batches of <= 128, and by a radix
+sort over the index bytes above. The sizes below straddle those thresholds,
+and a draw must equal `Descend` (cc/kernels/sum_tree_algorithm.h) bit for
+bit.
 """
 
 import os
@@ -22,9 +23,11 @@ from tf_adasamp import SumTree
 from tf_adasamp import ops
 
 DTYPES = [tf.float64, tf.float32]
-# Groups of 32 walks; with 2 or more intra-op threads, batches from 4096 on
-# are shared in chunks of 512.
-BATCH_SIZES = [1, 31, 32, 33, 100, 4095, 4096, 4097, 10000]
+# Groups of 32 walks; with 2 or more intra-op threads, batches from 16384 on
+# (4096 on in trees over 1 MiB, such as 2**16 + 1 float64 leaves) are shared
+# in chunks of 1024.
+BATCH_SIZES = [1, 31, 32, 33, 100, 4095, 4096, 4097, 16383, 16384, 16385,
+               40000]
 # One leaf (no levels), a few, and radix sorts of 1, 2 and 3 bytes.
 SIZES = [1, 2, 3, 256, 257, 1000, 2**16 + 1]
 
@@ -273,7 +276,10 @@ def test_scalar_walks_equal_descend_where_avx512_would_run():
       [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
        os.path.join(here, "test_fast_paths.py"), "-k",
        "test_sample_equals_descend_bit_for_bit"],
-      env={**os.environ, "TF_ADASAMP_CPU_SIMD": "0"}, capture_output=True,
+      env={**os.environ, "TF_ADASAMP_CPU_SIMD": "0",
+           "PYTHONPATH": os.pathsep.join(
+               [here, os.environ.get("PYTHONPATH", "")])},
+      capture_output=True,
       text=True, check=False, cwd=os.path.dirname(here))
   assert result.returncode == 0, result.stdout[-3000:]
   assert " passed" in result.stdout and "failed" not in result.stdout

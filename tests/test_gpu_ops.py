@@ -154,6 +154,33 @@ def test_bad_values_leave_gpu_state_untouched_without_error(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("count", [1, 2000])
+def test_hardened_checks_leave_gpu_state_untouched_without_error(dtype, count):
+  # tests/test_op_hardening.py's cases: an inf pairwise sum (build and set),
+  # and a num_leaves other than the one the build recorded.
+  info = np.finfo(dtype)
+  big, quarter = info.max, dtype(2.0**(info.maxexp - 1 - info.nmant - 2))
+  tree = build_on(GPU, np.array([big, 0, quarter, 0, 1], dtype))
+  before = tree.numpy()
+  with tf.device(GPU):
+    ops.sum_tree_build(tree.handle, np.array([big, 0, quarter, quarter, 1],
+                                             dtype), num_leaves=5)
+    ops.sum_tree_set(tree.handle, np.full(count, 3, np.int64),
+                     np.full(count, quarter, dtype), num_leaves=5)
+    ops.sum_tree_set(tree.handle, np.full(count, 6, np.int64),
+                     np.ones(count, dtype), num_leaves=7)
+  np.testing.assert_array_equal(tree.numpy(), before)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_subnormal_weights_are_stored_as_zero_on_the_gpu(dtype):
+  tiny = np.finfo(dtype).smallest_subnormal
+  weights = np.array([tiny, 1, tiny, 2], dtype)
+  np.testing.assert_array_equal(build_on(GPU, weights).numpy(),
+                                build_on(CPU, weights).numpy())
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_bad_uniforms_draw_minus_one_on_the_gpu(dtype):
   tree = build_on(GPU, random_weights(10, dtype, seed=3))
   indices, probabilities = sample_on(GPU, tree,

@@ -34,11 +34,11 @@ constexpr int kWalks = 32;
 
 // Levels ahead whose nodes a walk prefetches: always in the scalar form
 // (measured faster even where the tree fits in L2), in the AVX-512 form only
-// where the tree is larger than kPrefetchBytes (a smaller one stays in L2,
+// where the tree is larger than kLargeTreeBytes (a smaller one stays in L2,
 // and its prefetches cost more than they save). The nodes a walk at node k can
 // read 3 levels down, 8k..8k + 7, are 8 aligned doubles: one cache line.
 constexpr int kPrefetchLevels = 3;
-constexpr int64_t kPrefetchBytes = int64_t{1} << 20;
+constexpr int64_t kLargeTreeBytes = int64_t{1} << 20;
 
 // A group of draws: uniforms in, leaf indices and w_i / total out.
 template <typename T>
@@ -46,13 +46,15 @@ struct Walks {
   const T* tree;
   int depth;  // log2(capacity)
   T total;    // tree[1] > 0
-  bool prefetch;
+  // Larger than kLargeTreeBytes: walks wait on memory, so the AVX-512 form
+  // prefetches, and a batch is worth sharing between threads sooner.
+  bool large;
 };
 
 template <typename T>
 inline Walks<T> MakeWalks(const T* tree, int depth) {
   const int64_t bytes = int64_t{2} * sizeof(T) << depth;
-  return {tree, depth, tree[1], bytes > kPrefetchBytes};
+  return {tree, depth, tree[1], bytes > kLargeTreeBytes};
 }
 
 // `count` <= kWalks draws.
@@ -106,7 +108,10 @@ struct Lanes<double> {
   }
   __attribute__((target("avx512f,avx512vl"))) static Vector Gather(
       __m512i nodes, const double* base) {
-    return _mm512_i64gather_pd(nodes, base, sizeof(double));
+    // The masked form, as the plain one reads an uninitialized register,
+    // which GCC warns about.
+    return _mm512_mask_i64gather_pd(_mm512_setzero_pd(), 0xff, nodes, base,
+                                    sizeof(double));
   }
   __attribute__((target("avx512f,avx512vl"))) static Vector Mul(Vector a,
                                                                 Vector b) {
@@ -144,7 +149,8 @@ struct Lanes<float> {
   }
   __attribute__((target("avx512f,avx512vl"))) static Vector Gather(
       __m512i nodes, const float* base) {
-    return _mm512_i64gather_ps(nodes, base, sizeof(float));
+    return _mm512_mask_i64gather_ps(_mm256_setzero_ps(), 0xff, nodes, base,
+                                    sizeof(float));
   }
   __attribute__((target("avx512f,avx512vl"))) static Vector Mul(Vector a,
                                                                 Vector b) {
@@ -184,7 +190,7 @@ __attribute__((target("avx512f,avx512vl"))) void DescendAvx512(
     target[v] = L::Mul(L::Load(uniforms + 8 * v), total);
   }
   for (int level = 0; level < w.depth; ++level) {
-    const bool prefetch = w.prefetch && level + kPrefetchLevels + 1 <= w.depth;
+    const bool prefetch = w.large && level + kPrefetchLevels + 1 <= w.depth;
     for (int v = 0; v < kVectors; ++v) {
       const __m512i left_node = _mm512_add_epi64(node[v], node[v]);
       const typename L::Vector left = L::Gather(left_node, w.tree);

@@ -55,13 +55,16 @@ namespace {
 // table on the stack (SmallUpdates); larger ones sort (SortedUpdates).
 constexpr int kSmallBatch = 128;
 
-// A batch goes to the intra-op pool only with at least this many draws (tens
-// of microseconds) per thread: for less, waking a pool thread costs much of
-// what it saves.
-constexpr int64_t kMinDrawsPerShard = 2048;
+// A batch goes to the intra-op pool only with at least this many draws (about
+// 100 us with AVX-512 walks) per thread: for less, waking a pool thread costs
+// much of what it saves, and on a busy machine a helper that is preempted
+// holding a chunk stalls the whole op. In a large tree (cpu::Walks::large)
+// each draw waits on memory, 5 to 20 times longer.
+constexpr int64_t kMinDrawsPerShard = 8192;
+constexpr int64_t kMinDrawsPerShardLargeTree = 2048;
 
 // Draws that a thread of a shared batch takes at a time.
-constexpr int64_t kDrawsPerChunk = 512;
+constexpr int64_t kDrawsPerChunk = 1024;
 
 template <typename T>
 absl::Status CheckWeights(typename TTypes<T>::ConstFlat weights) {
@@ -128,7 +131,9 @@ T PairwiseTotal(int64_t n, Leaf leaf) {
 }
 
 // A type that sums any batch of T weights without overflow, to bound a new
-// total cheaply.
+// total cheaply (x86's 80-bit long double for double; where long double is
+// double, a sum that overflows makes MayOverflow true, and the exact check
+// decides).
 template <typename T>
 struct Wider;
 template <>
@@ -342,7 +347,7 @@ struct SumTreeBuild<CPUDevice, T> {
     const int64_t num_leaves = weights.size();
     const T total = PairwiseTotal<T>(
         num_leaves, [&](int64_t i) { return StoredWeight(weights(i)); });
-    if (!std::isfinite(total)) return OverflowError<T>();
+    if (!IsFinite(total)) return OverflowError<T>();
     const int64_t capacity = tree.size() / 2;
     std::fill_n(tree.data(), tree.size(), T(0));
     T* leaves = tree.data() + capacity;
@@ -372,7 +377,7 @@ struct SumTreeSet<CPUDevice, T> {
     if (MayOverflow(tree(1), weights)) {
       const T root = NewRoot<T>(SortedUpdates(indices, num_leaves), tree.data(),
                                 capacity, new_leaf);
-      if (!std::isfinite(root)) return OverflowError<T>();
+      if (!IsFinite(root)) return OverflowError<T>();
     }
 
     // The last weight of each index, then the ancestors.
@@ -435,7 +440,9 @@ struct SumTreeSample<CPUDevice, T> {
     };
     const auto& workers = *ctx->device()->tensorflow_cpu_worker_threads();
     const int64_t num_threads =
-        std::min<int64_t>(workers.num_threads, num_draws / kMinDrawsPerShard);
+        std::min<int64_t>(workers.num_threads,
+                          num_draws / (walks.large ? kMinDrawsPerShardLargeTree
+                                                   : kMinDrawsPerShard));
     if (num_threads <= 1) {
       draw(0, num_draws);
     } else {
@@ -490,10 +497,10 @@ struct AdaptiveReweight<CPUDevice, T> {
     absl::Status status;
     updates.ForEachIndex([&](int64_t index, int64_t first, int64_t last) {
       if (!status.ok()) return;
-      if (!std::isfinite(utilities(first))) {
+      if (!IsFinite(utilities(first))) {
         status = InvalidArgument("utilities[", first, "] = ", utilities(first),
                                  " is not finite");
-      } else if (!std::isfinite(new_log_weight(index, first))) {
+      } else if (!IsFinite(new_log_weight(index, first))) {
         status =
             InvalidArgument("amplitude * utilities[", first, "] = ", amplitude,
                             " * ", utilities(first), " overflows");
@@ -659,6 +666,13 @@ class SumTreeSetOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ctx->GetAttr("num_leaves", &num_leaves_));
   }
 
+  // A training step's batch takes microseconds here, on the step's critical
+  // path: the executor runs the kernel inline, as it does ReadVariableOp,
+  // instead of handing it to another thread, a hand-off that costs more than
+  // the kernel (and far more on a busy machine). A large sample shares its
+  // draws with the intra-op pool itself.
+  bool IsExpensive() override { return false; }
+
   void Compute(OpKernelContext* ctx) override {
     const Tensor& indices = ctx->input(1);
     const Tensor& weights = ctx->input(2);
@@ -682,6 +696,13 @@ template <typename Device, typename T>
 class SumTreeSampleOp : public OpKernel {
  public:
   explicit SumTreeSampleOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
+
+  // A training step's batch takes microseconds here, on the step's critical
+  // path: the executor runs the kernel inline, as it does ReadVariableOp,
+  // instead of handing it to another thread, a hand-off that costs more than
+  // the kernel (and far more on a busy machine). A large sample shares its
+  // draws with the intra-op pool itself.
+  bool IsExpensive() override { return false; }
 
   void Compute(OpKernelContext* ctx) override {
     const Tensor& uniforms = ctx->input(1);
@@ -711,6 +732,13 @@ class AdaptiveReweightOp : public OpKernel {
  public:
   explicit AdaptiveReweightOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
 
+  // A training step's batch takes microseconds here, on the step's critical
+  // path: the executor runs the kernel inline, as it does ReadVariableOp,
+  // instead of handing it to another thread, a hand-off that costs more than
+  // the kernel (and far more on a busy machine). A large sample shares its
+  // draws with the intra-op pool itself.
+  bool IsExpensive() override { return false; }
+
   void Compute(OpKernelContext* ctx) override {
     const Tensor& indices = ctx->input(4);
     const Tensor& utilities = ctx->input(5);
@@ -720,7 +748,7 @@ class AdaptiveReweightOp : public OpKernel {
     OP_REQUIRES_OK(ctx, ReadScalar(ctx->input(6), "amplitude", &amplitude));
     OP_REQUIRES_OK(ctx, ReadScalar(ctx->input(7), "decay", &decay));
     OP_REQUIRES(
-        ctx, std::isfinite(amplitude) && amplitude >= T(0),
+        ctx, IsFinite(amplitude) && amplitude >= T(0),
         InvalidArgument("amplitude = ", amplitude, " must be finite and >= 0"));
     OP_REQUIRES(ctx, decay >= T(0) && decay < T(1),
                 InvalidArgument("decay = ", decay, " must be in [0, 1)"));
