@@ -47,7 +47,9 @@ def test_experiment_reports_figures_and_claims_and_skips_finished_runs(
   data = datasets.load("digits")
   study.run_all(runs, data)
   paths = report.report(runs, TINY, 2, "digits", "logistic",
-                           str(tmp_path / "report"), command="cmd")
+                           str(tmp_path / "report"), command="cmd",
+                           departures=study.departures(
+                               "digits", "logistic", TINY, 2, 1500))
   for name in ["train_loss", "train_accuracy", "test_accuracy", "amplitude",
                "kl", "figure1"]:
     path = str(tmp_path / "report" / f"{name}.png")
@@ -56,7 +58,13 @@ def test_experiment_reports_figures_and_claims_and_skips_finished_runs(
     summary = f.read()
   for algorithm in study.ALGORITHMS:
     assert f"| {algorithm} |" in summary
-  assert "## Departures from the paper" not in summary  # none passed
+  # The departures come first, and say what differs.
+  assert summary.index("## Departures from the paper") < summary.index(
+      "## The paper's claims")
+  assert "- Data: scikit-learn's digits" in summary
+  assert "- Trials: 2 (the paper: 10)." in summary
+  # The logistic model's runs put Corollary 1 beside the measured gap.
+  assert "Theorem 4's estimate from this single run" in summary
   # Every claim has a verdict line; two trials give intervals.
   assert summary.count(".**") == 4
   assert "[95% CI]" in summary

@@ -376,7 +376,8 @@ def report(runs, settings, trials, dataset, model, report_dir, command,
            departures=()):
   """Draws Figure 1 and writes summary.md to `report_dir`; returns paths."""
   curves, sweep = collect(runs, settings)
-  title = f"{dataset}, {model}, mean ± std over {trials} trials"
+  title = (f"{dataset}, {model}: adaptive (AdaSamp) against uniform (Unif) "
+           f"sampling, mean ± std over {trials} trials")
   paths = plots.figure1(curves, sweep, report_dir, title=title)
   paths.append(os.path.join(report_dir, "summary.md"))
   with open(paths[-1], "w") as f:
