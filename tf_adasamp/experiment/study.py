@@ -90,8 +90,8 @@ PRESETS = {
     # from `python -m tf_adasamp.experiment.tuning` on validation splits
     # (docs/experiment/tuning/fashion_mnist.md).
     ("fashion_mnist", "logistic"): Settings(
-        steps=2000, eval_interval=100, sgd_learning_rate=0.1,
-        sgd_lr_decay=0.0, adagrad_learning_rate=0.1, amplitude=1.0,
+        steps=2000, eval_interval=100, sgd_learning_rate=1.0,
+        sgd_lr_decay=0.01, adagrad_learning_rate=0.1, amplitude=1.0,
         decay=0.5, sweep_amplitudes=(0.3, 1.0, 3.0, 10.0)),
     # 40 epochs of CIFAR-10's 50000 training images; not tuned here (no
     # CIFAR-10 on the machine that wrote this). About 15 minutes a run on a
@@ -305,7 +305,10 @@ def _train_runs(labelled, data, progress):
 
 
 def _stack(runs_by_trial, metric):
-  return np.array([[r[metric] for r in records] for records in runs_by_trial])
+  """[trials, E] values of `metric`; NaN where a record lacks it (the
+  bounds are not logged at step 0)."""
+  return np.array([[r.get(metric, np.nan) for r in records]
+                   for records in runs_by_trial])
 
 
 def collect(runs, settings):
@@ -323,7 +326,7 @@ def collect(runs, settings):
     records = by_key[(algorithm, amplitude)]
     result = {"step": np.array([r["step"] for r in records[0]])}
     for metric in CURVE_METRICS + CERTIFICATE_METRICS:
-      if metric in records[0][0]:
+      if metric in records[0][-1]:
         result[metric] = _stack(records, metric)
     return result
 
