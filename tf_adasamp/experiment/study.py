@@ -91,7 +91,7 @@ PRESETS = {
     # (docs/experiment/tuning/fashion_mnist.md).
     ("fashion_mnist", "logistic"): Settings(
         steps=2000, eval_interval=100, sgd_learning_rate=1.0,
-        sgd_lr_decay=0.01, adagrad_learning_rate=0.1, amplitude=1.0,
+        sgd_lr_decay=0.01, adagrad_learning_rate=0.1, amplitude=0.3,
         decay=0.5, sweep_amplitudes=(0.3, 1.0, 3.0, 10.0)),
     # 40 epochs of CIFAR-10's 50000 training images; not tuned here (no
     # CIFAR-10 on the machine that wrote this). About 15 minutes a run on a
