@@ -125,9 +125,10 @@ TUNING = {
         "docs/experiment.md)."),
     ("fashion_mnist", "logistic"): (
         "Cross-validated as the paper says, on random subsets of the "
-        "training data: `python -m tf_adasamp.experiment.tuning` (five "
-        "tuning seeds 100-104, each holding out its own 10,000 of the 60,000 "
-        "training images as validation; the test set is never read). Step "
+        "training data: `python -m tf_adasamp.experiment.tuning` (tuning "
+        "seeds 100-104 for the step sizes, 100-102 for amplitude and decay, "
+        "each holding out its own 10,000 of the 60,000 training images as "
+        "validation; the test set is never read). Step "
         "sizes were tuned with uniform sampling only and shared by the "
         "adaptive variants; amplitude and decay were tuned on a 2 x 2 grid, "
         "one pair for all four adaptive variants, by the time-averaged "
@@ -173,8 +174,8 @@ def departures(dataset, model, settings, trials, num_train):
       "the paper does not say how long it trained.")
   lines.append("Tuning: " + TUNING.get(
       (dataset, model), "none: this preset has not been tuned on this data "
-      "set.") + " The paper tuned all hyperparameters, per algorithm, by "
-      "cross-validation, with details not given.")
+      "set.") + " The paper tuned all hyperparameters by cross-validation "
+      "on random subsets of the training data and gives no details.")
   lines.append(
       "Step-size index: SGD's step size eta / (1 + gamma t) counts t from 0 "
       "(the first update uses eta); in the paper's Algorithm 1 t starts at "
