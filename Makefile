@@ -1,10 +1,11 @@
 # Set-up and the two everyday commands (see README.md):
 #   make experiment  set up, then run the main job: the paper's experiment
-#                    on the bundled digits data, with its figures and table
+#                    on Fashion-MNIST, with its figures and summary
 #   make test    set up, then run every test: pytest and `bazel test //...`
 # Set-up is idempotent: a virtual environment in .venv with TensorFlow and the
 # package installed in place (its op library built against that TensorFlow),
-# and Bazel from Debian for the Bazel build.
+# Fashion-MNIST from Debian (dataset-fashion-mnist) for the experiment, and
+# Bazel from Debian for the Bazel build.
 
 PYTHON ?= python3
 VENV := .venv
@@ -19,11 +20,16 @@ CC_FORMATTED := $(CC_SOURCES) $(wildcard tests/*.cc benchmarks/*.cc \
   benchmarks/*.cu)
 PY_FORMATTED := setup.py bazel tf_adasamp tests benchmarks
 OP_LIBRARY := tf_adasamp/_sum_tree_ops.so
+FASHION_MNIST := /usr/share/datasets/fashion-mnist
 
-.PHONY: setup experiment demo test pytest bazel-test format format-check \
-  clang-format clean
+.PHONY: setup fashion-mnist experiment demo test pytest bazel-test format \
+  format-check clang-format clean
 
-setup: $(OP_LIBRARY)
+setup: $(OP_LIBRARY) fashion-mnist
+
+fashion-mnist:
+	test -d $(FASHION_MNIST) || { apt-get update -qq && \
+	  apt-get install -y -qq dataset-fashion-mnist; }
 
 $(VENV)/installed: setup.py pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,8 +42,8 @@ $(OP_LIBRARY): $(VENV)/installed $(CC_SOURCES)
 	$(PY) setup.py -q build_ext --inplace
 
 experiment: setup
-	$(PY) -m tf_adasamp.experiment.reproduce --dataset=digits --trials=5 \
-	  --output_dir=runs/digits --report_dir=docs/experiment
+	$(PY) -m tf_adasamp.experiment.reproduce --dataset=fashion_mnist \
+	  --trials=10 --output_dir=runs/fashion_mnist --report_dir=docs/experiment
 
 demo: setup
 	$(PY) -m tf_adasamp.experiment.demo

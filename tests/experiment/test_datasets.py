@@ -1,6 +1,10 @@
-"""The trainer's data sets: digits offline, CIFAR-10 through tfds."""
+"""The trainer's data sets: digits and Fashion-MNIST offline, CIFAR-10
+through tfds."""
 
+import os
 import socket
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -43,6 +47,63 @@ def test_digits_split_is_deterministic_and_partitions_the_data():
       sorted_rows(everything))
 
 
+fashion_mnist_installed = pytest.mark.skipif(
+    not os.path.isdir(datasets.FASHION_MNIST_DIR),
+    reason=f"needs Debian's dataset-fashion-mnist in "
+    f"{datasets.FASHION_MNIST_DIR}")
+
+
+@fashion_mnist_installed
+def test_fashion_mnist_loads_through_keras_from_the_debian_files():
+  data = datasets.load("fashion_mnist")
+  check_images_and_labels(data.x_train, data.y_train, (28, 28, 1))
+  check_images_and_labels(data.x_test, data.y_test, (28, 28, 1))
+  assert (len(data.y_train), len(data.y_test)) == (60000, 10000)
+  assert set(data.y_test) == set(range(10))
+  assert data.x_train.max() == 1.0  # scaled from uint8 by 255
+
+
+def test_fashion_mnist_missing_names_the_apt_command(tmp_path, monkeypatch):
+  monkeypatch.setattr(datasets, "_keras_cache_dir", lambda: str(tmp_path))
+  with pytest.raises(datasets.DatasetUnavailableError,
+                     match="apt-get install -y dataset-fashion-mnist"):
+    datasets.load_fashion_mnist(source_dir=str(tmp_path / "absent"))
+
+
+def test_validation_split_holds_out_training_examples_only():
+  data = datasets.load("digits")
+  split = datasets.validation_split(data, 300, seed=7)
+  assert (len(split.y_train), len(split.y_test)) == (1200, 300)
+  # The two parts partition the training set; the test set is not used.
+  assert sorted_rows(np.concatenate([split.x_train, split.x_test])) == (
+      sorted_rows(data.x_train))
+  again = datasets.validation_split(data, 0.2, seed=7)
+  np.testing.assert_array_equal(again.y_test, split.y_test)
+  other = datasets.validation_split(data, 300, seed=8)
+  assert sorted_rows(other.x_test) != sorted_rows(split.x_test)
+  with pytest.raises(ValueError, match="leaves no training"):
+    datasets.validation_split(data, 1500, seed=0)
+
+
+def modules_after(statement):
+  """The modules loaded by running `statement` in a fresh interpreter."""
+  code = f"import sys\n{statement}\nprint(' '.join(sorted(sys.modules)))\n"
+  return set(subprocess.run([sys.executable, "-c", code], capture_output=True,
+                            text=True, check=True).stdout.split())
+
+
+def test_the_trainer_imports_neither_tfds_nor_sklearn():
+  # Keras imports sklearn by itself where it is installed; only what the
+  # trainer adds counts.
+  baseline = modules_after("import numpy, keras, tensorflow")
+  added = modules_after(
+      "import tf_adasamp.experiment.training_loop\n"
+      "import tf_adasamp.experiment.train\n"
+      "import tf_adasamp.experiment.reproduce") - baseline
+  for forbidden in ("tensorflow_datasets", "sklearn"):
+    assert forbidden not in added
+
+
 def test_cifar10_loads_through_tfds_as_unit_interval_images(tmp_path):
   with tfds.testing.mock_data(num_examples=7):
     data = datasets.load("cifar10", data_dir=str(tmp_path))
@@ -64,7 +125,7 @@ def test_cifar10_without_data_or_network_fails_fast_naming_digits(
   monkeypatch.setattr(datasets, "CIFAR10_HOST", ("127.0.0.1", closed_port()))
   start = time.monotonic()
   with pytest.raises(datasets.DatasetUnavailableError,
-                     match="--dataset=digits"):
+                     match="--dataset=fashion_mnist or --dataset=digits"):
     datasets.load("cifar10", data_dir=str(tmp_path))
   # Fast means no download retries; a generous bound, not a benchmark.
   assert time.monotonic() - start < 10

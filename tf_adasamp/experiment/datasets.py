@@ -4,24 +4,39 @@ Training draws examples by index (`tf.gather` on sampled indices), so a data
 set is four NumPy arrays held in memory: float32 images in [0, 1], NHWC, and
 int32 labels.
 
-  cifar10  CIFAR-10 through tensorflow_datasets (the paper's experiment):
-           read from a prepared `data_dir`, or downloaded where a network is
-           reachable. With neither it fails at once, naming the offline option.
-  digits   scikit-learn's bundled 8x8 handwritten digits (1797 images), for
-           runs with no network and no data; split train/test
-           deterministically.
+  fashion_mnist  Fashion-MNIST (60000 train, 10000 test, 28x28x1, 10
+                 classes) from Debian's `dataset-fashion-mnist` package,
+                 read by Keras' own loader (the experiment's main data set).
+  cifar10        CIFAR-10 through tensorflow_datasets (the paper's data):
+                 read from a prepared `data_dir`, or downloaded where a
+                 network is reachable. With neither it fails at once, naming
+                 the offline options.
+  digits         scikit-learn's bundled 8x8 handwritten digits (1797
+                 images), for tests and quick runs; split train/test
+                 deterministically.
+
+scikit-learn, Keras' data sets and tensorflow_datasets are imported inside
+their loaders, so the trainer imports none of them until it needs one.
+
+`validation_split` carves a validation set out of a training set, for tuning
+hyperparameters without touching the test set.
 """
 
 import dataclasses
+import os
 import socket
 
 import numpy as np
-from sklearn import datasets as sk_datasets
-from sklearn import model_selection
-import tensorflow_datasets as tfds
 
-DATASETS = ("digits", "cifar10")
+DATASETS = ("digits", "fashion_mnist", "cifar10")
 DIGITS_TEST_SIZE = 297  # leaves 1500 training images
+# Where Debian's dataset-fashion-mnist puts the four files Keras reads.
+FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
+FASHION_MNIST_FILES = ("train-images-idx3-ubyte.gz",
+                       "train-labels-idx1-ubyte.gz",
+                       "t10k-images-idx3-ubyte.gz",
+                       "t10k-labels-idx1-ubyte.gz")
+FASHION_MNIST_INSTALL = "apt-get install -y dataset-fashion-mnist"
 # Where tensorflow_datasets downloads CIFAR-10 from.
 CIFAR10_HOST = ("www.cs.toronto.edu", 443)
 
@@ -49,6 +64,8 @@ def load(name, data_dir=None):
   """Loads data set `name` (one of DATASETS)."""
   if name == "digits":
     return load_digits()
+  if name == "fashion_mnist":
+    return load_fashion_mnist()
   if name == "cifar10":
     return load_cifar10(data_dir)
   raise ValueError(f"unknown dataset {name!r}; choose one of {DATASETS}")
@@ -56,6 +73,9 @@ def load(name, data_dir=None):
 
 def load_digits():
   """scikit-learn's digits as 8x8x1 images; a fixed, class-stratified split."""
+  # pylint: disable=import-outside-toplevel
+  from sklearn import datasets as sk_datasets
+  from sklearn import model_selection
   digits = sk_datasets.load_digits()
   images = (digits.images / 16.0).astype(np.float32)[..., np.newaxis]
   labels = digits.target.astype(np.int32)
@@ -63,6 +83,82 @@ def load_digits():
       images, labels, test_size=DIGITS_TEST_SIZE, random_state=0,
       stratify=labels)
   return Dataset("digits", x_train, y_train, x_test, y_test, num_classes=10)
+
+
+def _keras_cache_dir():
+  """The directory where keras.datasets.fashion_mnist looks for its files.
+
+  Keras fixes its home when it is imported ($KERAS_HOME, else ~/.keras) and
+  falls back to /tmp/.keras where that cannot be written; this asks Keras
+  for the home it uses and makes the directory.
+  """
+  try:
+    from keras.src.backend.config import keras_home  # pylint: disable=import-outside-toplevel
+    home = keras_home()
+  except (ImportError, AttributeError):  # another Keras layout
+    home = os.environ.get("KERAS_HOME") or os.path.expanduser("~/.keras")
+  home = os.path.expanduser(home)
+  try:
+    os.makedirs(home, exist_ok=True)
+  except OSError:
+    pass
+  if not os.access(home, os.W_OK):
+    home = os.path.join("/tmp", ".keras")
+  cache = os.path.join(home, "datasets", "fashion-mnist")
+  os.makedirs(cache, exist_ok=True)
+  return cache
+
+
+def load_fashion_mnist(source_dir=None):
+  """Fashion-MNIST as 28x28x1 images in [0, 1]: 60000 train, 10000 test.
+
+  Links the files of Debian's dataset-fashion-mnist (in `source_dir`,
+  FASHION_MNIST_DIR by default) into Keras' cache and reads them with
+  `keras.datasets.fashion_mnist.load_data()`, so nothing is downloaded.
+  Raises DatasetUnavailableError, naming the apt command, where neither the
+  cache nor `source_dir` has them.
+  """
+  import keras  # pylint: disable=import-outside-toplevel
+  source_dir = source_dir or FASHION_MNIST_DIR
+  cache = _keras_cache_dir()
+  for name in FASHION_MNIST_FILES:
+    cached, source = os.path.join(cache, name), os.path.join(source_dir, name)
+    if os.path.exists(cached):
+      continue
+    if not os.path.exists(source):
+      raise DatasetUnavailableError(
+          f"Fashion-MNIST is not in {source_dir}: install it with "
+          f"`{FASHION_MNIST_INSTALL}` (run `apt-get update` first if apt "
+          "does not find it).")
+    if os.path.islink(cached):  # a link to a file that is gone
+      os.remove(cached)
+    os.symlink(source, cached)
+  (x_train, y_train), (x_test, y_test) = (
+      keras.datasets.fashion_mnist.load_data())
+
+  def images(x):
+    return (x.astype(np.float32) / 255.0)[..., np.newaxis]
+
+  return Dataset("fashion_mnist", images(x_train), y_train.astype(np.int32),
+                 images(x_test), y_test.astype(np.int32), num_classes=10)
+
+
+def validation_split(data, size, seed):
+  """`data` with a random `size` of its training examples held out as the
+  test split (the test set itself is dropped): for tuning hyperparameters.
+
+  `size` is a count (>= 1) or a fraction in (0, 1); `seed` fixes the split.
+  """
+  n = len(data.y_train)
+  count = int(round(size * n)) if 0 < size < 1 else int(size)
+  if not 0 < count < n:
+    raise ValueError(f"validation size {size} leaves no training or no "
+                     f"validation examples out of {n}")
+  order = np.random.default_rng(seed).permutation(n)
+  held, kept = np.sort(order[:count]), np.sort(order[count:])
+  return Dataset(f"{data.name} (validation split)", data.x_train[kept],
+                 data.y_train[kept], data.x_train[held], data.y_train[held],
+                 data.num_classes)
 
 
 def network_reachable(address, timeout=2.0):
@@ -82,6 +178,8 @@ def load_cifar10(data_dir=None):
   with neither data nor network gets DatasetUnavailableError in about a
   second instead of minutes of retries.
   """
+  import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
+
   def read(download):
     splits = tfds.load("cifar10", split=["train", "test"], data_dir=data_dir,
                        as_supervised=True, download=download)
@@ -95,7 +193,7 @@ def load_cifar10(data_dir=None):
           "CIFAR-10 is not prepared in data_dir="
           f"{data_dir or '<tfds default, ~/tensorflow_datasets>'} and "
           f"{CIFAR10_HOST[0]} cannot be reached to download it. Run offline "
-          "with --dataset=digits, or point --data_dir at a directory where "
+          "with --dataset=fashion_mnist or --dataset=digits, or point --data_dir at a directory where "
           "`tfds build cifar10` has prepared it.") from None
     train, test = read(download=True)
   return Dataset("cifar10", *train, *test, num_classes=10)
@@ -103,6 +201,7 @@ def load_cifar10(data_dir=None):
 
 def _as_arrays(split, chunk=10000):
   """A tf.data split of (uint8 image, label) pairs as (float images, labels)."""
+  import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
   images, labels = [], []
   for image_chunk, label_chunk in tfds.as_numpy(split.batch(chunk)):
     images.append(image_chunk)

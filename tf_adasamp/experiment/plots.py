@@ -109,7 +109,7 @@ def _panels(curves, sweep):
           plot_curves, curves=curves, metric=metric, ylabel=title,
           log_scale=log_scale))
       for metric, title, file_name, log_scale in CURVE_PANELS]
-  panels.append(("amplitude", r"impact of $\alpha$",
+  panels.append(("amplitude", r"effect of the amplitude $\alpha$",
                  functools.partial(plot_amplitude, sweep=sweep)))
   metric, title, file_name, log_scale = KL_PANEL
   panels.append((file_name, title, functools.partial(

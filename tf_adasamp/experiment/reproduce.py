@@ -2,13 +2,15 @@
 
 Runs the paper's six algorithms for --trials trials plus an amplitude sweep
 (tf_adasamp.experiment.study), then draws the five panels of Figure 1 and
-writes summary.md (tf_adasamp.experiment.report). Offline, on scikit-learn's
-digits:
+writes summary.md (tf_adasamp.experiment.report), which opens with the
+list of departures from the paper. The main job, offline on Fashion-MNIST
+(Debian's dataset-fashion-mnist) with the L2 logistic regression:
 
-  python -m tf_adasamp.experiment.reproduce --dataset=digits --trials=5 \\
-      --output_dir=runs/digits --report_dir=docs/experiment
+  python -m tf_adasamp.experiment.reproduce --dataset=fashion_mnist \\
+      --trials=10 --output_dir=runs/fashion_mnist --report_dir=docs/experiment
 
-and with `--dataset=cifar10` on a machine with CIFAR-10 (or a network).
+scikit-learn's digits (`--dataset=digits`, the paper's CNN) for quick runs,
+and `--dataset=cifar10` on a machine with CIFAR-10 (or a network).
 Interrupted, it resumes where it stopped when run again.
 """
 
@@ -34,17 +36,23 @@ FLAGS = flags.FLAGS
 @dataclasses.dataclass(frozen=True)
 class Options:
   """What the experiment runs on and where it writes."""
-  dataset: str = option("digits", "Data set; digits needs no network.",
+  dataset: str = option("fashion_mnist", "Data set; fashion_mnist (Debian's "
+                        "dataset-fashion-mnist) and digits need no network.",
                         choices=datasets.DATASETS)
   data_dir: str | None = option(None, "tensorflow_datasets directory holding "
                                 "a prepared CIFAR-10.")
-  model: str = option("cnn", "Model to train.", choices=models.MODELS)
-  trials: int = option(5, "Trials (seeds 0..trials-1).")
+  model: str | None = option(None, "Model to train (default: the data "
+                             "set's, study.DEFAULT_MODELS).",
+                             choices=models.MODELS)
+  trials: int = option(10, "Trials (seeds 0..trials-1).")
   output_dir: str | None = option(None, "Directory of the runs (default "
                                   "runs/<dataset>).")
   report_dir: str | None = option(None, "Directory for the figures and "
                                   "summary.md (default <output_dir>/report).")
-  progress: bool = option(False, "Show a progress bar per run.")
+  progress: bool = option(False, "Show a progress bar per run (with "
+                          "--workers=1).")
+  workers: int = option(2, "Worker processes to split the runs among, each "
+                        "with one TensorFlow thread.")
 
 
 def define_flags():
@@ -57,11 +65,12 @@ def main():
   if not FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)
   options = flags_lib.parse(PROGRAM, Options)
+  model = options.model or study.DEFAULT_MODELS[options.dataset]
   output_dir = options.output_dir or os.path.join("runs", options.dataset)
   report_dir = options.report_dir or os.path.join(output_dir, "report")
   try:
     settings = dataclasses.replace(
-        study.PRESETS[options.dataset],
+        study.preset(options.dataset, model),
         **flags_lib.values(study.Settings, skip_unset=True))
     if settings.eval_interval > settings.steps / 2:
       # The report averages each half of training over its evaluations.
@@ -71,7 +80,7 @@ def main():
           "half of training, too few for the report; use an eval_interval "
           "of at most steps / 2")
     runs = study.plan(settings, options.trials, output_dir, options.dataset,
-                      options.data_dir, options.model)
+                      options.data_dir, model)
     # Before any run, not after hours of them.
     training_loop.ensure_writable_dir(output_dir, "output_dir")
     training_loop.ensure_writable_dir(report_dir, "report_dir")
@@ -79,13 +88,16 @@ def main():
   except (TypeError, ValueError, datasets.DatasetUnavailableError) as error:
     sys.exit(f"{PROGRAM}: {error}")
   try:
-    study.run_all(runs, data, progress=options.progress)
-  except training_loop.RunError as error:
+    study.run_all(runs, data, progress=options.progress,
+                  workers=options.workers)
+  except (training_loop.RunError, RuntimeError) as error:
     sys.exit(f"{PROGRAM}: {error}")
   command = " ".join(
       ["python -m tf_adasamp.experiment.reproduce", *sys.argv[1:]])
+  departures = study.departures(options.dataset, model, settings,
+                                options.trials, len(data.y_train))
   for path in report.report(runs, settings, options.trials, options.dataset,
-                            options.model, report_dir, command):
+                            model, report_dir, command, departures):
     print(f"wrote {path}")
 
 

@@ -1,0 +1,349 @@
+"""Chooses the experiment's hyperparameters by cross-validation on training
+data (London, NIPS 2017, "Experiments": "We tuned all hyperparameters using
+random subsets of the training data for cross-validation").
+
+Tuning seed s holds out a random validation set drawn with seed s from the
+training split, trains on the rest with seed s, and measures accuracy on the
+held-out part. The test split is never read, and the tuning seeds (100 and
+up by default) are not the reported trials' seeds (0 to trials - 1).
+
+  stage 1  step sizes, with uniform sampling: every SGD (eta, gamma) and
+           every AdaGrad step size of the grid; the highest validation
+           accuracy averaged over the run (area under the curve divided by
+           its length) wins.
+  stage 2  amplitude and decay, at the winning step sizes: every (amplitude,
+           decay) of the grid for the four adaptive algorithms, each against
+           its uniform counterpart of the same seed (stage 1's winner):
+           paired differences of the time-averaged and of the final
+           validation accuracy, with 95% t-intervals.
+
+It writes a markdown report (and the same numbers as JSON beside it) naming
+the stage-2 setting with the best mean time-averaged gain (the experiment's
+preset) and the settings for which no algorithm is worse than uniform
+sampling at 95% confidence (candidates for the defaults):
+
+  python -m tf_adasamp.experiment.tuning --dataset=fashion_mnist \\
+      --model=logistic --output_dir=runs/tuning/fashion_mnist \\
+      --report=docs/experiment/tuning/fashion_mnist.md
+
+Like the experiment, it resumes where it stopped when run again.
+"""
+
+import dataclasses
+import functools
+import json
+import os
+import sys
+import time
+
+from absl import flags
+from absl import logging
+import numpy as np
+
+from tf_adasamp.experiment import datasets
+from tf_adasamp.experiment import flags as flags_lib
+from tf_adasamp.experiment import models
+from tf_adasamp.experiment import report
+from tf_adasamp.experiment import study
+from tf_adasamp.experiment import training_loop
+from tf_adasamp.experiment.flags import option
+
+PROGRAM = "tf-adasamp-tuning"
+FLAGS = flags.FLAGS
+ADAPTIVE = [name for name, (sampling, _, _) in study.ALGORITHMS.items()
+            if sampling == "adaptive"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+  """The grid, the validation protocol, and where results go.
+
+  The grids' defaults are comma-separated strings, as absl's list flags
+  take them; the parsed flags are tuples of floats. `floats` reads both.
+  """
+  dataset: str = option("fashion_mnist", "Data set.",
+                        choices=datasets.DATASETS)
+  data_dir: str | None = option(None, "tensorflow_datasets directory "
+                                "holding a prepared CIFAR-10.")
+  model: str | None = option(None, "Model (default: the data set's, "
+                             "study.DEFAULT_MODELS).", choices=models.MODELS)
+  steps: int | None = option(None, "Steps per run (default: the preset's).")
+  eval_interval: int | None = option(None, "Steps between evaluations "
+                                     "(default: the preset's).")
+  seeds: tuple = option("100,101,102,103,104", "Tuning seeds; each "
+                        "draws its own validation set.")
+  stage2_seeds: int | None = option(None, "Stage 2 uses only the first "
+                                    "this many seeds (default: all).")
+  validation_size: float = option(10000, "Held-out examples per seed (a "
+                                  "count, or a fraction if below 1).")
+  sgd_learning_rates: tuple = option("0.1,0.3,1", "SGD's eta values.")
+  sgd_lr_decays: tuple = option("0.001,0.01", "SGD's gamma values.")
+  adagrad_learning_rates: tuple = option("0.03,0.1,0.3",
+                                         "AdaGrad's step sizes.")
+  amplitudes: tuple = option("0.3,1", "Amplitudes.")
+  decays: tuple = option("0.5,0.9", "Decays.")
+  output_dir: str | None = option(None, "Directory of the runs (default "
+                                  "runs/tuning/<dataset>).")
+  report: str | None = option(None, "Markdown report (default "
+                              "<output_dir>/tuning.md); JSON beside it.")
+  workers: int = option(2, "Worker processes (one TensorFlow thread each).")
+
+
+def floats(values):
+  """A grid as a list of floats, from a tuple or a comma-separated string."""
+  if isinstance(values, str):
+    values = values.split(",")
+  return [float(v) for v in values]
+
+
+def _validation_data(full, size, run):
+  """The tuning data of `run`: `full` less a validation set drawn with the
+  run's seed, which stands in for the test split."""
+  return datasets.validation_split(full, size, seed=run.trial)
+
+
+def _run(algorithm, trial, output_dir, base, **fields):
+  config = dataclasses.replace(base, seed=trial, output_dir=os.path.join(
+      output_dir, f"seed{trial}"), **fields)
+  return study.Run(algorithm, fields.get("amplitude", 0.0), trial, config)
+
+
+def _scores(run):
+  """(time-averaged, final) validation accuracy, max KL of a finished run."""
+  records = training_loop.read_metrics(run.config.output_dir)
+  steps = [r["step"] for r in records]
+  accuracy = [r["test_accuracy"] for r in records]
+  return (float(study.mean_over(steps, accuracy)), accuracy[-1],
+          max(r["kl"] for r in records))
+
+
+def tune(options, full_data, settings, log=print):
+  """Runs both stages; returns the results as a JSON-ready dict."""
+  seeds = [int(s) for s in floats(options.seeds)]
+  root = options.output_dir
+  base = training_loop.TrainConfig(
+      dataset=options.dataset, data_dir=options.data_dir,
+      model=options.model, steps=settings.steps,
+      eval_interval=settings.eval_interval, batch_size=settings.batch_size,
+      utility_at=settings.utility_at, output_dir=root, resume=True)
+  data = functools.partial(_validation_data, full_data,
+                           options.validation_size)
+
+  def train(runs):
+    start = time.time()
+    study.run_all(runs, data, workers=options.workers)
+    log(f"{len(runs)} runs in {time.time() - start:.0f} s")
+
+  # Stage 1: step sizes, uniform sampling.
+  candidates = {"sgd": [(eta, gamma)
+                        for eta in floats(options.sgd_learning_rates)
+                        for gamma in floats(options.sgd_lr_decays)],
+                "adagrad": [(eta, 0.0) for eta in
+                            floats(options.adagrad_learning_rates)]}
+  stage1 = {rule: {} for rule in candidates}
+  for rule, grid in candidates.items():
+    for eta, gamma in grid:
+      name = f"{rule}-eta{eta:g}-gamma{gamma:g}"
+      stage1[rule][(eta, gamma)] = [
+          _run(f"Unif-{'SGD' if rule == 'sgd' else 'AdaGrad'}", seed,
+               os.path.join(root, "stage1", name), base, sampling="uniform",
+               optimizer=rule, learning_rate=eta, lr_decay=gamma)
+          for seed in seeds]
+  train([run for runs in stage1.values() for group in runs.values()
+         for run in group])
+  results = {"options": dataclasses.asdict(options),
+             "settings": dataclasses.asdict(settings), "step_sizes": [],
+             "chosen_step_sizes": {}, "amplitude_decay": []}
+  baselines = {}
+  for rule, grid in stage1.items():
+    best = None
+    for (eta, gamma), runs in grid.items():
+      scores = np.array([_scores(run)[:2] for run in runs])
+      row = {"rule": rule, "eta": eta, "gamma": gamma,
+             "auc": scores[:, 0].tolist(), "final": scores[:, 1].tolist()}
+      results["step_sizes"].append(row)
+      if best is None or scores[:, 0].mean() > np.mean(best[1]["auc"]):
+        best = ((eta, gamma), row, runs)
+    results["chosen_step_sizes"][rule] = list(best[0])
+    baselines[rule] = best
+
+  # Stage 2: amplitude and decay of the adaptive algorithms.
+  count = options.stage2_seeds or len(seeds)
+  stage2 = {}
+  for amplitude in floats(options.amplitudes):
+    for decay in floats(options.decays):
+      for algorithm in ADAPTIVE:
+        _, utility, rule = study.ALGORITHMS[algorithm]
+        eta, gamma = baselines[rule][0]
+        stage2[(amplitude, decay, algorithm)] = [
+            _run(algorithm, seed, os.path.join(
+                root, "stage2", f"{algorithm}-a{amplitude:g}-d{decay:g}"),
+                 base, sampling="adaptive", utility=utility, optimizer=rule,
+                 learning_rate=eta, lr_decay=gamma, amplitude=amplitude,
+                 decay=decay)
+            for seed in seeds[:count]]
+  train([run for runs in stage2.values() for run in runs])
+  results["stage2_seeds"] = seeds[:count]
+  for (amplitude, decay, algorithm), runs in stage2.items():
+    rule = study.ALGORITHMS[algorithm][2]
+    ours = np.array([_scores(run) for run in runs])
+    theirs = np.array([_scores(run)[:2]
+                       for run in baselines[rule][2][:count]])
+    results["amplitude_decay"].append({
+        "amplitude": amplitude, "decay": decay, "algorithm": algorithm,
+        "auc_difference": (ours[:, 0] - theirs[:, 0]).tolist(),
+        "final_difference": (ours[:, 1] - theirs[:, 1]).tolist(),
+        "max_kl": ours[:, 2].tolist()})
+  return results
+
+
+def _settings_summary(results):
+  """Per (amplitude, decay): mean time-averaged gain over the algorithms,
+  and whether any algorithm is worse than uniform at 95% confidence."""
+  summary = {}
+  for row in results["amplitude_decay"]:
+    key = (row["amplitude"], row["decay"])
+    entry = summary.setdefault(key, {"gains": [], "worse": []})
+    entry["gains"].append(np.mean(row["auc_difference"]))
+    for metric in ("auc_difference", "final_difference"):
+      if report.verdict(*report.paired_interval(row[metric])[1:], 1) == (
+          report.CONTRADICTED):
+        entry["worse"].append(f"{row['algorithm']} ({metric.split('_')[0]})")
+  return summary
+
+
+def chosen(results):
+  """(the best (amplitude, decay) by mean time-averaged gain, the settings
+  with no algorithm worse than uniform at 95% confidence)."""
+  summary = _settings_summary(results)
+  best = max(summary, key=lambda key: np.mean(summary[key]["gains"]))
+  return best, [key for key, entry in summary.items() if not entry["worse"]]
+
+
+def _interval(values, digits=4):
+  mean, low, high = report.paired_interval(values)
+  return f"{mean:+.{digits}f} [{low:+.{digits}f}, {high:+.{digits}f}]"
+
+
+def markdown(results, command):
+  """The tuning report as markdown."""
+  options, settings = results["options"], results["settings"]
+  seeds = [int(s) for s in floats(options["seeds"])]
+  lines = [
+      f"# Tuning on {options['dataset']} ({options['model']}): validation "
+      "splits of the training data",
+      "",
+      f"Produced by `{command}`.",
+      "",
+      f"Each of the {len(seeds)} tuning seeds ({', '.join(map(str, seeds))})"
+      f" holds out {options['validation_size']:g} random training examples "
+      "(drawn with that seed), trains on the rest and measures accuracy on "
+      "the held-out ones; the test split is not read. Runs of "
+      f"{settings['steps']} steps of batch {settings['batch_size']}, "
+      f"evaluated every {settings['eval_interval']} steps. 'time-averaged' "
+      "is the area under the validation-accuracy curve divided by its "
+      "length (it rewards learning early as well as ending high).",
+      "",
+      "## Stage 1: step sizes (uniform sampling)",
+      "",
+      "| update rule | eta | gamma | validation accuracy, time-averaged | "
+      "final validation accuracy |",
+      "|---|---|---|---|---|",
+  ]
+  for row in results["step_sizes"]:
+    winner = [row["eta"], row["gamma"]] == results["chosen_step_sizes"][
+        row["rule"]]
+    cells = [row["rule"], f"{row['eta']:g}", f"{row['gamma']:g}",
+             report.mean_std(row["auc"]), report.mean_std(row["final"])]
+    if winner:
+      cells = [f"**{cell}**" for cell in cells]
+    lines.append("| " + " | ".join(cells) + " |")
+  lines += [
+      "",
+      "(mean ± std over the seeds; the winner of each update rule in bold:"
+      " SGD's step size is eta / (1 + gamma t).)",
+      "",
+      "## Stage 2: amplitude and decay (adaptive minus uniform, same seed)",
+      "",
+      "Differences in validation accuracy, adaptive minus its uniform "
+      "counterpart at the winning step sizes, mean over tuning seeds "
+      f"{', '.join(map(str, results['stage2_seeds']))} with a 95% "
+      "t-interval; positive favours adaptive sampling.",
+      "",
+      "| amplitude | decay | algorithm | Δ validation accuracy, "
+      "time-averaged | Δ final validation accuracy | max KL(Q_t ‖ P_t) |",
+      "|---|---|---|---|---|---|",
+  ]
+  for row in results["amplitude_decay"]:
+    lines.append(
+        f"| {row['amplitude']:g} | {row['decay']:g} | {row['algorithm']} | "
+        f"{_interval(row['auc_difference'])} | "
+        f"{_interval(row['final_difference'])} | "
+        f"{np.mean(row['max_kl']):.3f} |")
+  best, safe = chosen(results)
+  summary = _settings_summary(results)
+  lines += [
+      "",
+      "## Choice",
+      "",
+      "| amplitude | decay | mean Δ time-averaged (4 algorithms) | "
+      "worse than uniform at 95% |",
+      "|---|---|---|---|",
+  ]
+  for key, entry in summary.items():
+    lines.append(f"| {key[0]:g} | {key[1]:g} | "
+                 f"{np.mean(entry['gains']):+.4f} | "
+                 f"{', '.join(entry['worse']) or 'none'} |")
+  lines += [
+      "",
+      f"- Best mean time-averaged gain: amplitude {best[0]:g}, decay "
+      f"{best[1]:g}.",
+      "- No algorithm worse than uniform (time-averaged or final): "
+      + (", ".join(f"amplitude {a:g} / decay {d:g}" for a, d in safe)
+         or "none") + ".",
+  ]
+  return "\n".join(lines) + "\n"
+
+
+def define_flags():
+  flags_lib.define(Options)
+
+
+def main():
+  if not FLAGS["verbosity"].present:
+    logging.set_verbosity(logging.WARNING)
+  options = flags_lib.parse(PROGRAM, Options)
+  model = options.model or study.DEFAULT_MODELS[options.dataset]
+  output_dir = options.output_dir or os.path.join("runs", "tuning",
+                                                  options.dataset)
+  options = dataclasses.replace(options, model=model, output_dir=output_dir,
+                                report=options.report or os.path.join(
+                                    output_dir, "tuning.md"))
+  try:
+    settings = study.preset(options.dataset, model)
+    settings = dataclasses.replace(
+        settings, steps=options.steps or settings.steps,
+        eval_interval=options.eval_interval or settings.eval_interval)
+    full = datasets.load(options.dataset, options.data_dir)
+    results = tune(options, full, settings)
+  except (TypeError, ValueError, datasets.DatasetUnavailableError,
+          training_loop.RunExistsError) as error:
+    sys.exit(f"{PROGRAM}: {error}")
+  command = " ".join(["python -m tf_adasamp.experiment.tuning",
+                      *sys.argv[1:]])
+  os.makedirs(os.path.dirname(os.path.abspath(options.report)),
+              exist_ok=True)
+  with open(options.report, "w") as f:
+    f.write(markdown(results, command))
+  with open(os.path.splitext(options.report)[0] + ".json", "w") as f:
+    json.dump(results, f, indent=1)
+  print(f"wrote {options.report}")
+
+
+def run():
+  """Console-script entry point (python -m tf_adasamp.experiment.tuning)."""
+  flags_lib.run(PROGRAM, define_flags, main)
+
+
+if __name__ == "__main__":
+  run()
