@@ -35,7 +35,7 @@ def create_sampler(strategy: tf.distribute.Strategy, num_examples: int,
   """An `AdaptiveSampler` with one copy of its state per replica.
 
   Example, a step of a custom training loop:
-    sampler = distribute.create_sampler(strategy, len(x), 1.0, 0.9, seed=0)
+    sampler = distribute.create_sampler(strategy, len(x), 0.1, 0.5, seed=0)
 
     @tf.function
     def train_step():

@@ -332,12 +332,14 @@ def make_evaluate(model, batch_size=1000):
 class TrainConfig:
   """Everything that defines a training run.
 
-  The defaults are AdaSamp-01-SGD of the digits experiment
-  (tf_adasamp.experiment.reproduce); each field is also a flag of
-  tf_adasamp.experiment.train.
+  The defaults are AdaSamp-01-SGD on digits, with the library's default
+  amplitude and decay (docs/experiment.md says why); each field is also a
+  flag of tf_adasamp.experiment.train.
   """
-  dataset: str = option("digits", "Data set; digits needs no network.",
-                        choices=datasets.DATASETS)
+  dataset: str = option(
+      "digits", "Data set: digits (scikit-learn's) and fashion_mnist "
+      "(Debian's dataset-fashion-mnist) need no network; cifar10 comes "
+      "through tensorflow_datasets.", choices=datasets.DATASETS)
   data_dir: str | None = option(
       None, "tensorflow_datasets directory holding a prepared CIFAR-10 "
       "(tfds' default if unset).")
@@ -360,7 +362,7 @@ class TrainConfig:
       "updated", "updated: utility of the model after the update, h_t, as "
       "in Algorithm 1 (a second forward pass); step: reuse the step's own "
       "forward pass (h_{t-1}, dropout on), cheaper.", choices=UTILITY_AT)
-  amplitude: float = option(1.0, "Amplitude alpha >= 0 of the weight "
+  amplitude: float = option(0.1, "Amplitude alpha >= 0 of the weight "
                             "update.")
   decay: float = option(0.5, "Decay lambda in (0, 1) of the weight update.")
   steps: int | None = option(500, "Training steps.")
