@@ -48,9 +48,11 @@ experiment: setup
 demo: setup
 	$(PY) -m tf_adasamp.experiment.demo
 
-# Both suites run even if the first fails; the exit status says if either did.
+# The format check and both suites run even if one fails; the exit status
+# says if any did.
 test: setup
-	status=0; $(MAKE) --no-print-directory pytest || status=1; \
+	status=0; $(MAKE) --no-print-directory format-check || status=1; \
+	  $(MAKE) --no-print-directory pytest || status=1; \
 	  $(MAKE) --no-print-directory bazel-test || status=1; exit $$status
 
 pytest: setup
@@ -64,11 +66,11 @@ bazel-test: setup
 # format rewrites the tree in its style; format-check fails on any file that
 # format would change.
 format: setup clang-format
-	$(PY) -m yapf -i -r $(PY_FORMATTED)
+	$(PY) -m yapf -i -p -r $(PY_FORMATTED)
 	clang-format -i $(CC_FORMATTED)
 
 format-check: setup clang-format
-	$(PY) -m yapf --diff -r $(PY_FORMATTED)
+	$(PY) -m yapf --diff -p -r $(PY_FORMATTED)
 	clang-format --dry-run --Werror $(CC_FORMATTED)
 	@echo "format-check: the tree is formatted"
 

@@ -77,19 +77,27 @@ def cuda_build(nvcc, root, build_temp):
   kernels = os.path.join(build_temp,
                          f"sum_tree_gpu_sm{'_'.join(architectures)}.o")
   source = os.path.join(root, FACTS["CUDA_SOURCE"])
-  inputs = [source] + [os.path.join(root, path)
-                       for path in FACTS["CUDA_HEADERS"]]
+  inputs = [source
+           ] + [os.path.join(root, path) for path in FACTS["CUDA_HEADERS"]]
   if not (os.path.exists(kernels) and os.path.getmtime(kernels) >= max(
       os.path.getmtime(path) for path in inputs)):
     command = [
-        nvcc, *FACTS["NVCC_FLAGS"], f"-I{root}",
-        *cuda_config.gencode_flags(architectures), "-c", source, "-o", kernels,
+        nvcc,
+        *FACTS["NVCC_FLAGS"],
+        f"-I{root}",
+        *cuda_config.gencode_flags(architectures),
+        "-c",
+        source,
+        "-o",
+        kernels,
     ]
     print(" ".join(command))
     subprocess.check_call(command)
   return (compiled(FACTS["OP_LIBRARY_GPU_SOURCES"]), FACTS["GPU_CXX_FLAGS"], [
-      kernels, f"-L{cuda_config.cudart_static_dir(nvcc)}",
-      "-l:libcudart_static.a", *FACTS["CUDART_LINK_FLAGS"],
+      kernels,
+      f"-L{cuda_config.cudart_static_dir(nvcc)}",
+      "-l:libcudart_static.a",
+      *FACTS["CUDART_LINK_FLAGS"],
       "-l:libtensorflow_cc.so.2",
   ])
 
@@ -108,13 +116,20 @@ class BuildOpLibrary(build_ext):
     os.makedirs(os.path.dirname(output), exist_ok=True)
     compiler = os.environ.get("CXX", shutil.which("g++") or "c++")
     nvcc = find_nvcc(tf)
-    gpu_sources, gpu_flags, gpu_link_flags = (
-        cuda_build(nvcc, ROOT, self.build_temp) if nvcc else ([], [], []))
+    gpu_sources, gpu_flags, gpu_link_flags = (cuda_build(
+        nvcc, ROOT, self.build_temp) if nvcc else ([], [], []))
     command = [
-        compiler, *FACTS["CXX_FLAGS"], "-shared", *gpu_flags,
-        f"-I{ROOT}", *tf.sysconfig.get_compile_flags(),
+        compiler,
+        *FACTS["CXX_FLAGS"],
+        "-shared",
+        *gpu_flags,
+        f"-I{ROOT}",
+        *tf.sysconfig.get_compile_flags(),
         *[os.path.join(ROOT, source) for source in ext.sources + gpu_sources],
-        "-o", output, *gpu_link_flags, *tf.sysconfig.get_link_flags(),
+        "-o",
+        output,
+        *gpu_link_flags,
+        *tf.sysconfig.get_link_flags(),
     ]
     print(" ".join(command))
     subprocess.check_call(command)

@@ -46,7 +46,9 @@ def cudart_static_dir(nvcc):
   """Where nvcc's own link step finds libcudart_static.a."""
   dryrun = subprocess.run(
       [nvcc, "--dryrun", "-c", "-x", "cu", os.devnull, "-o", os.devnull],
-      capture_output=True, text=True, check=True).stderr
+      capture_output=True,
+      text=True,
+      check=True).stderr
   for line in dryrun.splitlines():
     if line.startswith("#$ LIBRARIES="):
       for flag in shlex.split(line.split("=", 1)[1]):

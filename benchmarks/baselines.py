@@ -88,8 +88,12 @@ class CpprbSumTree:
   def __init__(self, weights):
     import cpprb  # pylint: disable=import-outside-toplevel
     size = len(weights)
-    self.buffer = cpprb.PrioritizedReplayBuffer(
-        size, {"index": {"dtype": np.int64}}, alpha=1.0, eps=0.0)
+    self.buffer = cpprb.PrioritizedReplayBuffer(size,
+                                                {"index": {
+                                                    "dtype": np.int64
+                                                }},
+                                                alpha=1.0,
+                                                eps=0.0)
     self.buffer.add(index=np.arange(size), priorities=np.asarray(weights))
 
   def sample(self, batch_size):
@@ -128,8 +132,9 @@ class FlashbaxSumTree:
     self._jax = jax
     size = len(weights)
     state = sum_tree.init(size)
-    self.state = jax.block_until_ready(sum_tree.set_batch_bincount(
-        state, jnp.arange(size), jnp.asarray(weights, jnp.float32)))
+    self.state = jax.block_until_ready(
+        sum_tree.set_batch_bincount(state, jnp.arange(size),
+                                    jnp.asarray(weights, jnp.float32)))
     self._key = jax.random.PRNGKey(0)
     loop = self.LOOP
 
@@ -137,15 +142,19 @@ class FlashbaxSumTree:
       return sum_tree.stratified_sample(state, batch_size, key)
 
     def sample_loop(state, key, batch_size):
+
       def body(i, total):
         drawn = sum_tree.stratified_sample(state, batch_size,
                                            jax.random.fold_in(key, i))
         return total + drawn[0]
+
       return jax.lax.fori_loop(0, loop, body, jnp.zeros((), jnp.int32))
 
     def set_loop(state, indices, weights):
+
       def body(i, state):
         return sum_tree.set_batch_bincount(state, indices[i], weights[i])
+
       return jax.lax.fori_loop(0, loop, body, state)
 
     self._sample = jax.jit(sample, static_argnums=2)
@@ -154,8 +163,8 @@ class FlashbaxSumTree:
 
   def sample(self, batch_size):
     self._key, key = self._jax.random.split(self._key)
-    return self._jax.block_until_ready(
-        self._sample(self.state, key, batch_size))
+    return self._jax.block_until_ready(self._sample(self.state, key,
+                                                    batch_size))
 
   def sample_loop(self, batch_size):
     self._key, key = self._jax.random.split(self._key)

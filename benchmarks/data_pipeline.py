@@ -56,25 +56,26 @@ def cifar_sized(seed):
 
 
 def uniform_shuffle(images, labels):
-  dataset = (tf.data.Dataset.from_tensor_slices((images, labels))
-             .shuffle(NUM_EXAMPLES).repeat().batch(BATCH_SIZE))
+  dataset = (tf.data.Dataset.from_tensor_slices(
+      (images, labels)).shuffle(NUM_EXAMPLES).repeat().batch(BATCH_SIZE))
   return dataset.prefetch(tf.data.AUTOTUNE), lambda batch: None
 
 
 def uniform_gather(images, labels):
-  dataset = (tf.data.Dataset.range(NUM_EXAMPLES).shuffle(NUM_EXAMPLES)
-             .repeat().batch(BATCH_SIZE)
-             .map(lambda i: (tf.gather(images, i), tf.gather(labels, i))))
+  dataset = (tf.data.Dataset.range(NUM_EXAMPLES).shuffle(
+      NUM_EXAMPLES).repeat().batch(BATCH_SIZE).map(
+          lambda i: (tf.gather(images, i), tf.gather(labels, i))))
   return dataset.prefetch(tf.data.AUTOTUNE), lambda batch: None
 
 
 def adaptive(images, labels, report=True, **options):
-  sampler = tf_adasamp.AdaptiveSampler(NUM_EXAMPLES, amplitude=1.0,
-                                       decay=0.9, seed=0)
+  sampler = tf_adasamp.AdaptiveSampler(NUM_EXAMPLES,
+                                       amplitude=1.0,
+                                       decay=0.9,
+                                       seed=0)
   stage = data.AdaptiveSampling(sampler, BATCH_SIZE, **options)
   # A stand-in for the model's per-example L1 utilities.
-  utilities = tf.constant(
-      np.random.default_rng(1).uniform(size=NUM_EXAMPLES))
+  utilities = tf.constant(np.random.default_rng(1).uniform(size=NUM_EXAMPLES))
 
   def step(batch):
     if report:
@@ -145,9 +146,11 @@ def report(rates):
   entry = {}
   for name, values in rates.items():
     entry[name] = {
-        "examples_per_second": values, "median": medians[name],
+        "examples_per_second": values,
+        "median": medians[name],
         "ratio_to_uniform_shuffle": medians[name] / medians["uniform_shuffle"],
-        "ratio_to_uniform_gather": medians[name] / medians["uniform_gather"]}
+        "ratio_to_uniform_gather": medians[name] / medians["uniform_gather"]
+    }
     print(f"{name:<16} {min(values):>10.0f} {medians[name]:>12.0f} "
           f"{max(values):>10.0f} "
           f"{entry[name]['ratio_to_uniform_shuffle']:>10.2f}x "
@@ -163,8 +166,9 @@ def main():
   parser.add_argument("--steps", type=int, default=300)
   parser.add_argument("--warmup", type=int, default=30)
   parser.add_argument("--repeats", type=int, default=5)
-  parser.add_argument("--output", default=os.path.join(
-      os.path.dirname(__file__), "results", "data_pipeline.json"))
+  parser.add_argument("--output",
+                      default=os.path.join(os.path.dirname(__file__), "results",
+                                           "data_pipeline.json"))
   args = parser.parse_args()
 
   info = machine()
@@ -176,19 +180,28 @@ def main():
     rates = {name: [] for name in PIPELINES}
     for _ in range(args.repeats):
       for name, make in PIPELINES.items():
-        rates[name].append(examples_per_second(
-            make, images, labels, consumer, args.steps, args.warmup))
+        rates[name].append(
+            examples_per_second(make, images, labels, consumer, args.steps,
+                                args.warmup))
     print(f"\n{consumer} (batch {BATCH_SIZE}, {args.steps} batches, "
           f"{args.repeats} runs)")
     results[consumer] = report(rates)
 
   os.makedirs(os.path.dirname(args.output), exist_ok=True)
   with open(args.output, "w") as f:
-    json.dump({"batch_size": BATCH_SIZE, "num_examples": NUM_EXAMPLES,
-               "steps": args.steps, "warmup": args.warmup,
-               "repeats": args.repeats, "machine": info,
-               "load": [load_before, load()], "results": results}, f,
-              indent=2)
+    json.dump(
+        {
+            "batch_size": BATCH_SIZE,
+            "num_examples": NUM_EXAMPLES,
+            "steps": args.steps,
+            "warmup": args.warmup,
+            "repeats": args.repeats,
+            "machine": info,
+            "load": [load_before, load()],
+            "results": results
+        },
+        f,
+        indent=2)
   print(f"wrote {args.output}")
 
 

@@ -56,7 +56,10 @@ TIMEOUT_S = 600
 
 
 def replicated(strategy, num_examples, batch_size, table):
-  sampler = distribute.create_sampler(strategy, num_examples, AMPLITUDE, DECAY,
+  sampler = distribute.create_sampler(strategy,
+                                      num_examples,
+                                      AMPLITUDE,
+                                      DECAY,
                                       seed=0)
 
   def replica_step():
@@ -126,8 +129,9 @@ def one_device(strategy, num_examples, batch_size, table):
 
 
 DESIGNS = {
-    "mirrored": [replicated, single_owner, owner_broadcast, collectives_only,
-                 one_device],
+    "mirrored": [
+        replicated, single_owner, owner_broadcast, collectives_only, one_device
+    ],
     "multi_worker": [replicated, owner_broadcast, collectives_only],
 }
 
@@ -175,22 +179,26 @@ def measure(args):
   for num_examples in map(int, args.sizes.split(",")):
     table = tf.constant(np.random.default_rng(0).normal(size=num_examples))
     for batch_size in map(int, args.batch_sizes.split(",")):
-      calls = {make.__name__: unrolled(make(strategy, num_examples,
-                                            batch_size, table),
-                                       args.steps_per_call)
-               for make in DESIGNS[args.strategy]}
+      calls = {
+          make.__name__:
+              unrolled(make(strategy, num_examples, batch_size, table),
+                       args.steps_per_call) for make in DESIGNS[args.strategy]
+      }
       times = {name: [] for name in calls}
       for call in calls.values():
         milliseconds_per_step(call, args.warmup, args.steps_per_call)
       for _ in range(args.repeats):
         for name, call in calls.items():
-          times[name].append(milliseconds_per_step(call, args.calls,
-                                                   args.steps_per_call))
+          times[name].append(
+              milliseconds_per_step(call, args.calls, args.steps_per_call))
       for name, values in times.items():
-        report({"design": name, "n": num_examples,
-                "batch_per_replica": batch_size,
-                "ms_per_step": round(statistics.median(values), 3),
-                "runs_ms": [round(v, 3) for v in values]})
+        report({
+            "design": name,
+            "n": num_examples,
+            "batch_per_replica": batch_size,
+            "ms_per_step": round(statistics.median(values), 3),
+            "runs_ms": [round(v, 3) for v in values]
+        })
 
 
 def launch_workers():
@@ -204,13 +212,23 @@ def launch_workers():
   processes = []
   try:
     for task in range(NUM_REPLICAS):
-      env = dict(os.environ, TF_CONFIG=json.dumps({
-          "cluster": {"worker": cluster},
-          "task": {"type": "worker", "index": task}}))
-      processes.append(subprocess.Popen(
-          [sys.executable, "-m", "benchmarks.distribute_designs",
-           *sys.argv[1:]], env=env,
-          stdout=None if task == 0 else subprocess.DEVNULL))
+      env = dict(os.environ,
+                 TF_CONFIG=json.dumps({
+                     "cluster": {
+                         "worker": cluster
+                     },
+                     "task": {
+                         "type": "worker",
+                         "index": task
+                     }
+                 }))
+      processes.append(
+          subprocess.Popen([
+              sys.executable, "-m", "benchmarks.distribute_designs",
+              *sys.argv[1:]
+          ],
+                           env=env,
+                           stdout=None if task == 0 else subprocess.DEVNULL))
     return max(p.wait(timeout=TIMEOUT_S) for p in processes)
   finally:
     for p in processes:
@@ -221,13 +239,15 @@ def launch_workers():
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--strategy", choices=sorted(DESIGNS),
-                      default="mirrored")
+  parser.add_argument("--strategy", choices=sorted(DESIGNS), default="mirrored")
   parser.add_argument("--sizes", default="50000,1000000")
-  parser.add_argument("--batch-sizes", default="100,4096",
+  parser.add_argument("--batch-sizes",
+                      default="100,4096",
                       help="draws per replica")
   parser.add_argument("--calls", type=int, default=20)
-  parser.add_argument("--steps-per-call", type=int, default=10,
+  parser.add_argument("--steps-per-call",
+                      type=int,
+                      default=10,
                       help="steps per tf.function call, as Keras's "
                       "steps_per_execution; 1 for a Python loop of steps")
   parser.add_argument("--warmup", type=int, default=3, help="calls")

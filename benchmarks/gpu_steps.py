@@ -65,12 +65,21 @@ def mlp_loops(batch_size):
         tf.keras.Input((784,)),
         tf.keras.layers.Dense(256, activation="relu"),
         tf.keras.layers.Dense(512, activation="relu"),
-        tf.keras.layers.Dense(10)])
-    sampler = training_loop.make_sampler(sampling, NUM_EXAMPLES, 1.0, 0.5,
+        tf.keras.layers.Dense(10)
+    ])
+    sampler = training_loop.make_sampler(sampling,
+                                         NUM_EXAMPLES,
+                                         1.0,
+                                         0.5,
                                          seed=0)
-    step = training_loop.make_train_step(
-        model, training_loop.make_optimizer("sgd", 0.01, 0.0), sampler,
-        images, labels, batch_size, utility_at="step")
+    step = training_loop.make_train_step(model,
+                                         training_loop.make_optimizer(
+                                             "sgd", 0.01, 0.0),
+                                         sampler,
+                                         images,
+                                         labels,
+                                         batch_size,
+                                         utility_at="step")
 
     def loop(count, step=step):
       loss = tf.zeros([])
@@ -100,8 +109,9 @@ def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--steps", type=int, default=200)
   parser.add_argument("--repeats", type=int, default=7)
-  parser.add_argument("--output", default=os.path.join(
-      os.path.dirname(__file__), "results", "gpu_steps.json"))
+  parser.add_argument("--output",
+                      default=os.path.join(os.path.dirname(__file__), "results",
+                                           "gpu_steps.json"))
   args = parser.parse_args()
 
   info = machine()
@@ -118,9 +128,17 @@ def main():
         f"{ratio:.3f}x")
   os.makedirs(os.path.dirname(args.output), exist_ok=True)
   with open(args.output, "w") as f:
-    json.dump({"steps": args.steps, "repeats": args.repeats, "machine": info,
-               "sampler_us": sampler, "mlp_us": mlp,
-               "mlp_adaptive_over_uniform": ratio}, f, indent=2)
+    json.dump(
+        {
+            "steps": args.steps,
+            "repeats": args.repeats,
+            "machine": info,
+            "sampler_us": sampler,
+            "mlp_us": mlp,
+            "mlp_adaptive_over_uniform": ratio
+        },
+        f,
+        indent=2)
   print(f"wrote {args.output}")
 
 

@@ -25,7 +25,9 @@ import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SOURCES = ["benchmarks/gpu_sum_tree_driver.cu", "cc/kernels/gpu/sum_tree_gpu.cu"]
+SOURCES = [
+    "benchmarks/gpu_sum_tree_driver.cu", "cc/kernels/gpu/sum_tree_gpu.cu"
+]
 
 
 def build_driver(output, arch="native", nvcc=None):
@@ -44,10 +46,12 @@ def build_driver(output, arch="native", nvcc=None):
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--check", action="store_true",
+  parser.add_argument("--check",
+                      action="store_true",
                       help="check the kernels only, no benchmark")
   parser.add_argument("--driver", help="a driver already built")
-  parser.add_argument("--arch", default="native",
+  parser.add_argument("--arch",
+                      default="native",
                       help="nvcc -arch for the driver, e.g. sm_90")
   args = parser.parse_args()
   driver = args.driver or build_driver(

@@ -13,15 +13,22 @@ def machine():
   """The CPU, core count, library versions and date, for the record."""
   model = "unknown"
   try:
-    lscpu = subprocess.run(["lscpu"], capture_output=True, text=True,
+    lscpu = subprocess.run(["lscpu"],
+                           capture_output=True,
+                           text=True,
                            check=False).stdout
-    model = next(line.split(":", 1)[1].strip() for line in lscpu.splitlines()
-                 if line.startswith("Model name"))
+    model = next(
+        line.split(":", 1)[1].strip()
+        for line in lscpu.splitlines()
+        if line.startswith("Model name"))
   except (OSError, StopIteration):
     pass
   return {
-      "cpu": model, "cores": os.cpu_count(), "platform": platform.platform(),
-      "python": platform.python_version(), "numpy": np.__version__,
+      "cpu": model,
+      "cores": os.cpu_count(),
+      "platform": platform.platform(),
+      "python": platform.python_version(),
+      "numpy": np.__version__,
       "tensorflow": tf.__version__,
       "date": datetime.datetime.now().isoformat(timespec="seconds"),
   }

@@ -81,10 +81,13 @@ def rates(call, units_per_call, repeats, min_seconds):
   raw seconds per call."""
   cpu_times = []
   times = seconds_per_call(call, repeats, min_seconds, cpu_times)
-  return {"best": units_per_call / min(times),
-          "median": units_per_call / statistics.median(times),
-          "cpu_median": units_per_call / statistics.median(cpu_times),
-          "seconds_per_call": times, "cpu_seconds_per_call": cpu_times}
+  return {
+      "best": units_per_call / min(times),
+      "median": units_per_call / statistics.median(times),
+      "cpu_median": units_per_call / statistics.median(cpu_times),
+      "seconds_per_call": times,
+      "cpu_seconds_per_call": cpu_times
+  }
 
 
 def in_graph(batch, input_sets, unroll):
@@ -98,8 +101,11 @@ def in_graph(batch, input_sets, unroll):
     result = []
     for r in range(unroll):
       with tf.control_dependencies(result):
-        result = [x for x in tf.nest.flatten(
-            batch(*[column[r] for column in columns])) if x is not None]
+        result = [
+            x
+            for x in tf.nest.flatten(batch(*[column[r] for column in columns]))
+            if x is not None
+        ]
     # Returning the tensors keeps the last batch (and so all) from pruning.
     return [x for x in result if isinstance(x, tf.Tensor)]
 
@@ -130,15 +136,22 @@ def sampler_step(sampler, batch_size):
 
 def measure_ours(num_leaves, batch_size, weights, rng, args):
   tree = tf_adasamp.SumTree(num_leaves, initial_weights=weights, dtype=DTYPE)
-  sampler = tf_adasamp.AdaptiveSampler(num_leaves, amplitude=1.0, decay=0.9,
-                                       seed=0, dtype=DTYPE)
+  sampler = tf_adasamp.AdaptiveSampler(num_leaves,
+                                       amplitude=1.0,
+                                       decay=0.9,
+                                       seed=0,
+                                       dtype=DTYPE)
   generator = tf.random.Generator.from_seed(1)
 
   def sets(make):
     """INPUT_SETS tuples of tensors, each stacking UNROLL make()s."""
-    return [tuple(tf.constant(np.stack(column))
-                  for column in zip(*[make() for _ in range(UNROLL)]))
-            for _ in range(INPUT_SETS)]
+    return [
+        tuple(
+            tf.constant(np.stack(column))
+            for column in zip(*[make()
+                                for _ in range(UNROLL)]))
+        for _ in range(INPUT_SETS)
+    ]
 
   def uniforms():
     return (rng.random(batch_size),)
@@ -147,8 +160,8 @@ def measure_ours(num_leaves, batch_size, weights, rng, args):
     return (np.sort(rng.random(batch_size)),)
 
   def unique_update():
-    return (rng.choice(num_leaves, batch_size, replace=False),
-            random_weights(batch_size, rng))
+    return (rng.choice(num_leaves, batch_size,
+                       replace=False), random_weights(batch_size, rng))
 
   def utilities():
     return (rng.normal(size=batch_size),)
@@ -164,13 +177,18 @@ def measure_ours(num_leaves, batch_size, weights, rng, args):
                  args.repeats, args.min_seconds)
 
   return {
-      "sample": measure(sample, sets(uniforms)),
-      "draw": measure(draw, [()]),
-      "sorted": measure(sample, sets(sorted_uniforms)),
-      "set": measure(tree.set, sets(unique_update)),
-      "reweight": measure(sampler.update, sets(unique_update)),
-      "step": measure(sampler_step(sampler, batch_size), sets(utilities),
-                      units=1),
+      "sample":
+          measure(sample, sets(uniforms)),
+      "draw":
+          measure(draw, [()]),
+      "sorted":
+          measure(sample, sets(sorted_uniforms)),
+      "set":
+          measure(tree.set, sets(unique_update)),
+      "reweight":
+          measure(sampler.update, sets(unique_update)),
+      "step":
+          measure(sampler_step(sampler, batch_size), sets(utilities), units=1),
   }
 
 
@@ -180,8 +198,7 @@ def measure_baselines(num_leaves, batch_size, weights, rng, args):
   log_weights = tf.constant(np.log(weights))
   result["categorical"] = rates(
       in_graph(lambda: baselines.categorical(log_weights, batch_size), [()],
-               unroll),
-      unroll * batch_size, args.repeats, args.min_seconds)
+               unroll), unroll * batch_size, args.repeats, args.min_seconds)
 
   probabilities = weights / weights.sum()
   result["numpy_choice"] = rates(
@@ -190,42 +207,43 @@ def measure_baselines(num_leaves, batch_size, weights, rng, args):
 
   # As many distinct batches as the in-graph runs rotate through.
   def unique_updates():
-    return [(rng.choice(num_leaves, batch_size, replace=False),
-             random_weights(batch_size, rng))
+    return [(rng.choice(num_leaves, batch_size,
+                        replace=False), random_weights(batch_size, rng))
             for _ in range(INPUT_SETS * UNROLL)]
 
   numpy_tree = baselines.NumpySumTree(weights)
   result["numpy_tree_sample"] = rates(
-      rotating(numpy_tree.sample, [(rng.random(batch_size),)
-                                   for _ in range(INPUT_SETS * UNROLL)]),
+      rotating(numpy_tree.sample,
+               [(rng.random(batch_size),) for _ in range(INPUT_SETS * UNROLL)]),
       batch_size, args.repeats, args.min_seconds)
-  result["numpy_tree_set"] = rates(
-      rotating(numpy_tree.set, unique_updates()), batch_size, args.repeats,
-      args.min_seconds)
+  result["numpy_tree_set"] = rates(rotating(numpy_tree.set, unique_updates()),
+                                   batch_size, args.repeats, args.min_seconds)
 
   if baselines.cpprb_version() is not None:
     cpprb_tree = baselines.CpprbSumTree(weights)
-    result["cpprb_sample"] = rates(
-        lambda: cpprb_tree.sample(batch_size), batch_size, args.repeats,
-        args.min_seconds)
-    result["cpprb_set"] = rates(
-        rotating(cpprb_tree.set, unique_updates()), batch_size, args.repeats,
-        args.min_seconds)
+    result["cpprb_sample"] = rates(lambda: cpprb_tree.sample(batch_size),
+                                   batch_size, args.repeats, args.min_seconds)
+    result["cpprb_set"] = rates(rotating(cpprb_tree.set, unique_updates()),
+                                batch_size, args.repeats, args.min_seconds)
 
   if baselines.flashbax_version() is not None:
     flashbax_tree = baselines.FlashbaxSumTree(weights)
     loop = flashbax_tree.LOOP
-    result["flashbax_sample"] = rates(
-        lambda: flashbax_tree.sample(batch_size), batch_size, args.repeats,
-        args.min_seconds)
+    result["flashbax_sample"] = rates(lambda: flashbax_tree.sample(batch_size),
+                                      batch_size, args.repeats,
+                                      args.min_seconds)
     result["flashbax_sample_jit"] = rates(
         lambda: flashbax_tree.sample_loop(batch_size), loop * batch_size,
         args.repeats, args.min_seconds)
     loop_updates = [
-        tuple(np.stack(column) for column in zip(*[
-            (rng.choice(num_leaves, batch_size, replace=False),
-             random_weights(batch_size, rng)) for _ in range(loop)]))
-        for _ in range(INPUT_SETS)]
+        tuple(
+            np.stack(column)
+            for column in zip(
+                *[(rng.choice(num_leaves, batch_size, replace=False),
+                   random_weights(batch_size, rng))
+                  for _ in range(loop)]))
+        for _ in range(INPUT_SETS)
+    ]
     result["flashbax_set_jit"] = rates(
         rotating(flashbax_tree.set_loop, loop_updates), loop * batch_size,
         args.repeats, args.min_seconds)
@@ -234,18 +252,25 @@ def measure_baselines(num_leaves, batch_size, weights, rng, args):
 
 # Which of our figures each baseline is compared with.
 COUNTERPART = {
-    "categorical": "draw", "numpy_choice": "draw",
-    "numpy_tree_sample": "sample", "numpy_tree_set": "set",
-    "cpprb_sample": "draw", "cpprb_set": "set",
-    "flashbax_sample": "draw", "flashbax_sample_jit": "draw",
+    "categorical": "draw",
+    "numpy_choice": "draw",
+    "numpy_tree_sample": "sample",
+    "numpy_tree_set": "set",
+    "cpprb_sample": "draw",
+    "cpprb_set": "set",
+    "flashbax_sample": "draw",
+    "flashbax_sample_jit": "draw",
     "flashbax_set_jit": "set",
 }
 
 
 def step_breakdown(args, num_leaves=50000, batch_size=100):
   """Microseconds per in-graph op of one sampler step, and per step."""
-  sampler = tf_adasamp.AdaptiveSampler(num_leaves, amplitude=1.0, decay=0.9,
-                                       seed=0, dtype=DTYPE)
+  sampler = tf_adasamp.AdaptiveSampler(num_leaves,
+                                       amplitude=1.0,
+                                       decay=0.9,
+                                       seed=0,
+                                       dtype=DTYPE)
   rng = np.random.default_rng(1)
   counter = tf.Variable(0, dtype=tf.int64)
   uniforms = (tf.constant(rng.random((UNROLL, batch_size))),)
@@ -254,10 +279,10 @@ def step_breakdown(args, num_leaves=50000, batch_size=100):
   step = sampler_step(sampler, batch_size)
 
   parts = {
-      "trivial op (AssignAddVariableOp)": (
-          lambda: counter.assign_add(1, read_value=False), ()),
-      "uniforms (generator.uniform)": (lambda: sampler.uniforms(batch_size),
-                                       ()),
+      "trivial op (AssignAddVariableOp)":
+          (lambda: counter.assign_add(1, read_value=False), ()),
+      "uniforms (generator.uniform)":
+          (lambda: sampler.uniforms(batch_size), ()),
       "SumTreeSample": (lambda u: sampler.tree.sample(u)[0], uniforms),
       "AdaptiveReweight": (sampler.update, (indices, *utilities)),
       "step: uniforms + sample + reweight": (step, utilities),
@@ -291,8 +316,10 @@ def print_tables(results):
   print("|---|---|---|---|---|---|---|---|---|")
   for row in results:
     ours = row["ours"]
-    cells = [f"{millions(ours[k]['best'])} / {millions(ours[k]['median'])}"
-             for k in ("sample", "draw", "sorted", "set", "reweight")]
+    cells = [
+        f"{millions(ours[k]['best'])} / {millions(ours[k]['median'])}"
+        for k in ("sample", "draw", "sorted", "set", "reweight")
+    ]
     step = ours["step"]
     cells.append(f"{1e6 / step['best']:.1f} / {1e6 / step['median']:.1f}")
     print(f"| {row['n']} | {row['batch_size']} | {' | '.join(cells)} | "
@@ -315,30 +342,35 @@ def print_tables(results):
 
 def print_cpu_table(results):
   """Our rates and ratios per CPU-second, where the machine is shared."""
-  names = [name for name in ("flashbax_sample_jit", "cpprb_set")
-           if name in results[0]["baselines"]]
+  names = [
+      name for name in ("flashbax_sample_jit", "cpprb_set")
+      if name in results[0]["baselines"]
+  ]
   print("\nPer CPU-second of the process (all threads), median, M/s; our "
         "rate over theirs in brackets:\n")
-  print("| n | B | sample | draw | set | reweight | " +
-        " | ".join(names) + " |")
+  print("| n | B | sample | draw | set | reweight | " + " | ".join(names) +
+        " |")
   print("|---|---|---|---|---|---|" + "---|" * len(names))
   for row in results:
     ours = row["ours"]
-    cells = [millions(ours[k]["cpu_median"])
-             for k in ("sample", "draw", "set", "reweight")]
+    cells = [
+        millions(ours[k]["cpu_median"])
+        for k in ("sample", "draw", "set", "reweight")
+    ]
     for name in names:
       theirs = row["baselines"][name]["cpu_median"]
-      counterparts = ["draw"] if name.startswith("flashbax") else [
-          "set", "reweight"]
-      ratios = ", ".join(f"{ours[k]['cpu_median'] / theirs:.2f}x"
-                         for k in counterparts)
+      counterparts = ["draw"
+                     ] if name.startswith("flashbax") else ["set", "reweight"]
+      ratios = ", ".join(
+          f"{ours[k]['cpu_median'] / theirs:.2f}x" for k in counterparts)
       cells.append(f"{millions(theirs)} ({ratios})")
     print(f"| {row['n']} | {row['batch_size']} | {' | '.join(cells)} |")
 
 
 def find(results, num_leaves, batch_size):
-  return next((row for row in results if row["n"] == num_leaves and
-               row["batch_size"] == batch_size), None)
+  return next((row for row in results
+               if row["n"] == num_leaves and row["batch_size"] == batch_size),
+              None)
 
 
 def ratio_to(row, ours, theirs):
@@ -359,57 +391,65 @@ def print_targets(results, breakdown):
     if row:
       sample = row["ours"]["sample"]
       checks.append((f"draws/s at n={num_leaves}, B={batch_size} >= "
-                     f"{minimum / 1e6:g}M", sample["median"] >= minimum,
-                     f"{millions(sample['median'])}M "
+                     f"{minimum / 1e6:g}M", sample["median"]
+                     >= minimum, f"{millions(sample['median'])}M "
                      f"[{millions(sample['best'])}M]"))
   for num_leaves in (50000, 10**6, 10**7):
     row = find(results, num_leaves, 4096)
     ratio = row and ratio_to(row, "draw", "flashbax_sample_jit")
     if ratio:
       checks.append((f"draws (uniforms included) vs flashbax in-jit at "
-                     f"n={num_leaves}, B=4096 >= 2x", ratio >= 2,
-                     f"{ratio:.2f}x"))
+                     f"n={num_leaves}, B=4096 >= 2x", ratio
+                     >= 2, f"{ratio:.2f}x"))
   for ours in ("set", "reweight"):
     ratios = [(row["n"], row["batch_size"], ratio_to(row, ours, "cpprb_set"))
               for row in results]
     ratios = [r for r in ratios if r[2] is not None]
     if ratios:
       worst = min(ratios, key=lambda r: r[2])
-      checks.append((f"{ours} vs cpprb update_priorities > 1x at every n, B",
-                     worst[2] > 1,
-                     f"lowest {worst[2]:.2f}x at n={worst[0]}, B={worst[1]}"))
+      checks.append(
+          (f"{ours} vs cpprb update_priorities > 1x at every n, B", worst[2]
+           > 1, f"lowest {worst[2]:.2f}x at n={worst[0]}, B={worst[1]}"))
   row = find(results, 10**6, 128)
   if row:
     ratio = ratio_to(row, "draw", "categorical")
     checks.append(("draws (uniforms included) vs tf.random.categorical at "
-                   "n=1e6, B=128 >= 50x",
-                   ratio >= 50, f"{ratio:.0f}x"))
+                   "n=1e6, B=128 >= 50x", ratio >= 50, f"{ratio:.0f}x"))
   step = breakdown["step: uniforms + sample + reweight"]
   for limit in (15, 25):
-    checks.append((f"in-graph step at n=5e4, B=100 <= {limit} us",
-                   statistics.median(step) <= limit,
-                   f"{statistics.median(step):.1f} us [{min(step):.1f} us]"))
+    checks.append(
+        (f"in-graph step at n=5e4, B=100 <= {limit} us", statistics.median(step)
+         <= limit, f"{statistics.median(step):.1f} us [{min(step):.1f} us]"))
   for name, met, figure in checks:
     print(f"  {name}: {figure} ({'met' if met else 'NOT met'})")
 
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--sizes", type=int, nargs="+",
+  parser.add_argument("--sizes",
+                      type=int,
+                      nargs="+",
                       default=[10**4, 5 * 10**4, 10**6, 10**7])
-  parser.add_argument("--batch-sizes", type=int, nargs="+",
+  parser.add_argument("--batch-sizes",
+                      type=int,
+                      nargs="+",
                       default=[128, 1024, 4096])
   parser.add_argument("--repeats", type=int, default=5)
-  parser.add_argument("--min-seconds", type=float, default=0.05,
+  parser.add_argument("--min-seconds",
+                      type=float,
+                      default=0.05,
                       help="the shortest run")
-  parser.add_argument("--output", default=os.path.join(
-      os.path.dirname(__file__), "results", "sum_tree_throughput.json"))
+  parser.add_argument("--output",
+                      default=os.path.join(os.path.dirname(__file__), "results",
+                                           "sum_tree_throughput.json"))
   args = parser.parse_args()
 
-  command = " ".join(["python -m benchmarks.sum_tree_throughput",
-                      *sys.argv[1:]])
-  info = {**machine(), "cpprb": baselines.cpprb_version(),
-          "flashbax": baselines.flashbax_version()}
+  command = " ".join(
+      ["python -m benchmarks.sum_tree_throughput", *sys.argv[1:]])
+  info = {
+      **machine(), "cpprb": baselines.cpprb_version(),
+      "flashbax": baselines.flashbax_version()
+  }
   print(command, json.dumps(info), sep="\n")
   rng = np.random.default_rng(0)
   results = []
@@ -419,12 +459,18 @@ def main():
       before = load()
       ours = measure_ours(num_leaves, batch_size, weights, rng, args)
       theirs = measure_baselines(num_leaves, batch_size, weights, rng, args)
-      results.append({"n": num_leaves, "batch_size": batch_size,
-                      "ours": ours, "baselines": theirs,
-                      "load": [before, load()]})
-      print(f"n={num_leaves} B={batch_size}: "
-            f"{millions(ours['sample']['median'])}M draws/s "
-            f"(load {before})", flush=True)
+      results.append({
+          "n": num_leaves,
+          "batch_size": batch_size,
+          "ours": ours,
+          "baselines": theirs,
+          "load": [before, load()]
+      })
+      print(
+          f"n={num_leaves} B={batch_size}: "
+          f"{millions(ours['sample']['median'])}M draws/s "
+          f"(load {before})",
+          flush=True)
   print_tables(results)
   print_cpu_table(results)
 
@@ -441,10 +487,18 @@ def main():
 
   os.makedirs(os.path.dirname(args.output), exist_ok=True)
   with open(args.output, "w") as f:
-    json.dump({"command": command, "machine": info, "unroll": UNROLL,
-               "repeats": args.repeats, "results": results,
-               "step_breakdown_us": breakdown,
-               "step_breakdown_cpu_us": breakdown_cpu}, f, indent=1)
+    json.dump(
+        {
+            "command": command,
+            "machine": info,
+            "unroll": UNROLL,
+            "repeats": args.repeats,
+            "results": results,
+            "step_breakdown_us": breakdown,
+            "step_breakdown_cpu_us": breakdown_cpu
+        },
+        f,
+        indent=1)
   print(f"wrote {args.output}")
 
 

@@ -79,9 +79,14 @@ def make_step(images, labels, utility_at):
     sampler = training_loop.UniformSampler(num_examples, seed=0)
   else:
     sampler = AdaptiveSampler(num_examples, amplitude=1.0, decay=0.5, seed=0)
-  return training_loop.make_train_step(
-      model, optimizer, sampler, tf.constant(images), tf.constant(labels),
-      BATCH_SIZE, utility="zero_one", utility_at=utility_at or "updated")
+  return training_loop.make_train_step(model,
+                                       optimizer,
+                                       sampler,
+                                       tf.constant(images),
+                                       tf.constant(labels),
+                                       BATCH_SIZE,
+                                       utility="zero_one",
+                                       utility_at=utility_at or "updated")
 
 
 def seconds_per_step(step, steps):
@@ -94,8 +99,10 @@ def seconds_per_step(step, steps):
 
 def benchmark(images, labels, steps, warmup, repeats):
   """{variant: [seconds per step of each run]}."""
-  train_steps = {name: make_step(images, labels, utility_at)
-                 for name, utility_at in VARIANTS.items()}
+  train_steps = {
+      name: make_step(images, labels, utility_at)
+      for name, utility_at in VARIANTS.items()
+  }
   for step in train_steps.values():
     seconds_per_step(step, warmup)
   times = {name: [] for name in VARIANTS}
@@ -119,13 +126,14 @@ def report(times):
         f"{'min vs unif':>12} {'paired median vs unif':>22}")
   entry = {}
   for name, values in times.items():
-    paired = statistics.median(
-        t / u for t, u in zip(values, times["uniform"]))
-    entry[name] = {"seconds_per_step": values, "min": min(values),
-                   "median": statistics.median(values),
-                   "min_ratio_to_uniform": min(values) / min(
-                       times["uniform"]),
-                   "paired_median_ratio_to_uniform": paired}
+    paired = statistics.median(t / u for t, u in zip(values, times["uniform"]))
+    entry[name] = {
+        "seconds_per_step": values,
+        "min": min(values),
+        "median": statistics.median(values),
+        "min_ratio_to_uniform": min(values) / min(times["uniform"]),
+        "paired_median_ratio_to_uniform": paired
+    }
     print(f"{name:<18} {1e3 * entry[name]['min']:>8.2f} "
           f"{1e3 * entry[name]['median']:>10.2f} "
           f"{entry[name]['min_ratio_to_uniform']:>11.3f}x {paired:>21.3f}x")
@@ -147,8 +155,10 @@ def trainer_benchmark(steps, rounds, base_steps=25):
     return np.array([time.perf_counter() - wall, time.process_time() - cpu])
 
   def trainer_run(total):
-    config = training_loop.TrainConfig(dataset="digits", model="cnn",
-                                       steps=total, eval_interval=total)
+    config = training_loop.TrainConfig(dataset="digits",
+                                       model="cnn",
+                                       steps=total,
+                                       eval_interval=total)
     seconds = timed(lambda: training_loop.train(config, data=data))
     tf.keras.backend.clear_session()
     return seconds
@@ -159,8 +169,7 @@ def trainer_benchmark(steps, rounds, base_steps=25):
     float(loss)  # waits for the last step
 
   step_run()
-  times = {name: {"wall": [], "cpu": []} for name in ("trainer",
-                                                      "train_step")}
+  times = {name: {"wall": [], "cpu": []} for name in ("trainer", "train_step")}
   for _ in range(rounds):
     trainer = (trainer_run(base_steps + steps) - trainer_run(base_steps))
     train_step = timed(step_run)
@@ -168,15 +177,19 @@ def trainer_benchmark(steps, rounds, base_steps=25):
                               ("train_step", train_step / steps)]:
       times[name]["wall"].append(wall)
       times[name]["cpu"].append(cpu)
-    print(f"ms/step, wall (cpu): trainer {1e3 * times['trainer']['wall'][-1]:.2f}"
-          f" ({1e3 * times['trainer']['cpu'][-1]:.2f}), train_step "
-          f"{1e3 * times['train_step']['wall'][-1]:.2f} "
-          f"({1e3 * times['train_step']['cpu'][-1]:.2f}); load "
-          f"{os.getloadavg()[0]:.2f}", flush=True)
-  ratios = {clock: statistics.median(
-      t / s for t, s in zip(times["trainer"][clock],
-                            times["train_step"][clock]))
-            for clock in ("wall", "cpu")}
+    print(
+        f"ms/step, wall (cpu): trainer {1e3 * times['trainer']['wall'][-1]:.2f}"
+        f" ({1e3 * times['trainer']['cpu'][-1]:.2f}), train_step "
+        f"{1e3 * times['train_step']['wall'][-1]:.2f} "
+        f"({1e3 * times['train_step']['cpu'][-1]:.2f}); load "
+        f"{os.getloadavg()[0]:.2f}",
+        flush=True)
+  ratios = {
+      clock:
+          statistics.median(t / s for t, s in zip(times["trainer"][clock],
+                                                  times["train_step"][clock]))
+      for clock in ("wall", "cpu")
+  }
   print(f"trainer / train_step, median of {rounds} rounds: wall "
         f"{ratios['wall']:.3f}x, cpu {ratios['cpu']:.3f}x (target <= 1.1x)")
   return {**times, "median_ratio": ratios}
@@ -184,14 +197,18 @@ def trainer_benchmark(steps, rounds, base_steps=25):
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--steps", type=int, default=None,
+  parser.add_argument("--steps",
+                      type=int,
+                      default=None,
                       help="default 10, or 600 with --trainer")
   parser.add_argument("--warmup", type=int, default=10)
   parser.add_argument("--repeats", type=int, default=40)
   parser.add_argument("--datasets", default="cifar_sized,digits")
   parser.add_argument("--trainer", action="store_true")
   parser.add_argument("--rounds", type=int, default=5)
-  parser.add_argument("--output", default=None, help="default "
+  parser.add_argument("--output",
+                      default=None,
+                      help="default "
                       "results/train_step.json, or results/trainer_step.json "
                       "with --trainer")
   args = parser.parse_args()
@@ -205,8 +222,15 @@ def main():
     result = trainer_benchmark(steps, args.rounds)
     os.makedirs(os.path.dirname(output), exist_ok=True)
     with open(output, "w") as f:
-      json.dump({"steps": steps, "rounds": args.rounds, "machine": info,
-                 "results": result}, f, indent=2)
+      json.dump(
+          {
+              "steps": steps,
+              "rounds": args.rounds,
+              "machine": info,
+              "results": result
+          },
+          f,
+          indent=2)
     print(f"wrote {output}")
     return
   args.steps = args.steps or 10
@@ -218,15 +242,22 @@ def main():
     images, labels = load_data()
     print(f"\n{name}: {len(labels)} x {'x'.join(map(str, images.shape[1:]))}"
           f", batch {BATCH_SIZE}, {args.steps} steps x {args.repeats} runs")
-    results[name] = report(benchmark(images, labels, args.steps,
-                                     args.warmup, args.repeats))
+    results[name] = report(
+        benchmark(images, labels, args.steps, args.warmup, args.repeats))
 
   os.makedirs(os.path.dirname(args.output), exist_ok=True)
   with open(args.output, "w") as f:
-    json.dump({"batch_size": BATCH_SIZE, "steps": args.steps,
-               "warmup": args.warmup, "repeats": args.repeats,
-               "machine": info, "results": results}, f,
-              indent=2)
+    json.dump(
+        {
+            "batch_size": BATCH_SIZE,
+            "steps": args.steps,
+            "warmup": args.warmup,
+            "repeats": args.repeats,
+            "machine": info,
+            "results": results
+        },
+        f,
+        indent=2)
   print(f"wrote {args.output}")
 
 

@@ -71,8 +71,8 @@ def make_strategy(mode):
 
 def local(strategy, value):
   """A per-replica value as an array [local replicas, ...]."""
-  return np.stack([np.asarray(v)
-                   for v in strategy.experimental_local_results(value)])
+  return np.stack(
+      [np.asarray(v) for v in strategy.experimental_local_results(value)])
 
 
 def train(strategy, sampler):
@@ -85,10 +85,12 @@ def train(strategy, sampler):
 
   @tf.function
   def update_in_replicas():
+
     def replica_step():
       indices, probabilities, step_utilities = draw()
       sampler.update(indices, step_utilities)
       return indices, probabilities
+
     return strategy.run(replica_step)
 
   @tf.function
@@ -114,45 +116,56 @@ def draw_shares(strategy, sampler):
     pipelines.append(context.num_input_pipelines)
     # One element per local replica and step.
     num_local = len(strategy.extended.worker_devices)
-    return tf.data.Dataset.range(SHARE_STEPS * num_local).map(
-        lambda _: distribute.sample_share(sampler, BATCH_SIZE,
-                                          context.input_pipeline_id,
-                                          context.num_input_pipelines))
+    return tf.data.Dataset.range(
+        SHARE_STEPS * num_local).map(lambda _: distribute.sample_share(
+            sampler, BATCH_SIZE, context.input_pipeline_id, context.
+            num_input_pipelines))
 
-  shares = [[local(strategy, value) for value in element] for element in
-            strategy.distribute_datasets_from_function(dataset_fn)]
-  return {"shares": np.stack([s[0] for s in shares]),
-          "share_probabilities": np.stack([s[1] for s in shares]),
-          "num_pipelines": pipelines[0]}
+  shares = [[
+      local(strategy, value) for value in element
+  ] for element in strategy.distribute_datasets_from_function(dataset_fn)]
+  return {
+      "shares": np.stack([s[0] for s in shares]),
+      "share_probabilities": np.stack([s[1] for s in shares]),
+      "num_pipelines": pipelines[0]
+  }
 
 
 def train_through_stage(strategy):
   """STAGE_STEPS steps on batches of a fresh sampler's tf.data stage
   (max_lag=0: exactly Algorithm 1), one pipeline per worker."""
-  sampler = distribute.create_sampler(strategy, NUM_EXAMPLES, AMPLITUDE,
-                                      DECAY, seed=SEED)
+  sampler = distribute.create_sampler(strategy,
+                                      NUM_EXAMPLES,
+                                      AMPLITUDE,
+                                      DECAY,
+                                      seed=SEED)
   stage = data.AdaptiveSampling(sampler, BATCH_SIZE, max_lag=0)
   # Each example is its own index, to check that batches match draws.
   examples = np.arange(NUM_EXAMPLES)
-  batches = iter(strategy.distribute_datasets_from_function(
-      lambda context: stage.dataset(examples, context)))
+  batches = iter(
+      strategy.distribute_datasets_from_function(
+          lambda context: stage.dataset(examples, context)))
 
   @tf.function
   def step(batch):
+
     def replica_step(batch_examples, indices, probabilities):
       replica = tf.distribute.get_replica_context().replica_id_in_sync_group
       stage.update(indices, utilities(indices, replica))
       return batch_examples, indices, probabilities
+
     return strategy.run(replica_step, batch)
 
-  steps = [[local(strategy, value) for value in step(next(batches))]
+  steps = [[local(strategy, value)
+            for value in step(next(batches))]
            for _ in range(STAGE_STEPS)]
   # Not the generator: the pipelines draw one step ahead of the last update,
   # each in its own time.
-  results = {f"stage_state{k}": local(strategy, v)
-             for k, v in enumerate(sampler.variables)}
-  for key, values in zip(["examples", "draws", "probabilities"],
-                         zip(*steps)):
+  results = {
+      f"stage_state{k}": local(strategy, v)
+      for k, v in enumerate(sampler.variables)
+  }
+  for key, values in zip(["examples", "draws", "probabilities"], zip(*steps)):
     results[f"stage_{key}"] = np.stack(values)
   return results
 
@@ -160,39 +173,52 @@ def train_through_stage(strategy):
 def fit_keras(strategy):
   """A short `fit` of AdaptiveSamplingModel under the strategy; returns
   whether the sampler's copies ended identical and the losses."""
-  sampler = distribute.create_sampler(strategy, NUM_EXAMPLES, AMPLITUDE,
-                                      DECAY, seed=SEED)
+  sampler = distribute.create_sampler(strategy,
+                                      NUM_EXAMPLES,
+                                      AMPLITUDE,
+                                      DECAY,
+                                      seed=SEED)
   stage = data.AdaptiveSampling(sampler, BATCH_SIZE, max_lag=1)
   x = np.random.default_rng(0).normal(size=(NUM_EXAMPLES, 4))
   y = (x[:, 0] > 0).astype(np.int64)
   with strategy.scope():
     keras.utils.set_random_seed(0)
-    net = keras.Sequential([keras.Input((4,)),
-                            keras.layers.Dense(2, activation="softmax")])
+    net = keras.Sequential(
+        [keras.Input((4,)),
+         keras.layers.Dense(2, activation="softmax")])
     model = AdaptiveSamplingModel(net, stage, utility="l1")
     model.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
-  history = model.fit(
-      strategy.distribute_datasets_from_function(
-          lambda context: stage.dataset((x.astype(np.float32), y), context)),
-      steps_per_epoch=10, epochs=2, verbose=0)
+  history = model.fit(strategy.distribute_datasets_from_function(
+      lambda context: stage.dataset((x.astype(np.float32), y), context)),
+                      steps_per_epoch=10,
+                      epochs=2,
+                      verbose=0)
   copies = local(strategy, sampler.tree.variable)
-  return {"keras_copies_identical": all(np.array_equal(c, copies[0])
-                                        for c in copies),
-          "keras_loss": np.array(history.history["loss"]),
-          "keras_kl": np.array(history.history["kl"])}
+  return {
+      "keras_copies_identical":
+          all(np.array_equal(c, copies[0]) for c in copies),
+      "keras_loss":
+          np.array(history.history["loss"]),
+      "keras_kl":
+          np.array(history.history["kl"])
+  }
 
 
 def run_trainer(out):
   """The trainer with strategy="mirrored" on digits, briefly. In a process
   of its own: two MirroredStrategy objects in one process share collective
   keys."""
-  records = training_loop.train(training_loop.TrainConfig(
-      dataset="digits", model="logistic", steps=20, eval_interval=10,
-      strategy="mirrored"))
-  np.savez(os.path.join(out, "task0.npz"),
-           replicas=training_loop.make_strategy("mirrored").num_replicas_in_sync,
-           test_accuracy=[r["test_accuracy"] for r in records],
-           kl=[r["kl"] for r in records])
+  records = training_loop.train(
+      training_loop.TrainConfig(dataset="digits",
+                                model="logistic",
+                                steps=20,
+                                eval_interval=10,
+                                strategy="mirrored"))
+  np.savez(
+      os.path.join(out, "task0.npz"),
+      replicas=training_loop.make_strategy("mirrored").num_replicas_in_sync,
+      test_accuracy=[r["test_accuracy"] for r in records],
+      kl=[r["kl"] for r in records])
 
 
 def refusal(strategy):
@@ -214,15 +240,20 @@ def main():
   strategy = make_strategy(args.mode)
   if args.mode == "trainer":
     return run_trainer(args.out)
-  sampler = distribute.create_sampler(strategy, NUM_EXAMPLES, AMPLITUDE,
-                                      DECAY, seed=SEED)
+  sampler = distribute.create_sampler(strategy,
+                                      NUM_EXAMPLES,
+                                      AMPLITUDE,
+                                      DECAY,
+                                      seed=SEED)
   if args.restore:
     tf.train.Checkpoint(sampler=sampler).read(args.restore).assert_consumed()
   task = strategy.cluster_resolver.task_id if strategy.cluster_resolver else 0
   with strategy.scope():
     results = train(strategy, sampler)
-    results["replica_ids"] = local(strategy, strategy.run(
-        lambda: tf.distribute.get_replica_context().replica_id_in_sync_group))
+    results["replica_ids"] = local(
+        strategy,
+        strategy.run(lambda: tf.distribute.get_replica_context().
+                     replica_id_in_sync_group))
     results.update((f"state{k}", local(strategy, v))
                    for k, v in enumerate(state_variables(sampler)))
     tf.train.Checkpoint(sampler=sampler).write(

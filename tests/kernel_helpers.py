@@ -53,8 +53,8 @@ def variable_on(device, values):
 
 def build_on(device, weights):
   """A tree variable on `device`, built from `weights` by the op there."""
-  tree = variable_on(device, np.zeros(
-      2 * reference.capacity_of(len(weights)), weights.dtype))
+  tree = variable_on(
+      device, np.zeros(2 * reference.capacity_of(len(weights)), weights.dtype))
   with tf.device(device):
     ops.sum_tree_build(tree.handle, weights, num_leaves=len(weights))
   return tree
@@ -78,7 +78,9 @@ def assert_same_state(arrays, expected, rtol=0):
   value, as its sums mix signs)."""
   for array, expected_array in zip(arrays, expected):
     if rtol:
-      np.testing.assert_allclose(array, expected_array, rtol=rtol,
+      np.testing.assert_allclose(array,
+                                 expected_array,
+                                 rtol=rtol,
                                  atol=rtol * np.abs(expected_array).max())
     else:
       np.testing.assert_array_equal(array, expected_array)

@@ -29,8 +29,9 @@ def build_tree(weights):
   """The tree the build op writes for `weights`: a subnormal weight is stored
   as 0, and node 0 holds the number of leaves."""
   weights = np.asarray(weights)
-  tree = heap_sums(np.where(weights < np.finfo(weights.dtype).tiny,
-                            np.zeros_like(weights), weights))
+  tree = heap_sums(
+      np.where(weights < np.finfo(weights.dtype).tiny, np.zeros_like(weights),
+               weights))
   tree[0] = len(weights)
   return tree
 
@@ -39,7 +40,8 @@ def draw(weights, uniforms):
   """The smallest i with cumsum(w)[i] > u * total, for each u."""
   weights = np.asarray(weights, np.float64)
   cumulative = np.cumsum(weights)
-  return np.searchsorted(cumulative, np.asarray(uniforms) * cumulative[-1],
+  return np.searchsorted(cumulative,
+                         np.asarray(uniforms) * cumulative[-1],
                          side="right")
 
 

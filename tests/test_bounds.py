@@ -21,27 +21,31 @@ SQRT2 = math.sqrt(2)
 HAND_WORKED = [
     # Prop. 1: 2 L^2 eta (ln T + 1) / n.
     # 2 * 1 * 0.5 * (ln 1 + 1) / 100 = 0.01.
-    (bounds.uniform_stability_convex,
-     dict(n=100, T=1, lipschitz=1, eta=0.5), 0.01),
+    (bounds.uniform_stability_convex, dict(n=100, T=1, lipschitz=1,
+                                           eta=0.5), 0.01),
     # 2 * 2^2 * 0.25 * (ln e^2 + 1) / 10 = 2 * 3 / 10; eta = 2 / smoothness
     # is the edge the proposition allows.
     (bounds.uniform_stability_convex,
      dict(n=10, T=E**2, lipschitz=2, eta=0.25, smoothness=8), 0.6),
     # eta = 0: SGD does not move, beta = 0.
-    (bounds.uniform_stability_convex,
-     dict(n=10, T=5, lipschitz=2, eta=0), 0.0),
+    (bounds.uniform_stability_convex, dict(n=10, T=5, lipschitz=2, eta=0), 0.0),
     # Prop. 2: (M + 1/(s eta)) / (n - 1) (2 L^2 eta)^(1/(s eta + 1))
     #          (T B)^(s eta / (s eta + 1)).
     # s eta = 1: (1 + 1) / 10 * 2^(1/2) * 4^(1/2) = 0.4 sqrt(2).
     (bounds.uniform_stability_nonconvex,
-     dict(n=11, T=4, lipschitz=1, smoothness=1, eta=1, max_loss=1),
-     0.4 * SQRT2),
+     dict(n=11, T=4, lipschitz=1, smoothness=1, eta=1,
+          max_loss=1), 0.4 * SQRT2),
     # s eta = 0.5: (1 + 2) / 3 * 1^(2/3) * 8^(1/3) = 2.
     (bounds.uniform_stability_nonconvex,
      dict(n=4, T=8, lipschitz=1, smoothness=1, eta=0.5, max_loss=1), 2.0),
     # The same 8 draws as 4 steps of B = 2: 2.
     (bounds.uniform_stability_nonconvex,
-     dict(n=4, T=4, lipschitz=1, smoothness=1, eta=0.5, max_loss=1,
+     dict(n=4,
+          T=4,
+          lipschitz=1,
+          smoothness=1,
+          eta=0.5,
+          max_loss=1,
           batch_size=2), 2.0),
     # L = 0: 0.
     (bounds.uniform_stability_nonconvex,
@@ -49,8 +53,7 @@ HAND_WORKED = [
     # Prop. 3: 2 L eta (ln T + 1) sqrt(2 s R0) / n.
     # 2 * 1 * 1 * 1 * sqrt(2 * 2 * 0.25) / 10 = 0.2.
     (bounds.hypothesis_stability_convex,
-     dict(n=10, T=1, lipschitz=1, smoothness=2, eta=1, initial_risk=0.25),
-     0.2),
+     dict(n=10, T=1, lipschitz=1, smoothness=2, eta=1, initial_risk=0.25), 0.2),
     # 2 * 0.5 * 2 * (ln e + 1) * sqrt(2 * 1 * 2) / 5 = 2 * 2 * 2 / 5 = 1.6.
     (bounds.hypothesis_stability_convex,
      dict(n=5, T=E, lipschitz=0.5, smoothness=1, eta=2, initial_risk=2), 1.6),
@@ -59,14 +62,13 @@ HAND_WORKED = [
      dict(n=5, T=9, lipschitz=0.5, smoothness=1, eta=2, initial_risk=0), 0.0),
     # Thm. 1: sqrt((chi2 + 1) / delta (2 M^2 / n + 12 M beta)).
     # sqrt(1 / 0.5 * 2 / 2) = sqrt(2).
-    (bounds.chi2_bound,
-     dict(chi2=0, n=2, delta=0.5, max_loss=1, beta=0), SQRT2),
+    (bounds.chi2_bound, dict(chi2=0, n=2, delta=0.5, max_loss=1,
+                             beta=0), SQRT2),
     # (3 + 1) / 0.25 = 16; 2 / 8 + 12 / 48 = 0.5; sqrt(8).
-    (bounds.chi2_bound,
-     dict(chi2=3, n=8, delta=0.25, max_loss=1, beta=1 / 48), math.sqrt(8)),
+    (bounds.chi2_bound, dict(chi2=3, n=8, delta=0.25, max_loss=1,
+                             beta=1 / 48), math.sqrt(8)),
     # M = 0: every loss is 0, so is the bound.
-    (bounds.chi2_bound,
-     dict(chi2=3, n=8, delta=0.25, max_loss=0, beta=1), 0.0),
+    (bounds.chi2_bound, dict(chi2=3, n=8, delta=0.25, max_loss=0, beta=1), 0.0),
     # Thm. 2: beta + sqrt(2 (KL + ln(2/delta)) ((M + 2 n beta)^2 / n
     #                                           + 4 T B theta^2)),
     # delta = 2/e so that ln(2/delta) = 1.
@@ -75,11 +77,17 @@ HAND_WORKED = [
      dict(kl=0, n=1, T=1, delta=2 / E, max_loss=1, beta=0, theta=0), SQRT2),
     # (2 + 2 * 4 * 0.25)^2 / 4 = 4; 4 * 4 * 0.5^2 = 4; 0.25 + sqrt(2 * 2 * 8).
     (bounds.kl_bound,
-     dict(kl=1, n=4, T=4, delta=2 / E, max_loss=2, beta=0.25, theta=0.5),
-     0.25 + math.sqrt(32)),
+     dict(kl=1, n=4, T=4, delta=2 / E, max_loss=2, beta=0.25,
+          theta=0.5), 0.25 + math.sqrt(32)),
     # The same 4 draws as 2 steps of B = 2.
     (bounds.kl_bound,
-     dict(kl=1, n=4, T=2, delta=2 / E, max_loss=2, beta=0.25, theta=0.5,
+     dict(kl=1,
+          n=4,
+          T=2,
+          delta=2 / E,
+          max_loss=2,
+          beta=0.25,
+          theta=0.5,
           batch_size=2), 0.25 + math.sqrt(32)),
     # Thm. 3: beta + theta sqrt(2 T B ln(2/delta))
     #         + sqrt(2 (KL + ln(4/delta)) (...)), delta = 4/e^2 so that
@@ -96,15 +104,31 @@ HAND_WORKED = [
     #         ((M + 4 L^2 / lambda)^2 / n + 16 L^4 / (lambda^2 T B))).
     # 2 / 4 + sqrt(2 * 2 * ((0 + 4)^2 / 4 + 16 / 16)) = 0.5 + sqrt(20).
     (bounds.strongly_convex_sgd_bound,
-     dict(kl=1, n=4, T=16, delta=2 / E, max_loss=0, lipschitz=1,
+     dict(kl=1,
+          n=4,
+          T=16,
+          delta=2 / E,
+          max_loss=0,
+          lipschitz=1,
           strong_convexity=1), 0.5 + math.sqrt(20)),
     # The same 16 draws as 8 steps of B = 2.
     (bounds.strongly_convex_sgd_bound,
-     dict(kl=1, n=4, T=8, delta=2 / E, max_loss=0, lipschitz=1,
-          strong_convexity=1, batch_size=2), 0.5 + math.sqrt(20)),
+     dict(kl=1,
+          n=4,
+          T=8,
+          delta=2 / E,
+          max_loss=0,
+          lipschitz=1,
+          strong_convexity=1,
+          batch_size=2), 0.5 + math.sqrt(20)),
     # L = 0: 0 + sqrt(2 * 1 * (1 / 2 + 0)) = 1.
     (bounds.strongly_convex_sgd_bound,
-     dict(kl=0, n=2, T=1, delta=2 / E, max_loss=1, lipschitz=0,
+     dict(kl=0,
+          n=2,
+          T=1,
+          delta=2 / E,
+          max_loss=1,
+          lipschitz=0,
           strong_convexity=1), 1.0),
     # Thm. 5: alpha B / (1 - decay) * utilities of steps 1..T-1.
     # 1 / 0.5 * (1 + 2) = 6; the last step's 3 is not used.
@@ -112,7 +136,8 @@ HAND_WORKED = [
      dict(amplitude=1, decay=0.5, sampled_utilities=[1, 2, 3]), 6.0),
     # B = 2: 2 * 2 / 0.25 * (1 + 0 + 0.5 + 0.5) = 32.
     (bounds.adaptive_kl_bound,
-     dict(amplitude=2, decay=0.75,
+     dict(amplitude=2,
+          decay=0.75,
           sampled_utilities=[[1, 0], [0.5, 0.5], [9, 9]]), 32.0),
     # T = 1: an empty sum.
     (bounds.adaptive_kl_bound,
@@ -126,18 +151,27 @@ HAND_WORKED = [
     # S = (0.5 * 1 + 2, 0) = (2.5, 0). Step 3 (i = 1): 0 - 2.5/2 = -1.25.
     # 0.5 - 1.25 = -0.75: the plug-in can be negative.
     (bounds.adaptive_kl_bound_general,
-     dict(amplitude=1, decay=0.5, sampled_indices=[0, 0, 1],
-          sampled_utilities=[1, 2, 3], num_examples=2), -0.75),
+     dict(amplitude=1,
+          decay=0.5,
+          sampled_indices=[0, 0, 1],
+          sampled_utilities=[1, 2, 3],
+          num_examples=2), -0.75),
     # Signed utilities. Step 1: S = (0, -2). Step 2 (i = 1): -2 - (-2)/2 = -1;
     # S = (0, 0.5 * -2 + 1) = (0, 0). Step 3: 0 - 0 = 0. Total -1.
     (bounds.adaptive_kl_bound_general,
-     dict(amplitude=1, decay=0.5, sampled_indices=[1, 1, 1],
-          sampled_utilities=[-2, 1, 0], num_examples=2), -1.0),
+     dict(amplitude=1,
+          decay=0.5,
+          sampled_indices=[1, 1, 1],
+          sampled_utilities=[-2, 1, 0],
+          num_examples=2), -1.0),
     # B = 2, index 0 drawn twice in step 1 is reweighted once: S = (1, 0, 0).
     # Step 2 draws 0 and 1: 2 * ((1 + 0) - 2 * 1/3) = 2/3.
     (bounds.adaptive_kl_bound_general,
-     dict(amplitude=2, decay=0.5, sampled_indices=[[0, 0], [0, 1]],
-          sampled_utilities=[[1, 1], [4, 4]], num_examples=3), 2 / 3),
+     dict(amplitude=2,
+          decay=0.5,
+          sampled_indices=[[0, 0], [0, 1]],
+          sampled_utilities=[[1, 1], [4, 4]],
+          num_examples=3), 2 / 3),
 ]
 
 
@@ -148,38 +182,60 @@ def test_matches_hand_worked_value(function, kwargs, expected):
   assert value == pytest.approx(expected, rel=1e-12, abs=1e-15)
 
 
-@pytest.mark.parametrize("kwargs, beta, theta", [
-    # 2 * 1 / (0.5 * 100) = 0.04; 2 * 1 / (0.5 * 50) = 0.08.
-    (dict(n=100, T=50, lipschitz=1, strong_convexity=0.5), 0.04, 0.08),
-    # 2 * 4 / 4 = 2: beta = 2 / 8 = 0.25; theta = 2 / (2 steps * 4 draws).
-    (dict(n=8, T=2, lipschitz=2, strong_convexity=4, batch_size=4), 0.25,
-     0.25),
-])
-def test_stability_strongly_convex_matches_hand_worked_value(kwargs, beta,
-                                                             theta):
+@pytest.mark.parametrize(
+    "kwargs, beta, theta",
+    [
+        # 2 * 1 / (0.5 * 100) = 0.04; 2 * 1 / (0.5 * 50) = 0.08.
+        (dict(n=100, T=50, lipschitz=1, strong_convexity=0.5), 0.04, 0.08),
+        # 2 * 4 / 4 = 2: beta = 2 / 8 = 0.25; theta = 2 / (2 steps * 4 draws).
+        (dict(n=8, T=2, lipschitz=2, strong_convexity=4,
+              batch_size=4), 0.25, 0.25),
+    ])
+def test_stability_strongly_convex_matches_hand_worked_value(
+    kwargs, beta, theta):
   assert bounds.stability_strongly_convex(**kwargs) == pytest.approx(
       (beta, theta), rel=1e-12)
 
 
 def test_corollary1_is_theorem2_with_proposition4_coefficients():
-  constants = dict(n=1000, T=300, lipschitz=0.7, strong_convexity=0.2,
+  constants = dict(n=1000,
+                   T=300,
+                   lipschitz=0.7,
+                   strong_convexity=0.2,
                    batch_size=5)
   beta, theta = bounds.stability_strongly_convex(**constants)
   for kl in (0.0, 0.3, 40.0):
-    assert bounds.strongly_convex_sgd_bound(
-        kl=kl, delta=0.05, max_loss=2, **constants) == pytest.approx(
-            bounds.kl_bound(kl=kl, n=1000, T=300, delta=0.05, max_loss=2,
-                            beta=beta, theta=theta, batch_size=5), rel=1e-14)
+    assert bounds.strongly_convex_sgd_bound(kl=kl,
+                                            delta=0.05,
+                                            max_loss=2,
+                                            **constants) == pytest.approx(
+                                                bounds.kl_bound(kl=kl,
+                                                                n=1000,
+                                                                T=300,
+                                                                delta=0.05,
+                                                                max_loss=2,
+                                                                beta=beta,
+                                                                theta=theta,
+                                                                batch_size=5),
+                                                rel=1e-14)
 
 
 def test_bounds_broadcast_over_arrays():
   n = np.array([10, 100, 1000])
-  values = bounds.chi2_bound(chi2=[[0.0], [1.0]], n=n, delta=0.1, max_loss=1,
+  values = bounds.chi2_bound(chi2=[[0.0], [1.0]],
+                             n=n,
+                             delta=0.1,
+                             max_loss=1,
                              beta=0.01)
   assert values.shape == (2, 3)
-  assert values[1, 2] == bounds.chi2_bound(chi2=1.0, n=1000, delta=0.1,
-                                           max_loss=1, beta=0.01)
-  beta, theta = bounds.stability_strongly_convex(n=n, T=10, lipschitz=1,
+  assert values[1, 2] == bounds.chi2_bound(chi2=1.0,
+                                           n=1000,
+                                           delta=0.1,
+                                           max_loss=1,
+                                           beta=0.01)
+  beta, theta = bounds.stability_strongly_convex(n=n,
+                                                 T=10,
+                                                 lipschitz=1,
                                                  strong_convexity=1)
   np.testing.assert_allclose(beta, 2 / n)
   assert theta == 0.2
@@ -189,20 +245,31 @@ def test_bounds_broadcast_over_arrays():
 
 
 def _strongly_convex_randomized(n):
-  return bounds.strongly_convex_sgd_bound(kl=0, n=n, T=n, delta=0.05,
-                                          max_loss=1, lipschitz=1,
+  return bounds.strongly_convex_sgd_bound(kl=0,
+                                          n=n,
+                                          T=n,
+                                          delta=0.05,
+                                          max_loss=1,
+                                          lipschitz=1,
                                           strong_convexity=0.1)
 
 
 def _strongly_convex_derandomized(n):
-  beta, theta = bounds.stability_strongly_convex(n=n, T=n, lipschitz=1,
+  beta, theta = bounds.stability_strongly_convex(n=n,
+                                                 T=n,
+                                                 lipschitz=1,
                                                  strong_convexity=0.1)
-  return bounds.derandomized_kl_bound(kl=0, n=n, T=n, delta=0.05, max_loss=1,
-                                      beta=beta, theta=theta)
+  return bounds.derandomized_kl_bound(kl=0,
+                                      n=n,
+                                      T=n,
+                                      delta=0.05,
+                                      max_loss=1,
+                                      beta=beta,
+                                      theta=theta)
 
 
-@pytest.mark.parametrize("bound", [_strongly_convex_randomized,
-                                   _strongly_convex_derandomized])
+@pytest.mark.parametrize(
+    "bound", [_strongly_convex_randomized, _strongly_convex_derandomized])
 def test_uniform_sampling_gives_order_one_over_sqrt_n_for_t_equal_n(bound):
   # Cor. 1: "In the special case of uniform sampling, the KL divergence is
   # zero, yielding a O(n^-1/2) bound" (T = Theta(n)); Thm. 3 likewise.
@@ -212,25 +279,40 @@ def test_uniform_sampling_gives_order_one_over_sqrt_n_for_t_equal_n(bound):
 def test_uniform_chi2_bound_is_the_markov_bound():
   # chi2 = 0: sqrt((1 / delta) (2 M^2 / n + 12 M beta)).
   assert bounds.chi2_bound(chi2=0, n=50, delta=0.2, max_loss=2,
-                           beta=0.01) == pytest.approx(
-                               math.sqrt(5 * (8 / 50 + 0.24)), rel=1e-14)
+                           beta=0.01) == pytest.approx(math.sqrt(
+                               5 * (8 / 50 + 0.24)),
+                                                       rel=1e-14)
 
 
 # Monotonicity.
 
 GENERALIZATION_BOUNDS = {
     "chi2_bound": (bounds.chi2_bound,
-                   dict(chi2=1.0, n=100, delta=0.05, max_loss=1, beta=0.01),
-                   "chi2"),
+                   dict(chi2=1.0, n=100, delta=0.05, max_loss=1,
+                        beta=0.01), "chi2"),
     "kl_bound": (bounds.kl_bound,
-                 dict(kl=1.0, n=100, T=100, delta=0.05, max_loss=1,
-                      beta=0.01, theta=0.01), "kl"),
+                 dict(kl=1.0,
+                      n=100,
+                      T=100,
+                      delta=0.05,
+                      max_loss=1,
+                      beta=0.01,
+                      theta=0.01), "kl"),
     "derandomized_kl_bound": (bounds.derandomized_kl_bound,
-                              dict(kl=1.0, n=100, T=100, delta=0.05,
-                                   max_loss=1, beta=0.01, theta=0.01), "kl"),
+                              dict(kl=1.0,
+                                   n=100,
+                                   T=100,
+                                   delta=0.05,
+                                   max_loss=1,
+                                   beta=0.01,
+                                   theta=0.01), "kl"),
     "strongly_convex_sgd_bound": (bounds.strongly_convex_sgd_bound,
-                                  dict(kl=1.0, n=100, T=100, delta=0.05,
-                                       max_loss=1, lipschitz=1,
+                                  dict(kl=1.0,
+                                       n=100,
+                                       T=100,
+                                       delta=0.05,
+                                       max_loss=1,
+                                       lipschitz=1,
                                        strong_convexity=0.5), "kl"),
 }
 
@@ -240,38 +322,50 @@ def _values(function, kwargs, name, grid):
 
 
 @pytest.mark.parametrize("name", sorted(GENERALIZATION_BOUNDS))
-def test_generalization_bound_falls_with_delta_and_rises_with_divergence(
-    name):
+def test_generalization_bound_falls_with_delta_and_rises_with_divergence(name):
   function, kwargs, divergence = GENERALIZATION_BOUNDS[name]
-  assert np.all(np.diff(_values(function, kwargs, "delta",
-                                [0.001, 0.01, 0.1, 0.5, 0.99])) < 0)
-  assert np.all(np.diff(_values(function, kwargs, divergence,
-                                [0, 0.1, 1, 10, 1000])) > 0)
+  assert np.all(
+      np.diff(_values(function, kwargs, "delta", [0.001, 0.01, 0.1, 0.5, 0.99]))
+      < 0)
+  assert np.all(
+      np.diff(_values(function, kwargs, divergence, [0, 0.1, 1, 10, 1000])) > 0)
 
 
 N_GRID = [2, 10, 100, 1e4, 1e8]
 
 # Functions whose value falls as n grows, everything else fixed.
 FALLING_IN_N = {
-    "uniform_stability_convex": lambda n: bounds.uniform_stability_convex(
-        n=n, T=1000, lipschitz=1, eta=1),
-    "uniform_stability_nonconvex": lambda n: bounds.uniform_stability_nonconvex(
-        n=n, T=1000, lipschitz=1, smoothness=1, eta=0.1, max_loss=1),
-    "hypothesis_stability_convex": lambda n: bounds.hypothesis_stability_convex(
-        n=n, T=1000, lipschitz=1, smoothness=1, eta=1, initial_risk=0.5),
-    "stability_strongly_convex": lambda n: bounds.stability_strongly_convex(
-        n=n, T=1000, lipschitz=1, strong_convexity=0.1)[0],
-    "chi2_bound": lambda n: bounds.chi2_bound(
-        chi2=1, n=n, delta=0.05, max_loss=1, beta=0.01),
+    "uniform_stability_convex":
+        lambda n: bounds.uniform_stability_convex(
+            n=n, T=1000, lipschitz=1, eta=1),
+    "uniform_stability_nonconvex":
+        lambda n: bounds.uniform_stability_nonconvex(
+            n=n, T=1000, lipschitz=1, smoothness=1, eta=0.1, max_loss=1),
+    "hypothesis_stability_convex":
+        lambda n: bounds.hypothesis_stability_convex(
+            n=n, T=1000, lipschitz=1, smoothness=1, eta=1, initial_risk=0.5),
+    "stability_strongly_convex":
+        lambda n: bounds.stability_strongly_convex(
+            n=n, T=1000, lipschitz=1, strong_convexity=0.1)[0],
+    "chi2_bound":
+        lambda n: bounds.chi2_bound(
+            chi2=1, n=n, delta=0.05, max_loss=1, beta=0.01),
     # Thms. 2 and 3 fall with n where beta = O(1/n), as the paper requires;
     # with beta fixed, (M + 2 n beta)^2 / n grows.
-    "kl_bound": lambda n: bounds.kl_bound(
-        kl=1, n=n, T=100, delta=0.05, max_loss=1, beta=1 / n, theta=0.01),
-    "derandomized_kl_bound": lambda n: bounds.derandomized_kl_bound(
-        kl=1, n=n, T=100, delta=0.05, max_loss=1, beta=1 / n, theta=0.01),
-    "strongly_convex_sgd_bound": lambda n: bounds.strongly_convex_sgd_bound(
-        kl=1, n=n, T=100, delta=0.05, max_loss=1, lipschitz=1,
-        strong_convexity=0.5),
+    "kl_bound":
+        lambda n: bounds.kl_bound(
+            kl=1, n=n, T=100, delta=0.05, max_loss=1, beta=1 / n, theta=0.01),
+    "derandomized_kl_bound":
+        lambda n: bounds.derandomized_kl_bound(
+            kl=1, n=n, T=100, delta=0.05, max_loss=1, beta=1 / n, theta=0.01),
+    "strongly_convex_sgd_bound":
+        lambda n: bounds.strongly_convex_sgd_bound(kl=1,
+                                                   n=n,
+                                                   T=100,
+                                                   delta=0.05,
+                                                   max_loss=1,
+                                                   lipschitz=1,
+                                                   strong_convexity=0.5),
 }
 
 
@@ -284,29 +378,36 @@ def test_falls_as_n_grows(name):
 # Preconditions.
 
 GOOD = {
-    bounds.uniform_stability_convex: dict(n=10, T=10, lipschitz=1, eta=1,
-                                          smoothness=1),
-    bounds.uniform_stability_nonconvex: dict(n=10, T=10, lipschitz=1,
-                                             smoothness=1, eta=1, max_loss=1),
-    bounds.hypothesis_stability_convex: dict(n=10, T=10, lipschitz=1,
-                                             smoothness=1, eta=1,
-                                             initial_risk=1),
-    bounds.stability_strongly_convex: dict(n=10, T=10, lipschitz=1,
-                                           strong_convexity=1),
-    bounds.chi2_bound: dict(chi2=1, n=10, delta=0.1, max_loss=1, beta=0.1),
-    bounds.kl_bound: dict(kl=1, n=10, T=10, delta=0.1, max_loss=1, beta=0.1,
-                          theta=0.1),
-    bounds.derandomized_kl_bound: dict(kl=1, n=10, T=10, delta=0.1,
-                                       max_loss=1, beta=0.1, theta=0.1),
-    bounds.strongly_convex_sgd_bound: dict(kl=1, n=10, T=10, delta=0.1,
-                                           max_loss=1, lipschitz=1,
-                                           strong_convexity=1),
-    bounds.adaptive_kl_bound: dict(amplitude=1, decay=0.5,
-                                   sampled_utilities=[1.0, 0.5]),
-    bounds.adaptive_kl_bound_general: dict(amplitude=1, decay=0.5,
-                                           sampled_indices=[0, 1],
-                                           sampled_utilities=[1.0, -0.5],
-                                           num_examples=2),
+    bounds.uniform_stability_convex:
+        dict(n=10, T=10, lipschitz=1, eta=1, smoothness=1),
+    bounds.uniform_stability_nonconvex:
+        dict(n=10, T=10, lipschitz=1, smoothness=1, eta=1, max_loss=1),
+    bounds.hypothesis_stability_convex:
+        dict(n=10, T=10, lipschitz=1, smoothness=1, eta=1, initial_risk=1),
+    bounds.stability_strongly_convex:
+        dict(n=10, T=10, lipschitz=1, strong_convexity=1),
+    bounds.chi2_bound:
+        dict(chi2=1, n=10, delta=0.1, max_loss=1, beta=0.1),
+    bounds.kl_bound:
+        dict(kl=1, n=10, T=10, delta=0.1, max_loss=1, beta=0.1, theta=0.1),
+    bounds.derandomized_kl_bound:
+        dict(kl=1, n=10, T=10, delta=0.1, max_loss=1, beta=0.1, theta=0.1),
+    bounds.strongly_convex_sgd_bound:
+        dict(kl=1,
+             n=10,
+             T=10,
+             delta=0.1,
+             max_loss=1,
+             lipschitz=1,
+             strong_convexity=1),
+    bounds.adaptive_kl_bound:
+        dict(amplitude=1, decay=0.5, sampled_utilities=[1.0, 0.5]),
+    bounds.adaptive_kl_bound_general:
+        dict(amplitude=1,
+             decay=0.5,
+             sampled_indices=[0, 1],
+             sampled_utilities=[1.0, -0.5],
+             num_examples=2),
 }
 
 BAD = [
@@ -317,8 +418,7 @@ BAD = [
     (bounds.uniform_stability_convex, dict(eta=1, smoothness=3),
      r"eta must be <= 2 / smoothness, got eta = 1"),
     (bounds.uniform_stability_convex, dict(smoothness=-1), "smoothness must"),
-    (bounds.uniform_stability_convex, dict(n=float("nan")),
-     "n must be finite"),
+    (bounds.uniform_stability_convex, dict(n=float("nan")), "n must be finite"),
     (bounds.uniform_stability_nonconvex, dict(n=1), "n must be > 1"),
     (bounds.uniform_stability_nonconvex, dict(smoothness=0),
      "smoothness must be > 0"),
@@ -414,15 +514,14 @@ def enumerate_runs(n, steps, batch, amplitude, decay, utility):
       q = np.exp(log_weights - log_weights.max())
       q /= q.sum()
       for draws in itertools.product(range(n), repeat=batch):
-        step_utilities = tuple(utility(i, t, history + (draws,))
-                               for i in draws)
+        step_utilities = tuple(utility(i, t, history + (draws,)) for i in draws)
         updated = log_weights.copy()
         for i in set(draws):
-          updated[i] = (decay * log_weights[i]
-                        + amplitude * step_utilities[draws.index(i)])
-        extended.append((probability * np.prod(q[list(draws)]),
-                         history + (draws,), utilities + (step_utilities,),
-                         updated))
+          updated[i] = (decay * log_weights[i] +
+                        amplitude * step_utilities[draws.index(i)])
+        extended.append(
+            (probability * np.prod(q[list(draws)]), history + (draws,),
+             utilities + (step_utilities,), updated))
     runs = extended
   return [(p, np.array(h), np.array(u)) for p, h, u, _ in runs]
 
@@ -440,10 +539,11 @@ def theorem4_expectation(n, steps, batch, amplitude, decay, utility):
   each expectation over the prefixes of length t; with B > 1, one such term
   per draw of step t, N counting earlier steps that drew the index.
   """
+
   def cumulative(i, t, indices, utilities):
     taus = [s for s in range(t) if i in indices[s]]  # tau_{i,1..N}.
-    return sum(utilities[tau][list(indices[tau]).index(i)]
-               * decay**(len(taus) - j) for j, tau in enumerate(taus, 1))
+    return sum(utilities[tau][list(indices[tau]).index(i)] *
+               decay**(len(taus) - j) for j, tau in enumerate(taus, 1))
 
   total = 0.0
   for t in range(1, steps):  # The paper's t = 2..T, 0-based.
@@ -451,8 +551,8 @@ def theorem4_expectation(n, steps, batch, amplitude, decay, utility):
                                                 decay, utility):
       for i_t in indices[t]:
         total += p * amplitude / n * sum(
-            cumulative(i_t, t, indices, utilities)
-            - cumulative(i, t, indices, utilities) for i in range(n))
+            cumulative(i_t, t, indices, utilities) -
+            cumulative(i, t, indices, utilities) for i in range(n))
   return total
 
 
@@ -474,17 +574,20 @@ SETTINGS = [(0.0, 0.5), (0.5, 0.3), (1.0, 0.9), (3.0, 0.1), (5.0, 0.5)]
 @pytest.mark.parametrize("amplitude, decay", SETTINGS)
 @pytest.mark.parametrize("utility", [signed_utility, nonnegative_utility])
 def test_theorem4_bound_is_never_below_exact_kl(n, steps, batch, amplitude,
-                                               decay, utility):
+                                                decay, utility):
   runs = enumerate_runs(n, steps, batch, amplitude, decay, utility)
   assert sum(p for p, _, _ in runs) == pytest.approx(1, abs=1e-12)
   plug_in_average = sum(
-      p * bounds.adaptive_kl_bound_general(
-          amplitude=amplitude, decay=decay, sampled_indices=h,
-          sampled_utilities=u, num_examples=n) for p, h, u in runs)
+      p * bounds.adaptive_kl_bound_general(amplitude=amplitude,
+                                           decay=decay,
+                                           sampled_indices=h,
+                                           sampled_utilities=u,
+                                           num_examples=n) for p, h, u in runs)
   # The plug-in, averaged over Q, is the theorem's expectation ...
-  assert plug_in_average == pytest.approx(
-      theorem4_expectation(n, steps, batch, amplitude, decay, utility),
-      rel=1e-10, abs=1e-12)
+  assert plug_in_average == pytest.approx(theorem4_expectation(
+      n, steps, batch, amplitude, decay, utility),
+                                          rel=1e-10,
+                                          abs=1e-12)
   # ... which bounds the exact KL.
   kl = exact_kl(runs, n)
   assert kl >= -1e-12
@@ -496,26 +599,26 @@ def test_theorem4_bound_is_never_below_exact_kl(n, steps, batch, amplitude,
 @pytest.mark.parametrize("n, steps, batch", SHAPES)
 @pytest.mark.parametrize("amplitude, decay", SETTINGS)
 def test_theorem5_bound_is_never_below_exact_kl(n, steps, batch, amplitude,
-                                               decay):
-  runs = enumerate_runs(n, steps, batch, amplitude, decay,
-                        nonnegative_utility)
-  plug_in_average = sum(
-      p * bounds.adaptive_kl_bound(amplitude=amplitude, decay=decay,
-                                   sampled_utilities=u) for p, _, u in runs)
+                                                decay):
+  runs = enumerate_runs(n, steps, batch, amplitude, decay, nonnegative_utility)
+  plug_in_average = sum(p * bounds.adaptive_kl_bound(
+      amplitude=amplitude, decay=decay, sampled_utilities=u)
+                        for p, _, u in runs)
   # The theorem: alpha B / (1 - decay) sum_{t=1}^{T-1} E_Q[u_t], each
   # expectation over the prefixes of length t.
   expectation = amplitude * batch / (1 - decay) * sum(
-      p * u[t].sum()
-      for t in range(steps - 1)
-      for p, _, u in enumerate_runs(n, t + 1, batch, amplitude, decay,
-                                    nonnegative_utility))
+      p * u[t].sum() for t in range(steps - 1) for p, _, u in enumerate_runs(
+          n, t + 1, batch, amplitude, decay, nonnegative_utility))
   assert plug_in_average == pytest.approx(expectation, rel=1e-10, abs=1e-12)
   assert plug_in_average >= exact_kl(runs, n) - 1e-12
   # For nonnegative utilities Theorem 4 is the tighter, on every run.
   for _, h, u in runs:
     assert bounds.adaptive_kl_bound_general(
-        amplitude=amplitude, decay=decay, sampled_indices=h,
-        sampled_utilities=u, num_examples=n) <= bounds.adaptive_kl_bound(
+        amplitude=amplitude,
+        decay=decay,
+        sampled_indices=h,
+        sampled_utilities=u,
+        num_examples=n) <= bounds.adaptive_kl_bound(
             amplitude=amplitude, decay=decay, sampled_utilities=u) + 1e-12
 
 
@@ -534,11 +637,11 @@ def test_theorem5_for_mini_batches_needs_the_batch_factor():
   runs = enumerate_runs(n, steps, batch, amplitude, decay, utility)
   kl = exact_kl(runs, n)
   q = math.exp(3) / (math.exp(3) + 1)
-  assert kl == pytest.approx(
-      7 / 2**7 * 7 * (q * math.log(2 * q) + (1 - q) * math.log(2 * (1 - q))),
-      rel=1e-9)
-  ours = sum(p * bounds.adaptive_kl_bound(amplitude=amplitude, decay=decay,
-                                          sampled_utilities=u)
+  assert kl == pytest.approx(7 / 2**7 * 7 * (q * math.log(2 * q) +
+                                             (1 - q) * math.log(2 * (1 - q))),
+                             rel=1e-9)
+  ours = sum(p * bounds.adaptive_kl_bound(
+      amplitude=amplitude, decay=decay, sampled_utilities=u)
              for p, _, u in runs)
   assert ours / batch < kl <= ours
 
@@ -549,8 +652,8 @@ def test_theorem5_for_mini_batches_needs_the_batch_factor():
 def random_run(seed, n, steps, batch, signed):
   rng = np.random.default_rng(seed)
   indices = rng.integers(0, n, size=(steps, batch))
-  utilities = rng.normal(size=(steps, batch)) if signed else rng.uniform(
-      0, 2, size=(steps, batch))
+  utilities = rng.normal(
+      size=(steps, batch)) if signed else rng.uniform(0, 2, size=(steps, batch))
   # A repeated index within a step has one utility (same example, same h_t).
   for row_indices, row_utilities in zip(indices, utilities):
     for b, i in enumerate(row_indices):
@@ -566,16 +669,21 @@ def test_tracker_agrees_with_functions_at_every_step(batch):
   for t in range(steps):
     tracker.update(indices[t], utilities[t])
     assert tracker.steps == t + 1 and tracker.batch_size == batch
-    assert tracker.kl_bound == pytest.approx(bounds.adaptive_kl_bound(
-        amplitude=0.7, decay=0.8, sampled_utilities=utilities[:t + 1]))
+    assert tracker.kl_bound == pytest.approx(
+        bounds.adaptive_kl_bound(amplitude=0.7,
+                                 decay=0.8,
+                                 sampled_utilities=utilities[:t + 1]))
   # Theorem 4 from the transcription of the paper's formula.
   def cumulative(i, t):
     taus = [s for s in range(t) if i in indices[s]]
-    return sum(utilities[tau][list(indices[tau]).index(i)]
-               * 0.8**(len(taus) - j) for j, tau in enumerate(taus, 1))
-  expected = sum(0.7 / n * sum(cumulative(i_t, t) - cumulative(i, t)
-                               for i in range(n))
-                 for t in range(1, steps) for i_t in indices[t])
+    return sum(utilities[tau][list(indices[tau]).index(i)] *
+               0.8**(len(taus) - j) for j, tau in enumerate(taus, 1))
+
+  expected = sum(0.7 / n *
+                 sum(cumulative(i_t, t) - cumulative(i, t)
+                     for i in range(n))
+                 for t in range(1, steps)
+                 for i_t in indices[t])
   assert tracker.kl_bound_general == pytest.approx(expected, rel=1e-10)
 
 
@@ -592,16 +700,21 @@ def test_tracker_certificate_is_corollary1_with_clipped_kl():
   n, steps, batch = 20, 30, 3
   indices, utilities = random_run(1, n, steps, batch, signed=True)
   tracker = bounds.KLBoundTracker(num_examples=n, amplitude=0.5, decay=0.9)
-  constants = dict(delta=0.05, max_loss=1.0, lipschitz=0.5,
+  constants = dict(delta=0.05,
+                   max_loss=1.0,
+                   lipschitz=0.5,
                    strong_convexity=0.1)
   with pytest.raises(ValueError, match="no steps"):
     tracker.strongly_convex_sgd_bound(**constants)
   for t in range(steps):
     tracker.update(indices[t], utilities[t])
-    assert tracker.strongly_convex_sgd_bound(**constants) == (
-        bounds.strongly_convex_sgd_bound(
-            kl=max(0.0, tracker.kl_bound_general), n=n, T=t + 1,
-            batch_size=batch, **constants))
+    assert tracker.strongly_convex_sgd_bound(
+        **constants) == (bounds.strongly_convex_sgd_bound(kl=max(
+            0.0, tracker.kl_bound_general),
+                                                          n=n,
+                                                          T=t + 1,
+                                                          batch_size=batch,
+                                                          **constants))
 
 
 @pytest.mark.parametrize("indices, utilities, error, message", [
@@ -625,22 +738,29 @@ def test_tracker_and_bounds_accept_tensorflow_tensors():
   tracker.update(tf.constant([0, 1], tf.int32),
                  tf.constant([4.0, 4.0], tf.float64))
   assert tracker.kl_bound_general == pytest.approx(2 / 3)  # HAND_WORKED.
-  assert bounds.kl_bound(kl=tf.constant(1.0), n=tf.constant(4), T=4,
-                         delta=2 / E, max_loss=2, beta=0.25,
+  assert bounds.kl_bound(kl=tf.constant(1.0),
+                         n=tf.constant(4),
+                         T=4,
+                         delta=2 / E,
+                         max_loss=2,
+                         beta=0.25,
                          theta=0.5) == pytest.approx(0.25 + math.sqrt(32))
-  assert bounds.adaptive_kl_bound(
-      amplitude=1, decay=0.5,
-      sampled_utilities=tf.constant([1.0, 2.0, 3.0])) == pytest.approx(6)
+  assert bounds.adaptive_kl_bound(amplitude=1,
+                                  decay=0.5,
+                                  sampled_utilities=tf.constant(
+                                      [1.0, 2.0, 3.0])) == pytest.approx(6)
 
 
 # Solving for n, and the command line.
 
 
-@pytest.mark.parametrize("target, expected", [
-    (0.01, 100),    # 1 / 100 = 0.01 exactly.
-    (0.0099, 102),  # 1 / 101 = 0.009901 > 0.0099 >= 1 / 102 = 0.009804.
-    (2.0, 1),       # Already below at the lower end.
-])
+@pytest.mark.parametrize(
+    "target, expected",
+    [
+        (0.01, 100),  # 1 / 100 = 0.01 exactly.
+        (0.0099, 102),  # 1 / 101 = 0.009901 > 0.0099 >= 1 / 102 = 0.009804.
+        (2.0, 1),  # Already below at the lower end.
+    ])
 def test_minimum_examples_finds_smallest_n(target, expected):
   assert bounds.minimum_examples(lambda n: 1 / n, target) == expected
 
@@ -651,19 +771,29 @@ def test_minimum_examples_reports_unreachable_target():
 
 
 def test_command_line_prints_table_and_smallest_n():
-  result = subprocess.run(
-      [sys.executable, "-m", "tf_adasamp.experiment.bounds_table", "--n=50000", "--epochs=10",
-       "--batch_size=100", "--strong_convexity=0.1", "--initial_risk=0.7",
-       "--target=0.2"],
-      cwd=ROOT, capture_output=True, text=True, check=True,
-      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  result = subprocess.run([
+      sys.executable, "-m", "tf_adasamp.experiment.bounds_table", "--n=50000",
+      "--epochs=10", "--batch_size=100", "--strong_convexity=0.1",
+      "--initial_risk=0.7", "--target=0.2"
+  ],
+                          cwd=ROOT,
+                          capture_output=True,
+                          text=True,
+                          check=True,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
   for key in ("prop1", "prop2", "prop3", "prop4_theta", "thm1_nonconvex",
               "cor1", "thm3"):
     assert re.search(rf"^{key} .* \d", result.stdout, re.MULTILINE), key
   n = int(re.search(r"smallest n with cor1 .*: (\d+)", result.stdout)[1])
 
   def cor1(n):
-    return bounds.strongly_convex_sgd_bound(
-        kl=0, n=n, T=math.ceil(10 * n / 100), delta=0.05, max_loss=1,
-        lipschitz=1, strong_convexity=0.1, batch_size=100)
+    return bounds.strongly_convex_sgd_bound(kl=0,
+                                            n=n,
+                                            T=math.ceil(10 * n / 100),
+                                            delta=0.05,
+                                            max_loss=1,
+                                            lipschitz=1,
+                                            strong_convexity=0.1,
+                                            batch_size=100)
+
   assert cor1(n) <= 0.2 < cor1(n - 1)

@@ -64,8 +64,9 @@ def test_build_facts_are_plain_literals():
 def test_every_cc_file_is_listed_and_every_listed_file_exists():
   listed = listed_sources(build_facts())
   assert cc_tree() - listed == set(), "cc/ files no build compiles or tracks"
-  missing = [path for path in listed
-             if not os.path.exists(os.path.join(ROOT, path))]
+  missing = [
+      path for path in listed if not os.path.exists(os.path.join(ROOT, path))
+  ]
   assert not missing
 
 
@@ -97,8 +98,8 @@ def test_setup_py_builds_the_listed_sources_with_the_listed_flags():
       if not source.endswith(".h")
   ]
   # The discovery is the same file Bazel runs, not a copy.
-  assert module["cuda_config"].__file__ == os.path.join(
-      ROOT, "bazel", "cuda_config.py")
+  assert module["cuda_config"].__file__ == os.path.join(ROOT, "bazel",
+                                                        "cuda_config.py")
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="no make")
@@ -107,35 +108,43 @@ def test_makefile_rebuilds_on_every_cc_file():
     pytest.skip("no Makefile here")
   printed = subprocess.run(
       ["make", "-s", "-f", "Makefile", "-f", "-", "print-cc-sources"],
-      input="print-cc-sources:\n\t@echo $(CC_SOURCES)\n", cwd=ROOT,
-      capture_output=True, text=True, check=True).stdout
+      input="print-cc-sources:\n\t@echo $(CC_SOURCES)\n",
+      cwd=ROOT,
+      capture_output=True,
+      text=True,
+      check=True).stdout
   assert set(printed.split()) >= cc_tree()
 
 
 def test_cuda_off_when_asked():
   config = cuda_config()
-  nvcc, reason = config["find_nvcc"]({"TF_ADASAMP_CUDA": "0"},
-                                     lambda: pytest.fail("imported TF"))
+  nvcc, reason = config["find_nvcc"]({
+      "TF_ADASAMP_CUDA": "0"
+  }, lambda: pytest.fail("imported TF"))
   assert nvcc is None and reason == "TF_ADASAMP_CUDA=0"
 
 
 def test_cuda_required_but_missing_is_an_error(tmp_path):
   config = cuda_config()
-  environ = {"TF_ADASAMP_CUDA": "1", "PATH": str(tmp_path),
-             "CUDA_HOME": str(tmp_path)}
+  environ = {
+      "TF_ADASAMP_CUDA": "1",
+      "PATH": str(tmp_path),
+      "CUDA_HOME": str(tmp_path)
+  }
   with pytest.raises(RuntimeError, match="TF_ADASAMP_CUDA=1, but no nvcc"):
     config["find_nvcc"](environ, lambda: True)
   environ.pop("TF_ADASAMP_CUDA")
-  assert config["find_nvcc"](environ, lambda: True) == (
-      None, "no nvcc on PATH or in $CUDA_HOME/bin")
+  assert config["find_nvcc"](
+      environ, lambda: True) == (None, "no nvcc on PATH or in $CUDA_HOME/bin")
 
 
 def test_cuda_architectures_default_to_the_facts_and_end_with_ptx():
   config = cuda_config()
   default = build_facts()["CUDA_ARCHITECTURES"]
   assert config["architectures"]({}, default) == default
-  archs = config["architectures"]({"TF_ADASAMP_CUDA_ARCHITECTURES": "80,90"},
-                                  default)
+  archs = config["architectures"]({
+      "TF_ADASAMP_CUDA_ARCHITECTURES": "80,90"
+  }, default)
   assert archs == ["80", "90"]
   assert config["gencode_flags"](archs) == [
       "-gencode=arch=compute_80,code=sm_80",

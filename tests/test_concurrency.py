@@ -60,8 +60,7 @@ class Reads:
     self.weights = maybe_compiled(sampler.tree.weights, compiled)
     self.sample = maybe_compiled(
         lambda: sampler.sample_with_probabilities(BATCH_SIZE), compiled)
-    self.log_weights = maybe_compiled(sampler.log_weights.read_value,
-                                      compiled)
+    self.log_weights = maybe_compiled(sampler.log_weights.read_value, compiled)
 
   def check_kl(self):
     kl = float(self.kl_divergence())
@@ -90,11 +89,13 @@ def assert_consistent(sampler):
   capacity = sampler.tree.capacity
   scaled = np.exp(log_scaled)
   scaled[scaled < np.finfo(scaled.dtype).tiny] = 0  # Stored as 0.
-  np.testing.assert_allclose(tree[capacity:capacity + NUM_EXAMPLES], scaled,
+  np.testing.assert_allclose(tree[capacity:capacity + NUM_EXAMPLES],
+                             scaled,
                              rtol=1e-12)
   entropy = np.where(scaled > 0, scaled * log_scaled, 0)
   np.testing.assert_allclose(entropy_tree[capacity:capacity + NUM_EXAMPLES],
-                             entropy, rtol=1e-12,
+                             entropy,
+                             rtol=1e-12,
                              atol=1e-12 * np.abs(entropy).max())
   for values in (tree, entropy_tree):
     np.testing.assert_array_equal(values[capacity + NUM_EXAMPLES:], 0)
@@ -110,11 +111,13 @@ def run_threads(targets):
   errors = []
 
   def guarded(target):
+
     def run():
       try:
         target()
       except Exception as error:  # pylint: disable=broad-except
         errors.append(error)
+
     return run
 
   threads = [threading.Thread(target=guarded(target)) for target in targets]
@@ -138,6 +141,7 @@ def test_reads_racing_updates_and_resets_see_states_that_existed(compiled):
   finished = []
 
   def updater(seed):
+
     def run():
       rng = np.random.default_rng(seed)
       for step in range(MAX_UPDATES):
@@ -145,9 +149,11 @@ def test_reads_racing_updates_and_resets_see_states_that_existed(compiled):
           return
         update(rng.integers(NUM_EXAMPLES, size=BATCH_SIZE),
                utilities_for(step, rng))
+
     return run
 
   def reader(check):
+
     def run():
       try:
         for _ in range(READS):
@@ -156,6 +162,7 @@ def test_reads_racing_updates_and_resets_see_states_that_existed(compiled):
         finished.append(True)
         if len(finished) == num_readers:
           readers_done.set()
+
     return run
 
   def resetter():
@@ -164,8 +171,13 @@ def test_reads_racing_updates_and_resets_see_states_that_existed(compiled):
         return
       reset()
 
-  run_threads([updater(1), updater(2), resetter, reader(reads.check_all),
-               reader(reads.check_kl), reader(reads.check_kl)])
+  run_threads([
+      updater(1),
+      updater(2), resetter,
+      reader(reads.check_all),
+      reader(reads.check_kl),
+      reader(reads.check_kl)
+  ])
   assert_consistent(sampler)
 
 

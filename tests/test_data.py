@@ -73,8 +73,8 @@ def test_lag_zero_pipeline_draws_exactly_algorithm_1(consume_in_function):
   sampler = make_sampler(seed=5)
   stage = data.AdaptiveSampling(sampler, BATCH_SIZE, max_lag=0)
   # Buffers after the stage would draw ahead if the lag were not bounded.
-  dataset = (stage.dataset(examples())
-             .map(lambda x, y, i, p: (x, y, i, p)).prefetch(8))
+  dataset = (stage.dataset(
+      examples()).map(lambda x, y, i, p: (x, y, i, p)).prefetch(8))
   iterator = iter(dataset)
   update = tf.function(stage.update) if consume_in_function else stage.update
   check_lag_zero_run(lambda: next(iterator), update, seed=5, steps=40)
@@ -117,8 +117,8 @@ def test_new_iterator_forgets_draws_of_an_abandoned_one():
   next(abandoned)  # never reported
   del abandoned
   batches = []
-  reader = threading.Thread(
-      target=lambda: batches.append(next(iter(dataset))), daemon=True)
+  reader = threading.Thread(target=lambda: batches.append(next(iter(dataset))),
+                            daemon=True)
   reader.start()
   reader.join(timeout=60)
   assert not reader.is_alive(), "the new iterator waited for an update"
@@ -131,14 +131,15 @@ def check_batches_hold_drawn_rows(dataset, sampler, rows):
   for element in dataset.take(3):
     *batch, indices, probabilities = element
     assert indices.shape == (BATCH_SIZE,) and indices.dtype == tf.int64
-    np.testing.assert_allclose(
-        probabilities, sampler.probabilities().numpy()[indices], rtol=1e-12)
+    np.testing.assert_allclose(probabilities,
+                               sampler.probabilities().numpy()[indices],
+                               rtol=1e-12)
     tf.nest.map_structure(np.testing.assert_array_equal, batch,
                           rows(indices.numpy()))
 
 
-@pytest.mark.parametrize("kind", ["tuple", "dict", "dataset", "apply",
-                                  "random_access"])
+@pytest.mark.parametrize("kind",
+                         ["tuple", "dict", "dataset", "apply", "random_access"])
 def test_batches_hold_the_rows_of_the_drawn_indices(kind):
   x, y = examples()
   sampler = make_sampler()
@@ -146,13 +147,23 @@ def test_batches_hold_the_rows_of_the_drawn_indices(kind):
   as_tuple = lambda i: [x[i], y[i]]
   as_dict = lambda i: [{"x": x[i], "y": y[i]}]
   dataset, rows = {
-      "tuple": lambda: (stage.dataset((x, y)), as_tuple),
-      "dict": lambda: (stage.dataset({"x": x, "y": y}), as_dict),
-      "dataset": lambda: (stage.dataset(
-          tf.data.Dataset.from_tensor_slices((x, y))), as_tuple),
-      "apply": lambda: (tf.data.Dataset.from_tensor_slices(
-          {"x": x, "y": y}).apply(stage), as_dict),
-      "random_access": lambda: (stage.dataset(RandomAccess(x, y)), as_dict),
+      "tuple":
+          lambda: (stage.dataset((x, y)), as_tuple),
+      "dict":
+          lambda: (stage.dataset({
+              "x": x,
+              "y": y
+          }), as_dict),
+      "dataset":
+          lambda: (stage.dataset(tf.data.Dataset.from_tensor_slices(
+              (x, y))), as_tuple),
+      "apply":
+          lambda: (tf.data.Dataset.from_tensor_slices({
+              "x": x,
+              "y": y
+          }).apply(stage), as_dict),
+      "random_access":
+          lambda: (stage.dataset(RandomAccess(x, y)), as_dict),
   }[kind]()
   check_batches_hold_drawn_rows(dataset, sampler, rows)
 
@@ -165,8 +176,9 @@ def test_array_record_data_source_batches_hold_the_drawn_records(tmp_path):
   ids = np.array([source[i]["id"] for i in range(len(source))])
   sampler = make_sampler(num_examples=len(source))
   stage = data.AdaptiveSampling(sampler, BATCH_SIZE, max_lag=None)
-  check_batches_hold_drawn_rows(stage.dataset(source), sampler,
-                                lambda i: [{"id": ids[i]}])
+  check_batches_hold_drawn_rows(stage.dataset(source), sampler, lambda i: [{
+      "id": ids[i]
+  }])
 
 
 def test_element_spec_has_static_batch_shapes():
@@ -179,9 +191,9 @@ def test_element_spec_has_static_batch_shapes():
 
 
 def test_seeded_pipelines_draw_the_same_batches():
+
   def run():
-    stage = data.AdaptiveSampling(make_sampler(seed=11), BATCH_SIZE,
-                                  max_lag=0)
+    stage = data.AdaptiveSampling(make_sampler(seed=11), BATCH_SIZE, max_lag=0)
     dataset = stage.dataset(examples()).prefetch(tf.data.AUTOTUNE)
     drawn = []
     for step, (_, _, indices, _) in enumerate(dataset.take(10)):
@@ -215,11 +227,15 @@ print("ended")
 def test_loop_ends_while_a_draw_waits_for_an_update(loop):
   # Dataset.take tears down the prefetch under it while the draw below waits
   # for a permit; that wait must end, as when Python stops the loop.
-  result = subprocess.run(
-      [sys.executable, "-c", ENDS_WHILE_A_DRAW_WAITS, loop],
-      capture_output=True, text=True, timeout=120, check=False,
-      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
-               PYTHONPATH=os.pathsep.join(filter(None, sys.path))))
+  result = subprocess.run([sys.executable, "-c", ENDS_WHILE_A_DRAW_WAITS, loop],
+                          capture_output=True,
+                          text=True,
+                          timeout=120,
+                          check=False,
+                          env=dict(os.environ,
+                                   TF_CPP_MIN_LOG_LEVEL="2",
+                                   PYTHONPATH=os.pathsep.join(
+                                       filter(None, sys.path))))
   assert result.returncode == 0, result.stderr[-2000:]
   assert result.stdout.strip().endswith("ended")
 
@@ -228,16 +244,17 @@ def test_stage_composes_with_tf_distribute():
   strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
   sampler = make_sampler()
   stage = data.AdaptiveSampling(sampler, BATCH_SIZE, max_lag=1)
-  dataset = stage.dataset(examples()).map(
-      lambda x, y, i, p: (x * 2, y, i, p)).prefetch(2)
+  dataset = stage.dataset(
+      examples()).map(lambda x, y, i, p: (x * 2, y, i, p)).prefetch(2)
   distributed = iter(strategy.experimental_distribute_dataset(dataset))
 
   @tf.function
   def step(batch):
+
     def replica_step(x, y, indices, probabilities):
       stage.update(indices, tf.cast(y, tf.float64))
-      return tf.reduce_all(tf.equal(x[:, 0], 2 * tf.cast(indices,
-                                                         tf.float32)))
+      return tf.reduce_all(tf.equal(x[:, 0], 2 * tf.cast(indices, tf.float32)))
+
     return strategy.run(replica_step, args=batch)
 
   for _ in range(5):
@@ -263,10 +280,12 @@ def test_concurrent_draws_and_updates_keep_the_tree_exact():
   stage = data.AdaptiveSampling(sampler, 64, max_lag=None)
   direct = tf.data.Dataset.range(10**9).map(
       lambda _: tuple(sampler.sample_with_probabilities(64)),
-      num_parallel_calls=4, deterministic=False)
-  pipelines = [stage.dataset(source).map(lambda x, y, i, p: (i, p)),
-               stage.dataset(source).map(lambda x, y, i, p: (i, p)),
-               direct]
+      num_parallel_calls=4,
+      deterministic=False)
+  pipelines = [
+      stage.dataset(source).map(lambda x, y, i, p: (i, p)),
+      stage.dataset(source).map(lambda x, y, i, p: (i, p)), direct
+  ]
   stop = threading.Event()
   bad = []
   drawn = [0] * len(pipelines)
@@ -281,8 +300,9 @@ def test_concurrent_draws_and_updates_keep_the_tree_exact():
         return
       drawn[reader] += 1
 
-  readers = [threading.Thread(target=draw, args=pair)
-             for pair in enumerate(pipelines)]
+  readers = [
+      threading.Thread(target=draw, args=pair) for pair in enumerate(pipelines)
+  ]
   for reader in readers:
     reader.start()
   update = tf.function(sampler.update)
@@ -301,9 +321,12 @@ def test_concurrent_draws_and_updates_keep_the_tree_exact():
   assert not bad
   assert min(drawn) >= 10  # the readers did draw while the tree changed
   np.testing.assert_allclose(sampler.log_weights.numpy(),
-                             algorithm.log_weights, rtol=1e-12, atol=1e-12)
+                             algorithm.log_weights,
+                             rtol=1e-12,
+                             atol=1e-12)
   np.testing.assert_allclose(sampler.probabilities().numpy(),
-                             algorithm.probabilities(), rtol=1e-9,
+                             algorithm.probabilities(),
+                             rtol=1e-9,
                              atol=1e-300)
   tree = sampler.tree.variable.numpy()
   capacity = sampler.tree.capacity

@@ -36,8 +36,11 @@ Run = collections.namedtuple("Run", "outputs start checkpoint")
 
 
 def plain_sampler(**kwargs):
-  return AdaptiveSampler(worker.NUM_EXAMPLES, worker.AMPLITUDE, worker.DECAY,
-                         seed=worker.SEED, **kwargs)
+  return AdaptiveSampler(worker.NUM_EXAMPLES,
+                         worker.AMPLITUDE,
+                         worker.DECAY,
+                         seed=worker.SEED,
+                         **kwargs)
 
 
 def free_ports(count):
@@ -53,7 +56,8 @@ def free_ports(count):
 
 def run_workers(mode, out, restore, num_workers):
   """Runs the worker processes to completion, or kills them at the timeout."""
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
+  env = dict(os.environ,
+             TF_CPP_MIN_LOG_LEVEL="2",
              PYTHONPATH=os.pathsep.join(filter(None, sys.path)))
   cluster = [f"127.0.0.1:{port}" for port in free_ports(num_workers)]
   processes, logs = [], []
@@ -61,13 +65,22 @@ def run_workers(mode, out, restore, num_workers):
     for task in range(num_workers):
       if mode == "multi_worker":
         env["TF_CONFIG"] = json.dumps({
-            "cluster": {"worker": cluster},
-            "task": {"type": "worker", "index": task}})
+            "cluster": {
+                "worker": cluster
+            },
+            "task": {
+                "type": "worker",
+                "index": task
+            }
+        })
       logs.append(open(out / f"log{task}.txt", "w+"))
       command = [sys.executable, str(WORKER), mode, str(out)]
-      processes.append(subprocess.Popen(
-          command + (["--restore", restore] if restore else []),
-          env=env, stdout=logs[-1], stderr=subprocess.STDOUT))
+      processes.append(
+          subprocess.Popen(command +
+                           (["--restore", restore] if restore else []),
+                           env=env,
+                           stdout=logs[-1],
+                           stderr=subprocess.STDOUT))
     deadline = time.monotonic() + TIMEOUT_S
     # Until all finish, one fails (the others may wait for it forever) or
     # time runs out.
@@ -88,9 +101,9 @@ def run_workers(mode, out, restore, num_workers):
         process.wait()
     for log in logs:
       log.close()
-  return Run([dict(np.load(out / f"task{task}.npz"))
-              for task in range(num_workers)],
-             restore, str(out / "ckpt"))
+  return Run(
+      [dict(np.load(out / f"task{task}.npz")) for task in range(num_workers)],
+      restore, str(out / "ckpt"))
 
 
 @pytest.fixture(scope="module")
@@ -107,32 +120,38 @@ def start_checkpoint(tmp_path_factory):
 @pytest.fixture(scope="module")
 def mirrored_run(start_checkpoint, tmp_path_factory):
   """Two replicas of one process; starts from a plain sampler's checkpoint."""
-  return run_workers("mirrored", tmp_path_factory.mktemp("mirrored"),
-                     start_checkpoint, num_workers=1)
+  return run_workers("mirrored",
+                     tmp_path_factory.mktemp("mirrored"),
+                     start_checkpoint,
+                     num_workers=1)
 
 
 @pytest.fixture(scope="module")
 def multi_worker_run(mirrored_run, tmp_path_factory):
   """Two workers of one replica; starts from the mirrored run's checkpoint."""
-  return run_workers("multi_worker", tmp_path_factory.mktemp("multi_worker"),
-                     mirrored_run.checkpoint, num_workers=2)
+  return run_workers("multi_worker",
+                     tmp_path_factory.mktemp("multi_worker"),
+                     mirrored_run.checkpoint,
+                     num_workers=2)
 
 
 @pytest.fixture(scope="module")
 def trainer_run(tmp_path_factory):
   """The trainer with strategy="mirrored", two replicas."""
-  return run_workers("trainer", tmp_path_factory.mktemp("trainer"), None,
+  return run_workers("trainer",
+                     tmp_path_factory.mktemp("trainer"),
+                     None,
                      num_workers=1)
 
 
 def stage_part(run):
   """A run's steps through the tf.data stage, as a run from a fresh
   sampler."""
-  return Run([{**{key[len("stage_"):]: value
-                  for key, value in output.items()
-                  if key.startswith("stage_")},
-               "replica_ids": output["replica_ids"]}
-              for output in run.outputs], None, None)
+  return Run([{
+      **{
+          key[len("stage_"):]: value for key, value in output.items() if key.startswith("stage_")
+      }, "replica_ids": output["replica_ids"]
+  } for output in run.outputs], None, None)
 
 
 @pytest.fixture
@@ -148,8 +167,10 @@ def runs(*parts):
   params = []
   for kind in ("mirrored", "multi_worker"):
     marks = [pytest.mark.multi_worker] if kind == "multi_worker" else []
-    params += [pytest.param(":".join(filter(None, [kind, part])), marks=marks)
-               for part in parts]
+    params += [
+        pytest.param(":".join(filter(None, [kind, part])), marks=marks)
+        for part in parts
+    ]
   return pytest.mark.parametrize("run", params, indirect=True)
 
 
@@ -259,8 +280,8 @@ def test_pipeline_shares_are_slices_of_one_single_device_draw(run):
   size = worker.BATCH_SIZE
   # Element e of every pipeline is the e-th draw, on step e // num_local.
   for element in range(worker.SHARE_STEPS * num_local):
-    indices, probabilities = sampler.sample_with_probabilities(
-        num_pipelines * size)
+    indices, probabilities = sampler.sample_with_probabilities(num_pipelines *
+                                                               size)
     step, replica = divmod(element, num_local)
     for pipeline, output in enumerate(run.outputs):
       piece = slice(pipeline * size, (pipeline + 1) * size)
@@ -298,8 +319,10 @@ def test_trainer_trains_with_two_mirrored_replicas(trainer_run):
 
 def test_default_strategy_gives_a_plain_sampler():
   sampler = distribute.create_sampler(tf.distribute.get_strategy(),
-                                      worker.NUM_EXAMPLES, worker.AMPLITUDE,
-                                      worker.DECAY, seed=worker.SEED)
+                                      worker.NUM_EXAMPLES,
+                                      worker.AMPLITUDE,
+                                      worker.DECAY,
+                                      seed=worker.SEED)
   reference = plain_sampler()
   assert not isinstance(sampler.tree.variable, tf.distribute.DistributedValues)
   np.testing.assert_array_equal(sampler.sample(50), reference.sample(50))
@@ -343,11 +366,10 @@ def test_update_applies_the_batch_once_in_every_context(mirrored, context):
   indices, utilities = [3, 1, 3, 0], [1.0, -2.0, 5.0, 0.5]
   if context == "replica":
     with strategy.scope():
-      strategy.run(tf.function(
-          lambda: sampler.update(indices, utilities)))
+      strategy.run(tf.function(lambda: sampler.update(indices, utilities)))
   else:
-    values = strategy.run(lambda: (tf.constant(indices),
-                                   tf.constant(utilities, tf.float64)))
+    values = strategy.run(
+        lambda: (tf.constant(indices), tf.constant(utilities, tf.float64)))
     if context == "cross_replica":
       with strategy.scope():
         sampler.update(*values)
@@ -367,10 +389,12 @@ def test_shares_of_one_call_make_the_single_device_batch(stratified):
   for sampler in [*samplers, reference]:
     sampler.update([1, 5, 9], [2.0, -1.0, 1.0])
   for _ in range(2):
-    shares = [distribute.sample_share(sampler, size, share, num_shares)
-              for share, sampler in enumerate(samplers)]
-    indices, probabilities = reference.sample_with_probabilities(
-        num_shares * size)
+    shares = [
+        distribute.sample_share(sampler, size, share, num_shares)
+        for share, sampler in enumerate(samplers)
+    ]
+    indices, probabilities = reference.sample_with_probabilities(num_shares *
+                                                                 size)
     np.testing.assert_array_equal(np.concatenate([s[0] for s in shares]),
                                   indices)
     np.testing.assert_array_equal(np.concatenate([s[1] for s in shares]),

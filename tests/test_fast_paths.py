@@ -26,8 +26,7 @@ DTYPES = [tf.float64, tf.float32]
 # Groups of 32 walks; with 2 or more intra-op threads, batches from 16384 on
 # (4096 on in trees over 1 MiB, such as 2**16 + 1 float64 leaves) are shared
 # in chunks of 1024.
-BATCH_SIZES = [1, 31, 32, 33, 100, 4095, 4096, 4097, 16383, 16384, 16385,
-               40000]
+BATCH_SIZES = [1, 31, 32, 33, 100, 4095, 4096, 4097, 16383, 16384, 16385, 40000]
 # One leaf (no levels), a few, and radix sorts of 1, 2 and 3 bytes.
 SIZES = [1, 2, 3, 256, 257, 1000, 2**16 + 1]
 
@@ -94,7 +93,9 @@ def test_sample_equals_descend_on_random_shapes(dtype):
     num_leaves = int(rng.integers(1, 5000))
     weights = weights_with_zeros(num_leaves, seed=case).astype(np_dtype)
     tree = SumTree(num_leaves, initial_weights=weights, dtype=dtype)
-    uniforms = edge_uniforms(weights, int(rng.integers(1, 300)), np_dtype,
+    uniforms = edge_uniforms(weights,
+                             int(rng.integers(1, 300)),
+                             np_dtype,
                              seed=case)
     indices, probabilities = tree.sample(uniforms)
     expected = descend(tree.variable.numpy(), uniforms)
@@ -120,8 +121,7 @@ def test_sample_at_exact_interval_boundaries_equals_descend(dtype):
 
 
 @pytest.mark.parametrize("batch_size", [1, 33, 5000])
-def test_sample_with_node_sums_above_their_children_equals_descend(
-    batch_size):
+def test_sample_with_node_sums_above_their_children_equals_descend(batch_size):
   # Round-off can leave a node's sum above its children's; inflating sums
   # widens those gaps, so many targets pass both children and the guard that
   # only enters positive sums decides.
@@ -170,8 +170,8 @@ def test_set_keeps_last_weight_and_equals_full_rebuild(dtype, num_leaves,
   weights = weights_with_zeros(num_leaves, seed=2).astype(np_dtype)
   tree = SumTree(num_leaves, initial_weights=weights, dtype=dtype)
   indices = repeated_indices(num_leaves, batch_size, seed=batch_size)
-  new_weights = np.random.default_rng(3).gamma(
-      0.5, size=batch_size).astype(np_dtype)
+  new_weights = np.random.default_rng(3).gamma(0.5,
+                                               size=batch_size).astype(np_dtype)
   tree.set(indices, new_weights)
   weights[indices] = new_weights  # NumPy keeps the last weight too.
   np.testing.assert_array_equal(tree.variable.numpy(),
@@ -204,8 +204,7 @@ def test_reweight_uses_first_utility_and_recomputes_every_ancestor(
   old_log_weights = log_weights.numpy()
   old_tree = tree.numpy()
   indices = repeated_indices(num_leaves, batch_size, seed=batch_size)
-  utilities = np.random.default_rng(4).normal(size=batch_size).astype(
-      np_dtype)
+  utilities = np.random.default_rng(4).normal(size=batch_size).astype(np_dtype)
   amplitude, decay = np_dtype(0.5), np_dtype(0.9)
   ops.adaptive_reweight(*[v.handle for v in variables], indices, utilities,
                         amplitude, decay)
@@ -273,13 +272,20 @@ def test_scalar_walks_equal_descend_where_avx512_would_run():
   # The variable is read once per process, so the check runs in a new one.
   here = os.path.dirname(os.path.abspath(__file__))
   result = subprocess.run(
-      [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-       os.path.join(here, "test_fast_paths.py"), "-k",
-       "test_sample_equals_descend_bit_for_bit"],
-      env={**os.environ, "TF_ADASAMP_CPU_SIMD": "0",
-           "PYTHONPATH": os.pathsep.join(
-               [here, os.environ.get("PYTHONPATH", "")])},
+      [
+          sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+          os.path.join(here, "test_fast_paths.py"), "-k",
+          "test_sample_equals_descend_bit_for_bit"
+      ],
+      env={
+          **os.environ, "TF_ADASAMP_CPU_SIMD":
+              "0",
+          "PYTHONPATH":
+              os.pathsep.join([here, os.environ.get("PYTHONPATH", "")])
+      },
       capture_output=True,
-      text=True, check=False, cwd=os.path.dirname(here))
+      text=True,
+      check=False,
+      cwd=os.path.dirname(here))
   assert result.returncode == 0, result.stdout[-3000:]
   assert " passed" in result.stdout and "failed" not in result.stdout

@@ -18,8 +18,10 @@ from tensorflow.python.framework import kernels
 
 from tf_adasamp import ops
 
-OPS = ["AdaSamp>SumTreeBuild", "AdaSamp>SumTreeSet", "AdaSamp>SumTreeSample",
-       "AdaSamp>AdaptiveReweight"]
+OPS = [
+    "AdaSamp>SumTreeBuild", "AdaSamp>SumTreeSet", "AdaSamp>SumTreeSample",
+    "AdaSamp>AdaptiveReweight"
+]
 
 
 def nvcc():
@@ -41,10 +43,9 @@ def visible_gpus():
   return count.value
 
 
-@pytest.mark.skipif(
-    os.environ.get("TF_ADASAMP_CUDA") == "0" or nvcc() is None or
-    not tf.test.is_built_with_cuda(),
-    reason="the build makes CPU kernels only here")
+@pytest.mark.skipif(os.environ.get("TF_ADASAMP_CUDA") == "0" or
+                    nvcc() is None or not tf.test.is_built_with_cuda(),
+                    reason="the build makes CPU kernels only here")
 @pytest.mark.parametrize("op", OPS)
 def test_op_library_has_gpu_kernels_where_nvcc_is_found(op):
   ops.load()
@@ -60,6 +61,8 @@ def test_kernels_match_the_sequential_reference(tmp_path):
   from benchmarks import gpu_sum_tree  # pylint: disable=import-outside-toplevel
   driver = gpu_sum_tree.build_driver(str(tmp_path / "gpu_sum_tree_driver"),
                                      nvcc=nvcc())
-  result = subprocess.run([driver, "check"], capture_output=True, text=True,
+  result = subprocess.run([driver, "check"],
+                          capture_output=True,
+                          text=True,
                           check=False)
   assert result.returncode == 0, result.stdout + result.stderr

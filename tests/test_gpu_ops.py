@@ -83,8 +83,7 @@ def test_set_matches_the_cpu(dtype, num_leaves, count):
   for device in (GPU, CPU):
     tree = build_on(device, weights)
     with tf.device(device):
-      ops.sum_tree_set(tree.handle, indices, new_weights,
-                       num_leaves=num_leaves)
+      ops.sum_tree_set(tree.handle, indices, new_weights, num_leaves=num_leaves)
     trees.append(tree.numpy())
   np.testing.assert_array_equal(*trees)
 
@@ -126,8 +125,7 @@ def test_rescale_on_the_gpu_matches_the_cpu(dtype, num_leaves):
 @pytest.mark.parametrize("num_leaves", [1000, 3000])
 def test_reset_on_the_gpu_gives_the_initial_state(dtype, num_leaves):
   rng = np.random.default_rng(num_leaves)
-  state = ReweightState((10 * rng.normal(size=num_leaves)).astype(dtype),
-                        37.25)
+  state = ReweightState((10 * rng.normal(size=num_leaves)).astype(dtype), 37.25)
   gpu = reweight_on(GPU, state, rng.permutation(num_leaves),
                     np.zeros(num_leaves, dtype), 0.0, 0.0)
   assert_same_state(gpu,
@@ -140,16 +138,20 @@ def test_bad_values_leave_gpu_state_untouched_without_error(dtype):
   tree = build_on(GPU, weights)
   before = tree.numpy()
   with tf.device(GPU):
-    ops.sum_tree_set(tree.handle, np.array([3, 100]), np.ones(2, dtype),
+    ops.sum_tree_set(tree.handle,
+                     np.array([3, 100]),
+                     np.ones(2, dtype),
                      num_leaves=100)
-    ops.sum_tree_set(tree.handle, np.array([3]), np.array([np.nan], dtype),
+    ops.sum_tree_set(tree.handle,
+                     np.array([3]),
+                     np.array([np.nan], dtype),
                      num_leaves=100)
     ops.sum_tree_build(tree.handle, -weights, num_leaves=100)
   np.testing.assert_array_equal(tree.numpy(), before)
 
   state = ReweightState(np.zeros(100, dtype), 0.0)
-  after = reweight_on(GPU, state, np.array([3, 7]),
-                      np.array([np.inf, 1], dtype), 1.0, 0.9)
+  after = reweight_on(GPU, state, np.array([3, 7]), np.array([np.inf, 1],
+                                                             dtype), 1.0, 0.9)
   assert_same_state(after, state.arrays())
 
 
@@ -163,12 +165,17 @@ def test_hardened_checks_leave_gpu_state_untouched_without_error(dtype, count):
   tree = build_on(GPU, np.array([big, 0, quarter, 0, 1], dtype))
   before = tree.numpy()
   with tf.device(GPU):
-    ops.sum_tree_build(tree.handle, np.array([big, 0, quarter, quarter, 1],
-                                             dtype), num_leaves=5)
-    ops.sum_tree_set(tree.handle, np.full(count, 3, np.int64),
-                     np.full(count, quarter, dtype), num_leaves=5)
-    ops.sum_tree_set(tree.handle, np.full(count, 6, np.int64),
-                     np.ones(count, dtype), num_leaves=7)
+    ops.sum_tree_build(tree.handle,
+                       np.array([big, 0, quarter, quarter, 1], dtype),
+                       num_leaves=5)
+    ops.sum_tree_set(tree.handle,
+                     np.full(count, 3, np.int64),
+                     np.full(count, quarter, dtype),
+                     num_leaves=5)
+    ops.sum_tree_set(tree.handle,
+                     np.full(count, 6, np.int64),
+                     np.ones(count, dtype),
+                     num_leaves=7)
   np.testing.assert_array_equal(tree.numpy(), before)
 
 
@@ -176,8 +183,9 @@ def test_hardened_checks_leave_gpu_state_untouched_without_error(dtype, count):
 def test_subnormal_weights_are_stored_as_zero_on_the_gpu(dtype):
   tiny = np.finfo(dtype).smallest_subnormal
   weights = np.array([tiny, 1, tiny, 2], dtype)
-  np.testing.assert_array_equal(build_on(GPU, weights).numpy(),
-                                build_on(CPU, weights).numpy())
+  np.testing.assert_array_equal(
+      build_on(GPU, weights).numpy(),
+      build_on(CPU, weights).numpy())
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -193,8 +201,7 @@ def test_bad_uniforms_draw_minus_one_on_the_gpu(dtype):
 def test_shape_errors_still_raise_on_the_gpu():
   tree = build_on(GPU, np.ones(10))
   with tf.device(GPU), pytest.raises(tf.errors.InvalidArgumentError):
-    ops.sum_tree_set(tree.handle, np.array([1, 2]), np.ones(3),
-                     num_leaves=10)
+    ops.sum_tree_set(tree.handle, np.array([1, 2]), np.ones(3), num_leaves=10)
   wrong_size = variable_on(GPU, np.zeros(6))
   with tf.device(GPU), pytest.raises(tf.errors.InvalidArgumentError):
     ops.sum_tree_build(wrong_size.handle, np.ones(10), num_leaves=10)
@@ -215,8 +222,10 @@ def test_sampler_steps_in_tf_function_match_the_cpu():
   for _ in range(20):
     indices = rng.integers(5000, size=100)
     utilities = rng.random(100)
-    kls = {device: update(sampler, indices, utilities).numpy()
-           for device, sampler in samplers.items()}
+    kls = {
+        device: update(sampler, indices, utilities).numpy()
+        for device, sampler in samplers.items()
+    }
     np.testing.assert_allclose(kls[GPU], kls[CPU], rtol=1e-10, atol=1e-15)
   np.testing.assert_allclose(samplers[GPU].probabilities().numpy(),
                              samplers[CPU].probabilities().numpy(),

@@ -68,31 +68,37 @@ class HostSteps:
     return getattr(self._library, f"adasamp_host_{name}_{suffix}")
 
   def _scratch(self, name, dtype, *sizes):
-    size = self._function(f"{scratch_name(name)}_scratch_bytes", dtype)(
-        *[ctypes.c_int64(s) for s in sizes])
+    size = self._function(f"{scratch_name(name)}_scratch_bytes",
+                          dtype)(*[ctypes.c_int64(s) for s in sizes])
     # Device memory starts as garbage; so does this.
     return np.full(size, 0xff, np.uint8)
 
   def build(self, tree, weights):
     capacity = len(tree) // 2
     scratch = self._scratch("build", tree.dtype, capacity)
-    self._function("sum_tree_build", tree.dtype)(
-        pointer(weights), ctypes.c_int64(len(weights)), pointer(tree),
-        ctypes.c_int64(capacity), pointer(scratch))
+    self._function("sum_tree_build", tree.dtype)(pointer(weights),
+                                                 ctypes.c_int64(len(weights)),
+                                                 pointer(tree),
+                                                 ctypes.c_int64(capacity),
+                                                 pointer(scratch))
 
   def set(self, tree, num_leaves, indices, weights):
     scratch = self._scratch("set", tree.dtype, len(indices), num_leaves)
-    self._function("sum_tree_set", tree.dtype)(
-        pointer(indices), pointer(weights), ctypes.c_int64(len(indices)),
-        ctypes.c_int64(num_leaves), pointer(tree),
-        ctypes.c_int64(len(tree) // 2), pointer(scratch))
+    self._function("sum_tree_set", tree.dtype)(pointer(indices),
+                                               pointer(weights),
+                                               ctypes.c_int64(len(indices)),
+                                               ctypes.c_int64(num_leaves),
+                                               pointer(tree),
+                                               ctypes.c_int64(len(tree) // 2),
+                                               pointer(scratch))
 
   def sample(self, tree, uniforms):
     indices = np.empty(len(uniforms), np.int64)
     probabilities = np.empty(len(uniforms), tree.dtype)
-    self._function("sum_tree_sample", tree.dtype)(
-        pointer(tree), ctypes.c_int64(len(tree) // 2), pointer(uniforms),
-        ctypes.c_int64(len(uniforms)), pointer(indices), pointer(probabilities))
+    self._function("sum_tree_sample",
+                   tree.dtype)(pointer(tree), ctypes.c_int64(len(tree) // 2),
+                               pointer(uniforms), ctypes.c_int64(len(uniforms)),
+                               pointer(indices), pointer(probabilities))
     return indices, probabilities
 
   def reweight(self, state, indices, utilities, amplitude, decay):
@@ -101,12 +107,14 @@ class HostSteps:
     scratch = self._scratch("adaptive_reweight", dtype, len(indices),
                             num_leaves)
     scalar = np.ctypeslib.as_ctypes_type(dtype)
-    self._function("adaptive_reweight", dtype)(
-        scalar(amplitude), scalar(decay), pointer(indices), pointer(utilities),
-        ctypes.c_int64(len(indices)), pointer(state.log_weights),
-        ctypes.c_int64(num_leaves), pointer(state.log_scale),
-        pointer(state.tree), pointer(state.entropy_tree),
-        ctypes.c_int64(len(state.tree) // 2), pointer(scratch))
+    self._function("adaptive_reweight",
+                   dtype)(scalar(amplitude), scalar(decay), pointer(indices),
+                          pointer(utilities), ctypes.c_int64(len(indices)),
+                          pointer(state.log_weights),
+                          ctypes.c_int64(num_leaves), pointer(state.log_scale),
+                          pointer(state.tree), pointer(state.entropy_tree),
+                          ctypes.c_int64(len(state.tree) // 2),
+                          pointer(scratch))
 
 
 def scratch_name(name):
@@ -132,8 +140,8 @@ def test_build_writes_the_cpu_ops_tree(steps, dtype, num_leaves):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("bad",
-                         [np.nan, np.inf, -1.0, "overflow", "pairwise overflow"])
+@pytest.mark.parametrize(
+    "bad", [np.nan, np.inf, -1.0, "overflow", "pairwise overflow"])
 def test_build_with_bad_weights_leaves_tree_untouched(steps, dtype, bad):
   weights = random_weights(100, dtype, seed=1)
   tree = cpu_build(weights).numpy()
@@ -142,8 +150,11 @@ def test_build_with_bad_weights_leaves_tree_untouched(steps, dtype, bad):
   elif bad == "pairwise overflow":
     # A running sum stays finite; the tree's (M + 0) + (q + q) does not.
     new_weights = np.zeros(100, dtype)
-    new_weights[[0, 2, 3]] = [np.finfo(dtype).max, quarter_ulp(dtype),
-                              quarter_ulp(dtype)]
+    new_weights[[0, 2, 3]] = [
+        np.finfo(dtype).max,
+        quarter_ulp(dtype),
+        quarter_ulp(dtype)
+    ]
   else:
     new_weights = weights.copy()
     new_weights[37] = bad
@@ -165,8 +176,7 @@ def test_set_writes_the_cpu_ops_tree(steps, order, dtype, num_leaves, count):
   indices = rng.integers(num_leaves, size=count)
   new_weights = random_weights(count, dtype, seed=1)
   cpu_tree = cpu_build(weights)
-  ops.sum_tree_set(cpu_tree.handle, indices, new_weights,
-                   num_leaves=num_leaves)
+  ops.sum_tree_set(cpu_tree.handle, indices, new_weights, num_leaves=num_leaves)
   tree = cpu_build(weights).numpy()
   steps.set(tree, num_leaves, indices, new_weights)
   np.testing.assert_array_equal(tree, cpu_tree.numpy())
@@ -195,8 +205,8 @@ def test_set_with_bad_input_leaves_tree_untouched(steps, dtype, count, index,
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("count", [3, 2000])
-def test_set_that_overflows_the_total_leaves_tree_untouched(steps, dtype,
-                                                            count):
+def test_set_that_overflows_the_total_leaves_tree_untouched(
+    steps, dtype, count):
   tree = cpu_build(np.full(4, np.finfo(dtype).max / 4, dtype)).numpy()
   before = tree.copy()
   # Only the last entry's change overflows (leaf 3 keeps max / 4), so the check
@@ -217,8 +227,7 @@ def quarter_ulp(dtype):
 @pytest.mark.parametrize("order", ORDERS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("count", [3, 2000])
-def test_set_whose_pairwise_sum_overflows_is_undone(steps, order, dtype,
-                                                    count):
+def test_set_whose_pairwise_sum_overflows_is_undone(steps, order, dtype, count):
   steps.order(order, seed=count)
   big, quarter = np.finfo(dtype).max, quarter_ulp(dtype)
   weights = np.array([big, 0, quarter, 0], dtype)
@@ -234,8 +243,8 @@ def test_set_whose_pairwise_sum_overflows_is_undone(steps, order, dtype,
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("count", [2, 2000])
-def test_set_near_the_top_of_the_range_that_fits_goes_through(steps, dtype,
-                                                             count):
+def test_set_near_the_top_of_the_range_that_fits_goes_through(
+    steps, dtype, count):
   big = np.finfo(dtype).max
   weights = np.array([big / 2, big / 4, 0], dtype)
   indices = np.arange(count, dtype=np.int64) % 2
@@ -252,8 +261,7 @@ def test_set_near_the_top_of_the_range_that_fits_goes_through(steps, dtype,
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("count", [1, 2000])
-def test_set_with_another_num_leaves_leaves_tree_untouched(steps, dtype,
-                                                           count):
+def test_set_with_another_num_leaves_leaves_tree_untouched(steps, dtype, count):
   # Capacity 8 fits 5 and 7 leaves alike; node 0 says the tree has 5.
   tree = cpu_build(np.ones(5, dtype)).numpy()
   before = tree.copy()
@@ -264,8 +272,8 @@ def test_set_with_another_num_leaves_leaves_tree_untouched(steps, dtype,
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("count", [3, 2000])
-def test_subnormal_weights_are_stored_as_zero_as_on_the_cpu(steps, dtype,
-                                                            count):
+def test_subnormal_weights_are_stored_as_zero_as_on_the_cpu(
+    steps, dtype, count):
   tiny = np.finfo(dtype).smallest_subnormal
   weights = np.array([tiny, 1, tiny, 2, 0, tiny], dtype)
   tree = np.zeros(16, dtype)
@@ -283,8 +291,8 @@ def test_subnormal_weights_are_stored_as_zero_as_on_the_cpu(steps, dtype,
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("count", [2, 2000])
-def test_set_checks_the_total_with_the_last_weight_of_an_index(steps, dtype,
-                                                               count):
+def test_set_checks_the_total_with_the_last_weight_of_an_index(
+    steps, dtype, count):
   weights = np.full(4, np.finfo(dtype).max / 4, dtype)
   indices = np.zeros(count, np.int64)
   # The earlier weights would overflow the total, but the last one wins.
@@ -303,9 +311,8 @@ def test_sample_draws_what_the_cpu_op_draws(steps, dtype, num_leaves):
   weights = random_weights(num_leaves, dtype, seed=3)
   cpu_tree = cpu_build(weights)
   rng = np.random.default_rng(4)
-  uniforms = np.concatenate([
-      rng.random(3000), [0.0, np.nextafter(1, 0, dtype=dtype)]
-  ]).astype(dtype)
+  uniforms = np.concatenate(
+      [rng.random(3000), [0.0, np.nextafter(1, 0, dtype=dtype)]]).astype(dtype)
   cpu_indices, cpu_probabilities = ops.sum_tree_sample(cpu_tree.handle,
                                                        uniforms)
   indices, probabilities = steps.sample(cpu_tree.numpy(), uniforms)
@@ -382,8 +389,7 @@ def test_reweight_with_decay_0_over_every_index_resets_as_the_cpu_op(
   steps.order(order, seed=num_leaves)
   rng = np.random.default_rng(num_leaves)
   # A log-scale that is not 0, as after a rescale.
-  state = ReweightState((10 * rng.normal(size=num_leaves)).astype(dtype),
-                        37.25)
+  state = ReweightState((10 * rng.normal(size=num_leaves)).astype(dtype), 37.25)
   indices = rng.permutation(num_leaves)
   utilities = np.zeros(num_leaves, dtype)
   expected = cpu_reweight(state, indices, utilities, 0.0, 0.0)
@@ -425,8 +431,11 @@ def test_reweight_with_bad_input_leaves_state_untouched(steps, dtype, count,
     indices[-1] = 50
   else:
     # Position 0 holds the first occurrence of its index: its utility is read.
-    utilities[0] = {"nan": np.nan, "inf": np.inf,
-                    "overflow": np.finfo(dtype).max}[bad]
+    utilities[0] = {
+        "nan": np.nan,
+        "inf": np.inf,
+        "overflow": np.finfo(dtype).max
+    }[bad]
   amplitude = 10.0 if bad == "overflow" else 1.0
   steps.reweight(state, indices, utilities, amplitude, 0.9)
   assert_same_state(state.arrays(), before.arrays())

@@ -71,8 +71,7 @@ def test_sampler_checkpoint_restores_every_part(tmp_path):
      "negative weight"),
     (lambda tree: tf.tensor_scatter_nd_update(tree, [[9]], [np.nan]),
      "weights"),
-    (lambda tree: tf.tensor_scatter_nd_update(tree, [[15]], [1.0]),
-     "padding"),
+    (lambda tree: tf.tensor_scatter_nd_update(tree, [[15]], [1.0]), "padding"),
 ])
 def test_edited_tree_in_a_checkpoint_is_refused(tmp_path, edit, message):
   edited = SumTree(6)
@@ -96,11 +95,12 @@ def test_edited_sums_in_a_checkpoint_are_rebuilt(tmp_path):
   np.testing.assert_allclose(tree.probabilities(), np.arange(1, 7) / 21)
 
 
-@pytest.mark.parametrize("method", ["sample", "sample_with_probabilities",
-                                    "uniforms"])
-@pytest.mark.parametrize("batch_size, error", [
-    (-1, ValueError), (0, ValueError), (1.5, TypeError), (True, TypeError),
-    (2**40, ValueError), ("4", TypeError)])
+@pytest.mark.parametrize("method",
+                         ["sample", "sample_with_probabilities", "uniforms"])
+@pytest.mark.parametrize("batch_size, error",
+                         [(-1, ValueError), (0, ValueError), (1.5, TypeError),
+                          (True, TypeError), (2**40, ValueError),
+                          ("4", TypeError)])
 def test_refused_draw_leaves_the_random_state(method, batch_size, error):
   sampler = AdaptiveSampler(10, amplitude=1.0, decay=0.5, seed=0)
   before = state_of(sampler)
@@ -116,21 +116,51 @@ def test_numpy_integers_are_sizes():
 
 
 @pytest.mark.parametrize("kwargs, error, name", [
-    ({"amplitude": None}, TypeError, "amplitude"),
-    ({"amplitude": [1.0]}, TypeError, "amplitude"),
-    ({"amplitude": "1.0"}, TypeError, "amplitude"),
-    ({"amplitude": True}, TypeError, "amplitude"),
-    ({"amplitude": float("inf")}, ValueError, "amplitude"),
-    ({"decay": None}, TypeError, "decay"),
-    ({"decay": [0.5]}, TypeError, "decay"),
-    ({"decay": 1.0}, ValueError, "decay"),
-    ({"seed": 1.5}, TypeError, "seed"),
-    ({"seed": -1}, ValueError, "seed"),
-    ({"stratified": "no"}, TypeError, "stratified"),
-    ({"num_examples": True}, TypeError, "num_examples"),
-    ({"num_examples": 0}, ValueError, "num_examples"),
-    ({"dtype": tf.int32}, TypeError, "dtype"),
-    ({"dtype": "half-precision"}, TypeError, "dtype"),
+    ({
+        "amplitude": None
+    }, TypeError, "amplitude"),
+    ({
+        "amplitude": [1.0]
+    }, TypeError, "amplitude"),
+    ({
+        "amplitude": "1.0"
+    }, TypeError, "amplitude"),
+    ({
+        "amplitude": True
+    }, TypeError, "amplitude"),
+    ({
+        "amplitude": float("inf")
+    }, ValueError, "amplitude"),
+    ({
+        "decay": None
+    }, TypeError, "decay"),
+    ({
+        "decay": [0.5]
+    }, TypeError, "decay"),
+    ({
+        "decay": 1.0
+    }, ValueError, "decay"),
+    ({
+        "seed": 1.5
+    }, TypeError, "seed"),
+    ({
+        "seed": -1
+    }, ValueError, "seed"),
+    ({
+        "stratified": "no"
+    }, TypeError, "stratified"),
+    ({
+        "num_examples": True
+    }, TypeError, "num_examples"),
+    ({
+        "num_examples": 0
+    }, ValueError, "num_examples"),
+    ({
+        "dtype": tf.int32
+    }, TypeError, "dtype"),
+    ({
+        "dtype": "half-precision"
+    }, TypeError, "dtype"),
 ])
 def test_bad_sampler_arguments_name_the_argument(kwargs, error, name):
   arguments = {"num_examples": 10, "amplitude": 1.0, "decay": 0.5, **kwargs}
@@ -161,8 +191,8 @@ def test_utilities_take_one_hot_labels():
   probs = tf.constant([[0.9, 0.1], [0.2, 0.8]])
   one_hot = tf.constant([[0.0, 1.0], [0.0, 1.0]])
   for utility in (utilities.zero_one, utilities.l1, utilities.cross_entropy):
-    np.testing.assert_array_equal(utility(one_hot, probs),
-                                  utility([1, 1], probs))
+    np.testing.assert_array_equal(utility(one_hot, probs), utility([1, 1],
+                                                                   probs))
 
 
 def test_probabilities_of_an_all_zero_tree_are_refused():

@@ -38,7 +38,9 @@ def classifier(from_logits=False, seed=0):
 
 
 def make_trainer(max_lag=1, seed=0, net=None, **kwargs):
-  sampler = tf_adasamp.AdaptiveSampler(NUM_EXAMPLES, AMPLITUDE, DECAY,
+  sampler = tf_adasamp.AdaptiveSampler(NUM_EXAMPLES,
+                                       AMPLITUDE,
+                                       DECAY,
                                        seed=seed)
   stage = data.AdaptiveSampling(sampler, BATCH_SIZE, max_lag=max_lag)
   return AdaptiveSamplingModel(net or classifier(), stage, **kwargs)
@@ -62,12 +64,16 @@ def test_fit_reports_loss_metrics_kl_and_validation():
                   metrics=["accuracy"])
   batch_logs = BatchLogs()
   dataset = trainer.stage.dataset((x, y)).prefetch(2)
-  history = trainer.fit(dataset, steps_per_epoch=8, epochs=2,
-                        validation_data=(x, y), callbacks=[batch_logs],
+  history = trainer.fit(dataset,
+                        steps_per_epoch=8,
+                        epochs=2,
+                        validation_data=(x, y),
+                        callbacks=[batch_logs],
                         verbose=0)
-  assert set(history.history) == {"loss", "accuracy", "adaptive_loss",
-                                  "adaptive_accuracy", "kl", "val_loss",
-                                  "val_accuracy"}
+  assert set(history.history) == {
+      "loss", "accuracy", "adaptive_loss", "adaptive_accuracy", "kl",
+      "val_loss", "val_accuracy"
+  }
   assert len(batch_logs.logs) == 16
   kl = [logs["kl"] for logs in batch_logs.logs]
   assert kl[0] > 0  # the first update already moves Q off uniform
@@ -91,17 +97,19 @@ def test_fit_with_zero_lag_reweights_exactly_as_algorithm_1(
     utility, from_logits, steps_per_execution):
   x, y = toy_data()
   net = classifier(from_logits)
-  trainer = make_trainer(max_lag=0, seed=3, net=net, utility=utility,
+  trainer = make_trainer(max_lag=0,
+                         seed=3,
+                         net=net,
+                         utility=utility,
                          from_logits=from_logits)
   # A zero learning rate freezes the model, so the replay below can compute
   # the same utilities.
-  trainer.compile(optimizer=keras.optimizers.SGD(0.0),
-                  loss=keras.losses.SparseCategoricalCrossentropy(
-                      from_logits=from_logits),
-                  steps_per_execution=steps_per_execution)
+  trainer.compile(
+      optimizer=keras.optimizers.SGD(0.0),
+      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=from_logits),
+      steps_per_execution=steps_per_execution)
   steps = 6
-  trainer.fit(trainer.stage.dataset((x, y)), steps_per_epoch=steps,
-              verbose=0)
+  trainer.fit(trainer.stage.dataset((x, y)), steps_per_epoch=steps, verbose=0)
 
   twin = tf_adasamp.AdaptiveSampler(NUM_EXAMPLES, AMPLITUDE, DECAY, seed=3)
   algorithm = reference.Algorithm1(NUM_EXAMPLES, AMPLITUDE, DECAY)
@@ -109,30 +117,37 @@ def test_fit_with_zero_lag_reweights_exactly_as_algorithm_1(
     indices = algorithm.draw(twin.uniforms(BATCH_SIZE).numpy())
     outputs = net(x[indices], training=True)
     probs = tf.nn.softmax(outputs) if from_logits else outputs
-    algorithm.update(indices,
-                     utilities.get(utility)(y[indices], probs).numpy())
+    algorithm.update(indices, utilities.get(utility)(y[indices], probs).numpy())
   np.testing.assert_allclose(trainer.stage.sampler.log_weights.numpy(),
-                             algorithm.log_weights, rtol=1e-6, atol=1e-6)
+                             algorithm.log_weights,
+                             rtol=1e-6,
+                             atol=1e-6)
 
 
 def label_utility(labels, unused_probs):
   return 0.7 * tf.cast(labels, tf.float64)
 
 
-@pytest.mark.parametrize("debias,with_sample_weight", [
-    (False, False), (True, False), (True, True)])
+@pytest.mark.parametrize("debias,with_sample_weight", [(False, False),
+                                                       (True, False),
+                                                       (True, True)])
 def test_logged_losses_are_the_drawn_batch_and_the_uniform_estimate(
     debias, with_sample_weight):
   x, y = toy_data()
   sample_weight = np.linspace(0.5, 2.0, NUM_EXAMPLES).astype(np.float32)
   source = (x, y, sample_weight) if with_sample_weight else (x, y)
   net = classifier()
-  trainer = make_trainer(max_lag=0, seed=4, net=net, debias=debias,
+  trainer = make_trainer(max_lag=0,
+                         seed=4,
+                         net=net,
+                         debias=debias,
                          utility=label_utility)
   trainer.compile(optimizer=keras.optimizers.SGD(0.0),
                   loss="sparse_categorical_crossentropy")
-  history = trainer.fit(trainer.stage.dataset(source), steps_per_epoch=1,
-                        epochs=2, verbose=0)
+  history = trainer.fit(trainer.stage.dataset(source),
+                        steps_per_epoch=1,
+                        epochs=2,
+                        verbose=0)
 
   # The second step's batch, replayed.
   twin = tf_adasamp.AdaptiveSampler(NUM_EXAMPLES, AMPLITUDE, DECAY, seed=4)
@@ -146,18 +161,21 @@ def test_logged_losses_are_the_drawn_batch_and_the_uniform_estimate(
     losses *= sample_weight[indices]
   importance = 1 / (NUM_EXAMPLES * probabilities.numpy())
   # Whatever the loss optimized, the logs hold both.
-  assert history.history["adaptive_loss"][1] == pytest.approx(
-      np.mean(losses), rel=1e-5)
-  assert history.history["loss"][1] == pytest.approx(
-      np.mean(importance * losses), rel=1e-5)
+  assert history.history["adaptive_loss"][1] == pytest.approx(np.mean(losses),
+                                                              rel=1e-5)
+  assert history.history["loss"][1] == pytest.approx(np.mean(importance *
+                                                             losses),
+                                                     rel=1e-5)
 
 
 def test_jit_compile_runs_the_learning_step_under_xla():
   x, y = toy_data()
   trainer = make_trainer()
-  trainer.compile(optimizer="sgd", loss="sparse_categorical_crossentropy",
+  trainer.compile(optimizer="sgd",
+                  loss="sparse_categorical_crossentropy",
                   jit_compile=True)
-  history = trainer.fit(trainer.stage.dataset((x, y)), steps_per_epoch=3,
+  history = trainer.fit(trainer.stage.dataset((x, y)),
+                        steps_per_epoch=3,
                         verbose=0)
   assert history.history["kl"][-1] > 0
   assert trainer.jit_compile  # as set, for evaluate and predict too
@@ -165,12 +183,13 @@ def test_jit_compile_runs_the_learning_step_under_xla():
   # The forward pass is XLA-compiled: an op XLA lacks makes fit fail.
   no_xla = keras.Sequential([
       keras.Input((4,)),
-      keras.layers.Lambda(lambda t: t + 0 * tf.strings.to_number(
-          tf.strings.as_string(t))),
+      keras.layers.Lambda(
+          lambda t: t + 0 * tf.strings.to_number(tf.strings.as_string(t))),
       keras.layers.Dense(2, activation="softmax"),
   ])
   trainer = make_trainer(net=no_xla)
-  trainer.compile(optimizer="sgd", loss="sparse_categorical_crossentropy",
+  trainer.compile(optimizer="sgd",
+                  loss="sparse_categorical_crossentropy",
                   jit_compile=True)
   with pytest.raises(tf.errors.InvalidArgumentError, match="XLA"):
     trainer.fit(trainer.stage.dataset((x, y)), steps_per_epoch=1, verbose=0)
@@ -218,15 +237,19 @@ def test_class_weight_multiplies_the_loss_of_each_class():
   class_weight = {0: 0.25, 1: 3.0}
   net = classifier()
   trainer = make_trainer(max_lag=0, seed=4, net=net)
-  history = frozen_fit(trainer, x, y, steps_per_epoch=1,
+  history = frozen_fit(trainer,
+                       x,
+                       y,
+                       steps_per_epoch=1,
                        class_weight=class_weight)
   twin = tf_adasamp.AdaptiveSampler(NUM_EXAMPLES, AMPLITUDE, DECAY, seed=4)
   indices = twin.sample(BATCH_SIZE).numpy()
   losses = keras.losses.sparse_categorical_crossentropy(
       y[indices], net(x[indices])).numpy()
   weights = np.array([class_weight[label] for label in y[indices]])
-  assert history.history["adaptive_loss"][0] == pytest.approx(
-      np.mean(weights * losses), rel=1e-5)
+  assert history.history["adaptive_loss"][0] == pytest.approx(np.mean(weights *
+                                                                      losses),
+                                                              rel=1e-5)
 
 
 def test_one_hot_labels_reweight_as_class_ids_do():
@@ -243,16 +266,16 @@ def test_one_hot_labels_reweight_as_class_ids_do():
 
 
 @pytest.mark.parametrize("fit_arguments,error,message", [
-    (lambda s, x, y: dict(x=s.dataset({"image": x, "label": y})),
-     ValueError, r"dict with keys \['image', 'label'\]"),
-    (lambda s, x, y: dict(x=tf.data.Dataset.from_tensor_slices((x, y))
-                          .batch(4)),
-     ValueError, "stage.dataset"),
-    (lambda s, x, y: dict(x=x, y=y, validation_data=s.dataset((x, y))),
-     ValueError, "validation_data is the stage's dataset"),
+    (lambda s, x, y: dict(x=s.dataset({
+        "image": x,
+        "label": y
+    })), ValueError, r"dict with keys \['image', 'label'\]"),
+    (lambda s, x, y: dict(x=tf.data.Dataset.from_tensor_slices(
+        (x, y)).batch(4)), ValueError, "stage.dataset"),
+    (lambda s, x, y: dict(x=x, y=y, validation_data=s.dataset(
+        (x, y))), ValueError, "validation_data is the stage's dataset"),
     (lambda s, x, y: dict(x=x), ValueError, "fit needs labels"),
-    (lambda s, x, y: dict(x=x, y=y, batch_size=5), ValueError,
-     "batch_size=5"),
+    (lambda s, x, y: dict(x=x, y=y, batch_size=5), ValueError, "batch_size=5"),
     (lambda s, x, y: dict(x=x, y=y, validation_split=0.2), ValueError,
      "validation_data="),
     (lambda s, x, y: dict(x=x, y=y, class_weight={"a": 1}), ValueError,
@@ -287,9 +310,10 @@ def test_training_metrics_estimate_the_uniform_ones_adaptive_are_labelled():
   net = classifier(seed=2)
   # Weights within a factor e^2 of each other: a mild Q, a tight estimate.
   sampler = tf_adasamp.AdaptiveSampler(len(x), 1.0, 0.5, seed=0)
-  trainer = AdaptiveSamplingModel(
-      net, data.AdaptiveSampling(sampler, 100, max_lag=0),
-      utility="zero_one")
+  trainer = AdaptiveSamplingModel(net,
+                                  data.AdaptiveSampling(sampler, 100,
+                                                        max_lag=0),
+                                  utility="zero_one")
   trainer.compile(optimizer=keras.optimizers.SGD(0.0),
                   loss="sparse_categorical_crossentropy",
                   metrics=["accuracy"])
@@ -329,14 +353,20 @@ def test_sampling_tensorboard_logs_the_distribution(tmp_path):
   trainer.compile(optimizer=keras.optimizers.SGD(0.05),
                   loss="sparse_categorical_crossentropy")
   log_dir = os.path.join(tmp_path, "logs")
-  trainer.fit(x, y, epochs=2, verbose=0, callbacks=[
-      keras.callbacks.TensorBoard(log_dir),
-      SamplingTensorBoard(os.path.join(log_dir, "sampling"))])
+  trainer.fit(x,
+              y,
+              epochs=2,
+              verbose=0,
+              callbacks=[
+                  keras.callbacks.TensorBoard(log_dir),
+                  SamplingTensorBoard(os.path.join(log_dir, "sampling"))
+              ])
   found = summaries(os.path.join(log_dir, "sampling"))
-  assert set(found) == {"sampling/kl_divergence", "sampling/max_probability",
-                        "sampling/effective_sample_size",
-                        "sampling/learning_rate",
-                        "sampling/log_n_probability"}
+  assert set(found) == {
+      "sampling/kl_divergence", "sampling/max_probability",
+      "sampling/effective_sample_size", "sampling/learning_rate",
+      "sampling/log_n_probability"
+  }
   assert [step for step, _ in found["sampling/kl_divergence"]] == [0, 1]
   sampler = trainer.stage.sampler
   q = sampler.probabilities().numpy()

@@ -24,16 +24,21 @@ def toy_data():
 
 def make_trainer(seed=0):
   keras.utils.set_random_seed(seed)
-  net = keras.Sequential([keras.Input((4,)),
-                          keras.layers.Dense(8, activation="relu"),
-                          keras.layers.Dense(2, activation="softmax")])
+  net = keras.Sequential([
+      keras.Input((4,)),
+      keras.layers.Dense(8, activation="relu"),
+      keras.layers.Dense(2, activation="softmax")
+  ])
   sampler = tf_adasamp.AdaptiveSampler(NUM_EXAMPLES, 1.5, 0.8, seed=seed)
-  trainer = AdaptiveSamplingModel(
-      net, data.AdaptiveSampling(sampler, BATCH_SIZE, max_lag=0),
-      utility="zero_one")
+  trainer = AdaptiveSamplingModel(net,
+                                  data.AdaptiveSampling(sampler,
+                                                        BATCH_SIZE,
+                                                        max_lag=0),
+                                  utility="zero_one")
   trainer.compile(optimizer=keras.optimizers.Adam(0.01),
                   loss="sparse_categorical_crossentropy",
-                  metrics=["accuracy"], jit_compile=True)
+                  metrics=["accuracy"],
+                  jit_compile=True)
   return trainer
 
 
@@ -87,9 +92,15 @@ def test_model_checkpoint_saves_the_distribution(tmp_path, filename):
   x, y = toy_data()
   trainer = make_trainer()
   path = os.path.join(tmp_path, filename)
-  trainer.fit(x, y, steps_per_epoch=4, epochs=2, verbose=0,
-              callbacks=[keras.callbacks.ModelCheckpoint(
-                  path, save_weights_only=filename.endswith(".h5"))])
+  trainer.fit(x,
+              y,
+              steps_per_epoch=4,
+              epochs=2,
+              verbose=0,
+              callbacks=[
+                  keras.callbacks.ModelCheckpoint(
+                      path, save_weights_only=filename.endswith(".h5"))
+              ])
   assert os.path.getsize(path) > 0
   restored = make_trainer(seed=1)
   restored.load_weights(path)
@@ -108,9 +119,14 @@ def test_backup_and_restore_resumes_the_distribution(tmp_path):
   backup = os.path.join(tmp_path, "backup")
   trainer = make_trainer()
   with pytest.raises(RuntimeError, match="interrupted"):
-    trainer.fit(x, y, steps_per_epoch=3, epochs=3, verbose=0,
-                callbacks=[keras.callbacks.BackupAndRestore(backup),
-                           Interrupt()])
+    trainer.fit(
+        x,
+        y,
+        steps_per_epoch=3,
+        epochs=3,
+        verbose=0,
+        callbacks=[keras.callbacks.BackupAndRestore(backup),
+                   Interrupt()])
   saved = sampler_state(trainer)  # as backed up at the end of epoch 1
   resumed = make_trainer(seed=1)  # no manual build
   seen = []
@@ -120,8 +136,13 @@ def test_backup_and_restore_resumes_the_distribution(tmp_path):
     def on_train_begin(self, logs=None):
       seen.append(sampler_state(resumed))
 
-  resumed.fit(x, y, steps_per_epoch=3, epochs=3, verbose=0,
-              callbacks=[keras.callbacks.BackupAndRestore(backup), Record()])
+  resumed.fit(x,
+              y,
+              steps_per_epoch=3,
+              epochs=3,
+              verbose=0,
+              callbacks=[keras.callbacks.BackupAndRestore(backup),
+                         Record()])
   for a, b in zip(seen[0], saved, strict=True):
     np.testing.assert_array_equal(a, b)
 
@@ -137,10 +158,18 @@ def test_early_stopping_restores_the_best_epochs_distribution():
       logs["score"] = float(epoch)  # best at epoch 0
       at_epoch_end.append(sampler_state(trainer))
 
-  trainer.fit(x, y, steps_per_epoch=3, epochs=5, verbose=0,
-              callbacks=[Score(), keras.callbacks.EarlyStopping(
-                  "score", mode="min", patience=1,
-                  restore_best_weights=True)])
+  trainer.fit(x,
+              y,
+              steps_per_epoch=3,
+              epochs=5,
+              verbose=0,
+              callbacks=[
+                  Score(),
+                  keras.callbacks.EarlyStopping("score",
+                                                mode="min",
+                                                patience=1,
+                                                restore_best_weights=True)
+              ])
   assert len(at_epoch_end) == 2
   assert np.any(at_epoch_end[0][2] != at_epoch_end[1][2])
   for a, b in zip(sampler_state(trainer), at_epoch_end[0], strict=True):

@@ -5,20 +5,24 @@ import sys
 
 import pytest
 
-LIBRARY_MODULES = ["tf_adasamp", "tf_adasamp.bounds", "tf_adasamp.data",
-                   "tf_adasamp.distribute", "tf_adasamp.keras",
-                   "tf_adasamp.ops", "tf_adasamp.sampler",
-                   "tf_adasamp.sum_tree", "tf_adasamp.utilities"]
-APPLICATION_ONLY = ["tf_adasamp.experiment", "tensorflow_datasets",
-                    "matplotlib", "sklearn"]
+LIBRARY_MODULES = [
+    "tf_adasamp", "tf_adasamp.bounds", "tf_adasamp.data",
+    "tf_adasamp.distribute", "tf_adasamp.keras", "tf_adasamp.ops",
+    "tf_adasamp.sampler", "tf_adasamp.sum_tree", "tf_adasamp.utilities"
+]
+APPLICATION_ONLY = [
+    "tf_adasamp.experiment", "tensorflow_datasets", "matplotlib", "sklearn"
+]
 
 
 def imported_after(statement):
   """The modules loaded by running `statement` in a fresh interpreter."""
   code = (f"import sys\n{statement}\n"
           "print('\\n'.join(sorted(sys.modules)))\n")
-  result = subprocess.run([sys.executable, "-c", code], capture_output=True,
-                          text=True, check=True)
+  result = subprocess.run([sys.executable, "-c", code],
+                          capture_output=True,
+                          text=True,
+                          check=True)
   return set(result.stdout.split())
 
 

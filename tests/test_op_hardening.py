@@ -51,8 +51,8 @@ def pairwise_overflow(dtype):
 
 
 def tree_variable(weights):
-  tree = tf.Variable(np.zeros(2 * reference.capacity_of(len(weights)),
-                              weights.dtype))
+  tree = tf.Variable(
+      np.zeros(2 * reference.capacity_of(len(weights)), weights.dtype))
   return tree
 
 
@@ -65,7 +65,8 @@ def test_build_rejects_weights_whose_pairwise_sum_overflows(dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_rejected_build_leaves_the_tree_unchanged(dtype):
-  tree = SumTree(4, initial_weights=np.arange(4, dtype=dtype),
+  tree = SumTree(4,
+                 initial_weights=np.arange(4, dtype=dtype),
                  dtype=tf.as_dtype(dtype))
   before = tree.variable.numpy()
   with pytest.raises(tf.errors.InvalidArgumentError, match="sum to inf"):
@@ -76,7 +77,8 @@ def test_rejected_build_leaves_the_tree_unchanged(dtype):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_set_rejects_weights_whose_pairwise_sum_overflows(dtype):
   big, quarter = largest(dtype), quarter_ulp_of_largest(dtype)
-  tree = SumTree(4, initial_weights=np.array([big, 0, quarter, 0], dtype),
+  tree = SumTree(4,
+                 initial_weights=np.array([big, 0, quarter, 0], dtype),
                  dtype=tf.as_dtype(dtype))
   before = tree.variable.numpy()
   assert np.isfinite(before[1])
@@ -91,13 +93,14 @@ def test_set_near_the_top_of_the_range_goes_through_when_it_fits(dtype):
   # The cheap bound (old total + new weights) fails here, so the exact
   # check decides, and must accept: replacing the big weight by itself.
   big = largest(dtype)
-  tree = SumTree(3, initial_weights=np.array([big / 2, big / 4, 0], dtype),
+  tree = SumTree(3,
+                 initial_weights=np.array([big / 2, big / 4, 0], dtype),
                  dtype=tf.as_dtype(dtype))
   new = np.array([big / 2, big / 4], dtype)
   tree.set([0, 1], new)
   np.testing.assert_array_equal(
-      tree.variable.numpy(), reference.build_tree(np.array(
-          [big / 2, big / 4, 0], dtype)))
+      tree.variable.numpy(),
+      reference.build_tree(np.array([big / 2, big / 4, 0], dtype)))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -139,8 +142,10 @@ def test_set_rejects_a_num_leaves_other_than_the_trees(num_leaves):
   with pytest.raises(tf.errors.InvalidArgumentError,
                      match=f"num_leaves = {num_leaves} but the tree was built "
                      "over 5 leaves"):
-    ops.sum_tree_set(tree.variable.handle, tf.constant([6], tf.int64),
-                     tf.constant([5.0], tf.float64), num_leaves=num_leaves)
+    ops.sum_tree_set(tree.variable.handle,
+                     tf.constant([6], tf.int64),
+                     tf.constant([5.0], tf.float64),
+                     num_leaves=num_leaves)
   np.testing.assert_array_equal(tree.variable.numpy(), before)
   indices, _ = tree.sample(tf.linspace(tf.constant(0.0, tf.float64), 0.999,
                                        100))
@@ -154,11 +159,14 @@ def test_ops_reject_a_num_leaves_whose_capacity_is_not_the_trees(op):
   with pytest.raises(tf.errors.InvalidArgumentError,
                      match=r"tree has shape \[16\] but a tree over 9 leaves"):
     if op == "build":
-      ops.sum_tree_build(tree.variable.handle, tf.ones([9], tf.float64),
+      ops.sum_tree_build(tree.variable.handle,
+                         tf.ones([9], tf.float64),
                          num_leaves=9)
     else:
-      ops.sum_tree_set(tree.variable.handle, tf.constant([0], tf.int64),
-                       tf.constant([2.0], tf.float64), num_leaves=9)
+      ops.sum_tree_set(tree.variable.handle,
+                       tf.constant([0], tf.int64),
+                       tf.constant([2.0], tf.float64),
+                       num_leaves=9)
   np.testing.assert_array_equal(tree.variable.numpy(), before)
 
 
@@ -168,8 +176,10 @@ def test_build_records_num_leaves_and_a_rebuild_may_change_it():
   assert tree.numpy()[0] == 5
   ops.sum_tree_build(tree.handle, tf.ones([7], tf.float64), num_leaves=7)
   assert tree.numpy()[0] == 7
-  ops.sum_tree_set(tree.handle, tf.constant([6], tf.int64),
-                   tf.constant([3.0], tf.float64), num_leaves=7)
+  ops.sum_tree_set(tree.handle,
+                   tf.constant([6], tf.int64),
+                   tf.constant([3.0], tf.float64),
+                   num_leaves=7)
   np.testing.assert_array_equal(tree.numpy(),
                                 reference.build_tree([1, 1, 1, 1, 1, 1, 3.0]))
 
@@ -178,16 +188,19 @@ def test_set_on_a_tree_no_build_wrote_is_not_checked():
   # Node 0 is 0 in a tree from before num_leaves was recorded.
   weights = np.array([1.0, 2.0, 3.0])
   tree = tf.Variable(reference.heap_sums(np.append(weights, 0.0)))
-  ops.sum_tree_set(tree.handle, tf.constant([2], tf.int64),
-                   tf.constant([5.0], tf.float64), num_leaves=3)
+  ops.sum_tree_set(tree.handle,
+                   tf.constant([2], tf.int64),
+                   tf.constant([5.0], tf.float64),
+                   num_leaves=3)
   assert tree.numpy()[1] == 8.0 and tree.numpy()[0] == 0
 
 
 def test_release_draw_permits_rejects_a_count_past_int64():
   permits = ops.draw_permits_handle(shared_name="test_permits_past_int64")
   ops.release_draw_permits(permits, 2**63 - 1)
-  with pytest.raises(tf.errors.InvalidArgumentError,
-                     match=r"count = 1 would take the permits past 2\*\*63 - 1"):
+  with pytest.raises(
+      tf.errors.InvalidArgumentError,
+      match=r"count = 1 would take the permits past 2\*\*63 - 1"):
     ops.release_draw_permits(permits, 1)
   with pytest.raises(tf.errors.InvalidArgumentError,
                      match="count = 9223372036854775807 would take"):
@@ -210,7 +223,8 @@ def test_subnormal_weights_are_stored_as_zero(dtype):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_a_tree_of_subnormal_weights_cannot_be_sampled(dtype):
   tiny = np.finfo(dtype).smallest_subnormal
-  tree = SumTree(3, initial_weights=np.full(3, tiny, dtype),
+  tree = SumTree(3,
+                 initial_weights=np.full(3, tiny, dtype),
                  dtype=tf.as_dtype(dtype))
   assert tree.total().numpy() == 0
   with pytest.raises(tf.errors.InvalidArgumentError,
@@ -223,8 +237,7 @@ def test_draws_never_land_on_a_subnormal_weight(dtype):
   tiny = np.finfo(dtype).smallest_subnormal
   weights = np.array([tiny, 1.0, tiny, tiny, 1.0, tiny], dtype)
   tree = SumTree(6, initial_weights=weights, dtype=tf.as_dtype(dtype))
-  uniforms = np.nextafter(np.linspace(0, 1, 1001, dtype=dtype)[:-1],
-                          dtype(1))
+  uniforms = np.nextafter(np.linspace(0, 1, 1001, dtype=dtype)[:-1], dtype(1))
   uniforms = np.concatenate([[0], uniforms]).astype(dtype)
   indices, probabilities = tree.sample(tf.constant(uniforms))
   assert set(indices.numpy()) == {1, 4}

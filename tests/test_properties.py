@@ -25,9 +25,9 @@ WEIGHTS = st.one_of(
     st.floats(min_value=0.0, max_value=10.0, allow_subnormal=False),
 )
 UNIFORMS = st.floats(min_value=0.0, max_value=1.0, exclude_max=True)
-UTILITIES = st.one_of(st.floats(min_value=-50.0, max_value=50.0,
-                                allow_subnormal=False),
-                      st.sampled_from([0.0, 1.0]))
+UTILITIES = st.one_of(
+    st.floats(min_value=-50.0, max_value=50.0, allow_subnormal=False),
+    st.sampled_from([0.0, 1.0]))
 PROPERTY_SETTINGS = settings(max_examples=40, deadline=None, database=None)
 
 
@@ -60,16 +60,21 @@ def tree_programs(draw):
   """A size, initial weights and a sequence of tree operations."""
   n = draw(SIZES)
   weights = draw(st.lists(WEIGHTS, min_size=n, max_size=n).filter(any))
-  operations = draw(st.lists(st.one_of(
-      st.tuples(st.just("set"),
-                st.lists(st.tuples(st.integers(0, n - 1), WEIGHTS),
-                         min_size=1, max_size=8)),
-      st.tuples(st.just("assign"),
-                st.lists(WEIGHTS, min_size=n, max_size=n)),
-      st.tuples(st.just("sample"), st.lists(UNIFORMS, min_size=1,
-                                            max_size=8)),
-      st.tuples(st.just("checkpoint"), st.none()),
-  ), max_size=8))
+  operations = draw(
+      st.lists(st.one_of(
+          st.tuples(
+              st.just("set"),
+              st.lists(st.tuples(st.integers(0, n - 1), WEIGHTS),
+                       min_size=1,
+                       max_size=8)),
+          st.tuples(st.just("assign"), st.lists(WEIGHTS, min_size=n,
+                                                max_size=n)),
+          st.tuples(st.just("sample"), st.lists(UNIFORMS,
+                                                min_size=1,
+                                                max_size=8)),
+          st.tuples(st.just("checkpoint"), st.none()),
+      ),
+               max_size=8))
   return n, weights, operations
 
 
@@ -108,14 +113,18 @@ def sampler_programs(draw):
   n = draw(SIZES)
   amplitude = draw(st.sampled_from([0.0, 0.5, 1.0, 10.0]))
   decay = draw(st.sampled_from([0.1, 0.5, 0.9, 0.999]))
-  operations = draw(st.lists(st.one_of(
-      st.tuples(st.just("update"),
-                st.lists(st.tuples(st.integers(0, n - 1), UTILITIES),
-                         min_size=1, max_size=8)),
-      st.tuples(st.just("sample"), st.integers(1, 8)),
-      st.tuples(st.just("reset"), st.none()),
-      st.tuples(st.just("checkpoint"), st.none()),
-  ), max_size=10))
+  operations = draw(
+      st.lists(st.one_of(
+          st.tuples(
+              st.just("update"),
+              st.lists(st.tuples(st.integers(0, n - 1), UTILITIES),
+                       min_size=1,
+                       max_size=8)),
+          st.tuples(st.just("sample"), st.integers(1, 8)),
+          st.tuples(st.just("reset"), st.none()),
+          st.tuples(st.just("checkpoint"), st.none()),
+      ),
+               max_size=10))
   return n, amplitude, decay, operations
 
 
@@ -135,8 +144,7 @@ def test_sampler_matches_algorithm_1(program):
       indices, probabilities = sampler.sample_with_probabilities(argument)
       q = expected.probabilities()
       assert np.all(q[indices.numpy()] > 0)
-      np.testing.assert_allclose(probabilities, q[indices.numpy()],
-                                 rtol=1e-9)
+      np.testing.assert_allclose(probabilities, q[indices.numpy()], rtol=1e-9)
     elif operation == "reset":
       sampler.reset()
       expected = reference.Algorithm1(n, amplitude, decay)
@@ -145,10 +153,14 @@ def test_sampler_matches_algorithm_1(program):
           sampler, AdaptiveSampler(n, amplitude, decay, seed=1))
     # Equal, but where TensorFlow flushes a subnormal result to zero.
     np.testing.assert_allclose(sampler.log_weights.numpy(),
-                               expected.log_weights, rtol=1e-15, atol=1e-300)
+                               expected.log_weights,
+                               rtol=1e-15,
+                               atol=1e-300)
     np.testing.assert_allclose(sampler.probabilities(),
-                               expected.probabilities(), rtol=1e-9,
+                               expected.probabilities(),
+                               rtol=1e-9,
                                atol=1e-300)
     np.testing.assert_allclose(float(sampler.kl_divergence()),
-                               expected.kl_divergence(), rtol=1e-6,
+                               expected.kl_divergence(),
+                               rtol=1e-6,
                                atol=1e-9)

@@ -27,7 +27,8 @@ def run_against_reference(sampler, algorithm, steps, batch_size, utility):
     expected = algorithm.draw(uniforms.numpy())
     np.testing.assert_array_equal(indices.numpy(), expected)
     np.testing.assert_allclose(probabilities.numpy(),
-                               algorithm.probabilities()[expected], rtol=1e-12)
+                               algorithm.probabilities()[expected],
+                               rtol=1e-12)
     utilities = utility(step, indices.numpy())
     sampler.update(indices, utilities)
     algorithm.update(indices.numpy(), utilities)
@@ -49,18 +50,22 @@ def test_draws_and_weights_follow_algorithm_1(batch_size, amplitude, decay):
 
   run_against_reference(sampler, algorithm, 60, batch_size, utility)
   np.testing.assert_allclose(sampler.log_weights.numpy(),
-                             algorithm.log_weights, rtol=1e-12, atol=1e-12)
+                             algorithm.log_weights,
+                             rtol=1e-12,
+                             atol=1e-12)
   np.testing.assert_allclose(sampler.probabilities().numpy(),
-                             algorithm.probabilities(), rtol=1e-12)
+                             algorithm.probabilities(),
+                             rtol=1e-12)
   np.testing.assert_allclose(sampler.kl_divergence().numpy(),
-                             algorithm.kl_divergence(), rtol=1e-9, atol=1e-14)
+                             algorithm.kl_divergence(),
+                             rtol=1e-9,
+                             atol=1e-14)
 
 
 def test_repeated_index_is_reweighted_once_with_first_utility():
   sampler = AdaptiveSampler(4, amplitude=2.0, decay=0.5)
   sampler.update([1, 3, 1, 1], [1.0, -1.0, 5.0, 7.0])
-  np.testing.assert_allclose(sampler.log_weights.numpy(),
-                             [0.0, 2.0, 0.0, -2.0])
+  np.testing.assert_allclose(sampler.log_weights.numpy(), [0.0, 2.0, 0.0, -2.0])
 
 
 def test_update_and_sample_inside_function_match_eager():
@@ -96,11 +101,13 @@ def test_training_step_graph_has_no_host_callbacks():
   assert not op_types & {"PyFunc", "EagerPyFunc", "PyFuncStateless"}
 
 
-@pytest.mark.parametrize("utility,amplitude,decay", [
-    (1.0, 50.0, 0.999),     # Weights grow towards exp(50 / 0.001).
-    (-1.0, 50.0, 0.999),    # ... or shrink towards exp(-50000).
-    (1.0, 50.0, 0.5),
-])
+@pytest.mark.parametrize(
+    "utility,amplitude,decay",
+    [
+        (1.0, 50.0, 0.999),  # Weights grow towards exp(50 / 0.001).
+        (-1.0, 50.0, 0.999),  # ... or shrink towards exp(-50000).
+        (1.0, 50.0, 0.5),
+    ])
 def test_extreme_runs_stay_finite_and_exact(utility, amplitude, decay):
   num_examples, steps = 10, 100_000
   sampler = AdaptiveSampler(num_examples, amplitude, decay)
@@ -117,7 +124,8 @@ def test_extreme_runs_stay_finite_and_exact(utility, amplitude, decay):
   expected_log_weight = amplitude * utility * (1 - decay**steps) / (1 - decay)
   log_weights = np.zeros(num_examples)
   log_weights[[0, 3, 7]] = expected_log_weight
-  np.testing.assert_allclose(sampler.log_weights.numpy(), log_weights,
+  np.testing.assert_allclose(sampler.log_weights.numpy(),
+                             log_weights,
                              rtol=1e-9)
   probabilities = sampler.probabilities().numpy()
   expected = np.exp(log_weights - log_weights.max())
@@ -141,7 +149,8 @@ def test_rescale_keeps_weights_exact_after_focus_moves_away():
     sampler.update([0, 1], utilities)
     algorithm.update(np.array([0, 1]), np.array(utilities))
   np.testing.assert_allclose(sampler.probabilities().numpy(),
-                             algorithm.probabilities(), rtol=1e-12)
+                             algorithm.probabilities(),
+                             rtol=1e-12)
   assert sampler.probabilities().numpy()[4] > 0.1
 
 
@@ -158,7 +167,8 @@ def test_kl_divergence_is_zero_when_uniform_and_tracks_reference(dtype):
     algorithm.update(indices, utilities)
   tolerance = 1e-12 if dtype == tf.float64 else 1e-4
   np.testing.assert_allclose(sampler.kl_divergence().numpy(),
-                             algorithm.kl_divergence(), rtol=tolerance,
+                             algorithm.kl_divergence(),
+                             rtol=tolerance,
                              atol=tolerance)
 
 
@@ -174,11 +184,12 @@ def test_reset_returns_to_uniform():
 @pytest.mark.parametrize("dtype", [tf.float64, tf.float32])
 @pytest.mark.parametrize("num_examples", [7, 129, 1000, 3000])
 @pytest.mark.parametrize("compiled", [False, True])
-def test_reset_after_a_rescale_is_the_initial_state_exactly(dtype,
-                                                            num_examples,
-                                                            compiled):
+def test_reset_after_a_rescale_is_the_initial_state_exactly(
+    dtype, num_examples, compiled):
   # Sizes on either side of the CPU's small-batch path (128 updates).
-  sampler = AdaptiveSampler(num_examples, amplitude=50.0, decay=0.5,
+  sampler = AdaptiveSampler(num_examples,
+                            amplitude=50.0,
+                            decay=0.5,
                             dtype=dtype)
   initial = state_of(sampler)
   # exp(50 * 10) is past either dtype's safe range: the caches are rescaled,
@@ -189,9 +200,9 @@ def test_reset_after_a_rescale_is_the_initial_state_exactly(dtype,
   for expected, actual in zip(initial, state_of(sampler)):
     np.testing.assert_array_equal(actual, expected)
   np_dtype = dtype.as_numpy_dtype
-  np.testing.assert_array_equal(sampler.probabilities().numpy(),
-                                np.full(num_examples, 1 / np_dtype(num_examples),
-                                        np_dtype))
+  np.testing.assert_array_equal(
+      sampler.probabilities().numpy(),
+      np.full(num_examples, 1 / np_dtype(num_examples), np_dtype))
   assert sampler.kl_divergence().numpy() == 0.0
 
 
@@ -228,8 +239,10 @@ def test_entropy_tree_node_0_holds_the_total(tmp_path):
 def test_kl_divergence_reads_both_totals_in_one_gather():
   sampler = AdaptiveSampler(10, amplitude=1.0, decay=0.5)
   graph = tf.function(sampler.kl_divergence).get_concrete_function().graph
-  reads = [op for op in graph.get_operations()
-           if op.type in ("ResourceGather", "ReadVariableOp")]
+  reads = [
+      op for op in graph.get_operations()
+      if op.type in ("ResourceGather", "ReadVariableOp")
+  ]
   assert len(reads) == 1, [op.type for op in reads]
 
 
@@ -248,14 +261,18 @@ def test_reweight_with_decay_0_forgets_the_past():
   # The caches were recomputed with log-scale 0.
   assert sampler._log_scale.numpy() == 0
   capacity = sampler.tree.capacity
-  np.testing.assert_allclose(
-      sampler.tree.variable.numpy()[capacity:capacity + 6], np.exp(expected),
-      rtol=1e-15)
+  np.testing.assert_allclose(sampler.tree.variable.numpy()[capacity:capacity +
+                                                           6],
+                             np.exp(expected),
+                             rtol=1e-15)
 
 
 @pytest.mark.parametrize("stratified", [False, True])
 def test_draw_frequencies_follow_the_distribution(stratified):
-  sampler = AdaptiveSampler(6, amplitude=1.0, decay=0.5, seed=11,
+  sampler = AdaptiveSampler(6,
+                            amplitude=1.0,
+                            decay=0.5,
+                            seed=11,
                             stratified=stratified)
   sampler.update([0, 2, 5], [2.0, 1.0, -1.0])
   counts = np.zeros(6)
@@ -267,7 +284,10 @@ def test_draw_frequencies_follow_the_distribution(stratified):
 
 
 def test_stratified_batch_takes_one_draw_per_stratum():
-  sampler = AdaptiveSampler(10, amplitude=1.0, decay=0.5, seed=1,
+  sampler = AdaptiveSampler(10,
+                            amplitude=1.0,
+                            decay=0.5,
+                            seed=1,
                             stratified=True)
   uniforms = sampler.uniforms(4).numpy()
   np.testing.assert_array_equal(np.floor(uniforms * 4), [0, 1, 2, 3])
@@ -277,8 +297,9 @@ def test_stratified_batch_takes_one_draw_per_stratum():
 def test_seeded_samplers_draw_the_same_sequence():
   first = AdaptiveSampler(1000, 1.0, 0.9, seed=42)
   second = AdaptiveSampler(1000, 1.0, 0.9, seed=42)
-  np.testing.assert_array_equal(first.sample(100).numpy(),
-                                second.sample(100).numpy())
+  np.testing.assert_array_equal(
+      first.sample(100).numpy(),
+      second.sample(100).numpy())
 
 
 def test_checkpoint_restores_distribution_and_random_state(tmp_path):
@@ -310,7 +331,7 @@ def test_checkpoint_restores_distribution_and_random_state(tmp_path):
 ])
 @pytest.mark.usefixtures("on_cpu")
 def test_bad_update_raises_and_leaves_state_unchanged(indices, utilities,
-                                                       message):
+                                                      message):
   sampler = AdaptiveSampler(20, amplitude=2.0, decay=0.9, seed=0)
   sampler.update([3, 4], [1.0, 2.0])
   before = state_of(sampler)
@@ -329,16 +350,17 @@ def test_bad_update_raises_and_leaves_state_unchanged(indices, utilities,
     (1.0, np.nan, r"decay = nan must be in \[0, 1\)"),
 ])
 @pytest.mark.usefixtures("on_cpu")
-def test_reweight_op_rejects_bad_amplitude_and_decay(amplitude, decay,
-                                                      message):
+def test_reweight_op_rejects_bad_amplitude_and_decay(amplitude, decay, message):
   sampler = AdaptiveSampler(4, amplitude=1.0, decay=0.5)
   before = state_of(sampler)
   with pytest.raises(tf.errors.InvalidArgumentError, match=message):
-    ops.adaptive_reweight(
-        sampler.tree.variable.handle, sampler._entropy_tree.handle,
-        sampler.log_weights.handle, sampler._log_scale.handle,
-        tf.constant([0], tf.int64), tf.constant([1.0], tf.float64),
-        tf.constant(amplitude, tf.float64), tf.constant(decay, tf.float64))
+    ops.adaptive_reweight(sampler.tree.variable.handle,
+                          sampler._entropy_tree.handle,
+                          sampler.log_weights.handle, sampler._log_scale.handle,
+                          tf.constant([0], tf.int64),
+                          tf.constant([1.0], tf.float64),
+                          tf.constant(amplitude, tf.float64),
+                          tf.constant(decay, tf.float64))
   for expected, actual in zip(before, state_of(sampler)):
     np.testing.assert_array_equal(expected, actual)
 

@@ -12,8 +12,8 @@ def first_draws(seed=None):
   return AdaptiveSampler(100, 1.0, 0.9, seed=seed).sample(20).numpy()
 
 
-@pytest.mark.parametrize("set_seed", [tf.random.set_seed,
-                                      keras.utils.set_random_seed])
+@pytest.mark.parametrize("set_seed",
+                         [tf.random.set_seed, keras.utils.set_random_seed])
 def test_unseeded_sampler_follows_the_global_seed(set_seed):
   set_seed(7)
   first, second = first_draws(), first_draws()

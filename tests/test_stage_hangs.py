@@ -24,14 +24,18 @@ y = np.arange(37) % 3
 
 
 def environment():
-  return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
+  return dict(os.environ,
+              TF_CPP_MIN_LOG_LEVEL="2",
               PYTHONPATH=os.pathsep.join(filter(None, sys.path)))
 
 
 def run(script, *args):
   result = subprocess.run([sys.executable, "-c", PRELUDE + script, *args],
-                          capture_output=True, text=True, timeout=TIMEOUT,
-                          check=False, env=environment())
+                          capture_output=True,
+                          text=True,
+                          timeout=TIMEOUT,
+                          check=False,
+                          env=environment())
   assert result.returncode == 0, result.stderr[-3000:]
   return result.stdout
 
@@ -73,7 +77,9 @@ print("not reached", flush=True)
 def test_ctrl_c_interrupts_a_draw_waiting_for_an_update():
   process = subprocess.Popen(
       [sys.executable, "-c", PRELUDE + WAITS_FOR_AN_UPDATE],
-      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+      stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE,
+      text=True,
       env=environment())
   try:
     assert process.stdout.readline().strip() == "waiting"

@@ -28,18 +28,21 @@ def tolerance(dtype):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("num_leaves", SIZES)
 def test_build_stores_weights_and_sums(dtype, num_leaves):
-  weights = random_weights(num_leaves, seed=num_leaves).astype(
-      dtype.as_numpy_dtype)
+  weights = random_weights(num_leaves,
+                           seed=num_leaves).astype(dtype.as_numpy_dtype)
   tree = SumTree(num_leaves, initial_weights=weights, dtype=dtype)
   np.testing.assert_array_equal(tree.variable.numpy(),
                                 reference.build_tree(weights))
   np.testing.assert_array_equal(tree.weights().numpy(), weights)
-  np.testing.assert_allclose(tree.total().numpy(), weights.sum(),
+  np.testing.assert_allclose(tree.total().numpy(),
+                             weights.sum(),
                              rtol=tolerance(dtype))
   np.testing.assert_allclose(tree.probabilities().numpy(),
-                             weights / weights.sum(), rtol=tolerance(dtype))
+                             weights / weights.sum(),
+                             rtol=tolerance(dtype))
   np.testing.assert_allclose(tree.probabilities([0]).numpy(),
-                             weights[:1] / weights.sum(), rtol=tolerance(dtype))
+                             weights[:1] / weights.sum(),
+                             rtol=tolerance(dtype))
 
 
 def test_default_weights_are_uniform():
@@ -88,14 +91,16 @@ def test_sample_frequencies_follow_weights(dtype):
 def test_sample_never_returns_padded_or_zero_weight_leaf(dtype):
   # Zero weights at the end (before the padding), in the middle and at the
   # start; uniforms at both ends of [0, 1), where u * total meets the total.
-  weights = np.array([0, 1e-30, 0, 3, 0, 0, 1e-300 if dtype == tf.float64 else
-                      1e-38, 0, 0]).astype(dtype.as_numpy_dtype)
+  weights = np.array(
+      [0, 1e-30, 0, 3, 0, 0, 1e-300 if dtype == tf.float64 else 1e-38, 0,
+       0]).astype(dtype.as_numpy_dtype)
   tree = SumTree(len(weights), initial_weights=weights, dtype=dtype)
   below_one = np.nextafter(dtype.as_numpy_dtype(1), dtype.as_numpy_dtype(0))
-  edges = np.array([0, below_one] + [below_one - k * np.finfo(
-      dtype.as_numpy_dtype).eps for k in range(1, 6)], dtype.as_numpy_dtype)
-  randoms = np.random.default_rng(5).random(10_000).astype(
+  edges = np.array(
+      [0, below_one] +
+      [below_one - k * np.finfo(dtype.as_numpy_dtype).eps for k in range(1, 6)],
       dtype.as_numpy_dtype)
+  randoms = np.random.default_rng(5).random(10_000).astype(dtype.as_numpy_dtype)
   indices = tree.sample(np.concatenate([edges, randoms]))[0].numpy()
   assert np.all(indices < len(weights))
   assert np.all(weights[indices] > 0)
@@ -175,8 +180,7 @@ BAD_INPUTS = [
 
 @pytest.mark.usefixtures("on_cpu")
 @pytest.mark.parametrize("method,arguments,message", BAD_INPUTS)
-def test_bad_input_raises_and_leaves_tree_unchanged(method, arguments,
-                                                     message):
+def test_bad_input_raises_and_leaves_tree_unchanged(method, arguments, message):
   tree = SumTree(5, initial_weights=[1.0, 2.0, 3.0, 4.0, 5.0])
   before = tree.variable.numpy()
   with pytest.raises((tf.errors.InvalidArgumentError, ValueError),
@@ -194,7 +198,8 @@ def test_sampling_an_all_zero_tree_raises():
 
 @pytest.mark.usefixtures("on_cpu")
 def test_uninitialized_variable_raises():
-  handle = tf.raw_ops.VarHandleOp(dtype=tf.float64, shape=[8],
+  handle = tf.raw_ops.VarHandleOp(dtype=tf.float64,
+                                  shape=[8],
                                   shared_name="never_initialized")
   with pytest.raises(tf.errors.InvalidArgumentError,
                      match="tree is not an initialized variable"):
@@ -230,8 +235,10 @@ def test_constructor_rejects_integer_dtype():
 def _bytes_allocated_by(run, fetches, op_type):
   """Bytes that the nodes of `op_type` allocated while `run` ran `fetches`."""
   metadata = tf.compat.v1.RunMetadata()
-  run(fetches, options=tf.compat.v1.RunOptions(
-      trace_level=tf.compat.v1.RunOptions.FULL_TRACE), run_metadata=metadata)
+  run(fetches,
+      options=tf.compat.v1.RunOptions(
+          trace_level=tf.compat.v1.RunOptions.FULL_TRACE),
+      run_metadata=metadata)
   return sum(memory.total_bytes
              for device in metadata.step_stats.dev_stats
              for node in device.node_stats if node.node_name.endswith(op_type)
@@ -257,8 +264,8 @@ def test_updates_and_draws_do_not_copy_the_tree():
       session.run(tf.compat.v1.global_variables_initializer())
       session.run(build)
       # The tracker does see a full copy: reading the variable makes one.
-      assert _bytes_allocated_by(session.run, read, "ReadVariableOp") >= (
-          tree_bytes)
+      assert _bytes_allocated_by(session.run, read,
+                                 "ReadVariableOp") >= (tree_bytes)
       # A set copies nothing; on a GPU it takes a few hundred bytes of
       # scratch, far below a copy of the tree.
       assert _bytes_allocated_by(session.run, update, "SumTreeSet") < 1024

@@ -7,19 +7,21 @@ import tensorflow as tf
 from tf_adasamp import utilities
 
 LABELS = np.array([0, 2, 1])
-PROBS = np.array([[0.7, 0.2, 0.1],   # Right, confident.
-                  [0.5, 0.1, 0.4],   # Wrong.
-                  [0.0, 0.0, 1.0]])  # Wrong, and p(y) = 0.
+PROBS = np.array([
+    [0.7, 0.2, 0.1],  # Right, confident.
+    [0.5, 0.1, 0.4],  # Wrong.
+    [0.0, 0.0, 1.0]
+])  # Wrong, and p(y) = 0.
 
 
 def test_zero_one_marks_mistakes():
-  np.testing.assert_array_equal(utilities.zero_one(LABELS, PROBS).numpy(),
-                                [0.0, 1.0, 1.0])
+  np.testing.assert_array_equal(
+      utilities.zero_one(LABELS, PROBS).numpy(), [0.0, 1.0, 1.0])
 
 
 def test_l1_is_one_minus_true_class_probability():
-  np.testing.assert_allclose(utilities.l1(LABELS, PROBS).numpy(),
-                             [0.3, 0.6, 1.0])
+  np.testing.assert_allclose(
+      utilities.l1(LABELS, PROBS).numpy(), [0.3, 0.6, 1.0])
 
 
 def test_cross_entropy_is_finite_when_true_class_has_zero_probability():

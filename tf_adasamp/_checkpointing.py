@@ -39,9 +39,13 @@ class CheckedState(base.Trackable):
     return {}
 
   def _serialize_to_tensors(self):
-    return {**self._variables,
-            **{name: tf.constant(size, tf.int64)
-               for name, size in self._sizes.items()}}
+    return {
+        **self._variables,
+        **{
+            name: tf.constant(size, tf.int64) for name, size in self._sizes.items(
+            )
+        }
+    }
 
   def _restore_from_tensors(self, restored_tensors):
     return self._restore(restored_tensors)
@@ -49,12 +53,15 @@ class CheckedState(base.Trackable):
   def _export_to_saved_model_graph(self, object_map, tensor_map, options,
                                    **kwargs):
     # The exported graph's copy saves and restores the exported variables.
-    exported = {name: object_map[variable]
-                for name, variable in self._variables.items()}
+    exported = {
+        name: object_map[variable] for name, variable in self._variables.items()
+    }
 
     def assign(restored):
-      return tf.group(*[variable.assign(restored[name])
-                        for name, variable in exported.items()])
+      return tf.group(*[
+          variable.assign(restored[name])
+          for name, variable in exported.items()
+      ])
 
     object_map[self] = CheckedState(exported, self._sizes, assign)
     return []
@@ -63,7 +70,8 @@ class CheckedState(base.Trackable):
 def assert_size(saved, expected, what):
   """Asserts that a checkpoint's saved `what` is `expected`."""
   return tf.debugging.assert_equal(
-      tf.cast(saved, tf.int64), tf.constant(expected, tf.int64),
+      tf.cast(saved, tf.int64),
+      tf.constant(expected, tf.int64),
       message=f"the checkpoint's {what} differs from this one's {expected}")
 
 

@@ -16,8 +16,8 @@ FLOAT_DTYPES = (tf.float32, tf.float64)
 
 def positive_int(value, name):
   """`value` as an int >= 1; Python or NumPy integers, never bools."""
-  if isinstance(value, (bool, np.bool_)) or not isinstance(
-      value, numbers.Integral):
+  if isinstance(value,
+                (bool, np.bool_)) or not isinstance(value, numbers.Integral):
     raise TypeError(f"{name} must be an int, got {value!r}")
   if value < 1:
     raise ValueError(f"{name} must be >= 1, got {value}")
@@ -29,8 +29,8 @@ def float_dtype(dtype, name="dtype"):
   try:
     dtype = tf.as_dtype(dtype)
   except TypeError as error:
-    raise TypeError(f"{name} must be float32 or float64, got {dtype!r}"
-                    ) from error
+    raise TypeError(
+        f"{name} must be float32 or float64, got {dtype!r}") from error
   if dtype not in FLOAT_DTYPES:
     raise TypeError(f"{name} must be float32 or float64, got {dtype.name}")
   return dtype
@@ -46,8 +46,7 @@ def indices(value, name="indices"):
 
 def real(value, name):
   """`value` as a Python float; numbers only (no bools, strings, tensors)."""
-  if isinstance(value, (bool, np.bool_)) or not isinstance(
-      value, numbers.Real):
+  if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
     raise TypeError(f"{name} must be a real number, got {value!r}")
   return float(value)
 
@@ -79,8 +78,8 @@ def seed(value):
   """A random seed: None or an int in [0, 2**64)."""
   if value is None:
     return None
-  if isinstance(value, (bool, np.bool_)) or not isinstance(
-      value, numbers.Integral):
+  if isinstance(value,
+                (bool, np.bool_)) or not isinstance(value, numbers.Integral):
     raise TypeError(f"seed must be an int or None, got {value!r}")
   if not 0 <= value < 2**64:
     raise ValueError(f"seed must be in [0, 2**64), got {value}")

@@ -146,7 +146,12 @@ def uniform_stability_convex(n, T, lipschitz, eta, smoothness=None):
   return _result(2 * lipschitz**2 * eta * (np.log(T) + 1) / n)
 
 
-def uniform_stability_nonconvex(n, T, lipschitz, smoothness, eta, max_loss,
+def uniform_stability_nonconvex(n,
+                                T,
+                                lipschitz,
+                                smoothness,
+                                eta,
+                                max_loss,
                                 batch_size=1):
   """Data stability of non-convex SGD with eta_t <= eta / t (Proposition 2).
 
@@ -176,13 +181,12 @@ def uniform_stability_nonconvex(n, T, lipschitz, smoothness, eta, max_loss,
   eta = _positive("eta", eta)
   s_eta = _positive("smoothness", smoothness) * eta
   max_loss = _at_least("max_loss", max_loss, 0)
-  return _result((max_loss + 1 / s_eta) / (n - 1)
-                 * (2 * lipschitz**2 * eta)**(1 / (s_eta + 1))
-                 * draws**(s_eta / (s_eta + 1)))
+  return _result((max_loss + 1 / s_eta) / (n - 1) *
+                 (2 * lipschitz**2 * eta)**(1 / (s_eta + 1)) *
+                 draws**(s_eta / (s_eta + 1)))
 
 
-def hypothesis_stability_convex(n, T, lipschitz, smoothness, eta,
-                                initial_risk):
+def hypothesis_stability_convex(n, T, lipschitz, smoothness, eta, initial_risk):
   """Pointwise hypothesis stability of convex SGD from h_0 (Proposition 3).
 
     beta = 2 L eta (ln T + 1) sqrt(2 s R(h_0)) / n,      s = smoothness
@@ -208,8 +212,8 @@ def hypothesis_stability_convex(n, T, lipschitz, smoothness, eta,
   eta = _at_least("eta", eta, 0)
   _step_size(eta, smoothness)
   initial_risk = _at_least("initial_risk", initial_risk, 0)
-  return _result(2 * lipschitz * eta * (np.log(T) + 1)
-                 * np.sqrt(2 * smoothness * initial_risk) / n)
+  return _result(2 * lipschitz * eta * (np.log(T) + 1) *
+                 np.sqrt(2 * smoothness * initial_risk) / n)
 
 
 def stability_strongly_convex(n, T, lipschitz, strong_convexity, batch_size=1):
@@ -265,8 +269,9 @@ def chi2_bound(chi2, n, delta, max_loss, beta):
   delta = _unit_interval("delta", delta)
   max_loss = _at_least("max_loss", max_loss, 0)
   beta = _at_least("beta", beta, 0)
-  return _result(np.sqrt((chi2 + 1) / delta
-                         * (2 * max_loss**2 / n + 12 * max_loss * beta)))
+  return _result(
+      np.sqrt(
+          (chi2 + 1) / delta * (2 * max_loss**2 / n + 12 * max_loss * beta)))
 
 
 def _kl_terms(kl, n, T, delta, max_loss, beta, theta, batch_size):
@@ -309,12 +314,11 @@ def kl_bound(kl, n, T, delta, max_loss, beta, theta, batch_size=1):
     The bound on the generalization error G(S, Q).
   """
   kl, delta, beta, _, _, variance = _kl_terms(kl, n, T, delta, max_loss, beta,
-                                               theta, batch_size)
+                                              theta, batch_size)
   return _result(beta + np.sqrt(2 * (kl + np.log(2 / delta)) * variance))
 
 
-def derandomized_kl_bound(kl, n, T, delta, max_loss, beta, theta,
-                          batch_size=1):
+def derandomized_kl_bound(kl, n, T, delta, max_loss, beta, theta, batch_size=1):
   """Bound for one run drawn from a product posterior (Theorem 3).
 
     G(S, h) <= beta + theta sqrt(2 T B ln(2 / delta))
@@ -339,14 +343,20 @@ def derandomized_kl_bound(kl, n, T, delta, max_loss, beta, theta,
   Returns:
     The bound on the generalization error G(S, h) of the run.
   """
-  kl, delta, beta, theta, draws, variance = _kl_terms(
-      kl, n, T, delta, max_loss, beta, theta, batch_size)
-  return _result(beta + theta * np.sqrt(2 * draws * np.log(2 / delta))
-                 + np.sqrt(2 * (kl + np.log(4 / delta)) * variance))
+  kl, delta, beta, theta, draws, variance = _kl_terms(kl, n, T, delta, max_loss,
+                                                      beta, theta, batch_size)
+  return _result(beta + theta * np.sqrt(2 * draws * np.log(2 / delta)) +
+                 np.sqrt(2 * (kl + np.log(4 / delta)) * variance))
 
 
-def strongly_convex_sgd_bound(kl, n, T, delta, max_loss, lipschitz,
-                              strong_convexity, batch_size=1):
+def strongly_convex_sgd_bound(kl,
+                              n,
+                              T,
+                              delta,
+                              max_loss,
+                              lipschitz,
+                              strong_convexity,
+                              batch_size=1):
   """Generalization bound of strongly convex SGD, any posterior (Cor. 1).
 
     G(S, Q) <= 2 L^2 / (lambda n)
@@ -490,8 +500,8 @@ class KLBoundTracker:
       amplitude: alpha >= 0.
       decay: in (0, 1).
     """
-    if isinstance(num_examples, bool) or not isinstance(
-        num_examples, (int, np.integer)):
+    if isinstance(num_examples, bool) or not isinstance(num_examples,
+                                                        (int, np.integer)):
       raise TypeError(f"num_examples must be an int, got {num_examples!r}")
     if num_examples < 1:
       raise ValueError(f"num_examples must be >= 1, got {num_examples}")
@@ -526,13 +536,12 @@ class KLBoundTracker:
     if self._batch_size not in (None, indices.size):
       raise ValueError(f"every step must draw {self._batch_size} indices, "
                        f"got {indices.size}")
-    _check("indices", indices,
-           (indices >= 0) & (indices < self._num_examples),
+    _check("indices", indices, (indices >= 0) & (indices < self._num_examples),
            f"in [0, {self._num_examples})")
     # Theorem 4's term for this step, from the sums before its reweighting.
-    self._general += self._amplitude * float(
-        self._sums[indices].sum()
-        - indices.size * self._total / self._num_examples)
+    self._general += self._amplitude * float(self._sums[indices].sum() -
+                                             indices.size * self._total /
+                                             self._num_examples)
     unique, first = np.unique(indices, return_index=True)
     updated = self._decay * self._sums[unique] + utilities[first]
     self._total += float((updated - self._sums[unique]).sum())
@@ -549,11 +558,16 @@ class KLBoundTracker:
     For keeping them elsewhere, e.g. in tf.Variables updated inside a
     training step (tf_adasamp.experiment.training_loop.BoundTracker).
     """
-    return {"sums": self._sums.copy(), "total": self._total,
-            "general": self._general,
-            "utilities_before_last": self._utilities_before_last,
-            "last_utilities": self._last_utilities, "signed": self._signed,
-            "steps": self._steps, "batch_size": self._batch_size}
+    return {
+        "sums": self._sums.copy(),
+        "total": self._total,
+        "general": self._general,
+        "utilities_before_last": self._utilities_before_last,
+        "last_utilities": self._last_utilities,
+        "signed": self._signed,
+        "steps": self._steps,
+        "batch_size": self._batch_size
+    }
 
   @classmethod
   def from_state(cls, num_examples, amplitude, decay, state):
@@ -569,8 +583,7 @@ class KLBoundTracker:
       raise ValueError(f"steps {steps} and batch_size {batch_size!r} do not "
                        "agree (batch_size is None before the first step)")
     tracker._sums = sums.copy()
-    for name in ("total", "general", "utilities_before_last",
-                 "last_utilities"):
+    for name in ("total", "general", "utilities_before_last", "last_utilities"):
       setattr(tracker, "_" + name, float(_array(name, state[name])))
     tracker._signed = bool(state["signed"])
     tracker._steps = steps
@@ -601,9 +614,8 @@ class KLBoundTracker:
     """
     if self._signed:
       return None
-    return _nonnegative_bound(self._amplitude, self._decay,
-                              self._batch_size or 1,
-                              self._utilities_before_last)
+    return _nonnegative_bound(self._amplitude, self._decay, self._batch_size or
+                              1, self._utilities_before_last)
 
   def strongly_convex_sgd_bound(self, delta, max_loss, lipschitz,
                                 strong_convexity):
@@ -625,10 +637,14 @@ class KLBoundTracker:
     """
     if self._steps < 1:
       raise ValueError("no steps recorded yet (T must be >= 1)")
-    return strongly_convex_sgd_bound(
-        kl=max(0.0, self._general), n=self._num_examples, T=self._steps,
-        delta=delta, max_loss=max_loss, lipschitz=lipschitz,
-        strong_convexity=strong_convexity, batch_size=self._batch_size)
+    return strongly_convex_sgd_bound(kl=max(0.0, self._general),
+                                     n=self._num_examples,
+                                     T=self._steps,
+                                     delta=delta,
+                                     max_loss=max_loss,
+                                     lipschitz=lipschitz,
+                                     strong_convexity=strong_convexity,
+                                     batch_size=self._batch_size)
 
 
 def minimum_examples(bound, target, lower=1, upper=10**15):

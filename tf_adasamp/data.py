@@ -175,8 +175,9 @@ class AdaptiveSampling:
       per_step = input_context.num_replicas_in_sync // num_shares
 
     def draw(_):
-      return tuple(distribute.sample_share(self._sampler, self._batch_size,
-                                           share, num_shares))
+      return tuple(
+          distribute.sample_share(self._sampler, self._batch_size, share,
+                                  num_shares))
 
     def load(indices, probabilities):
       return _with_sampling(gather(indices), indices, probabilities)
@@ -187,10 +188,9 @@ class AdaptiveSampling:
                                  (self._max_lag + 1) * per_step)
     # Draws run in order, one at a time, so that a seeded sampler's
     # generator gives the same sequence; loading overlaps with them.
-    return (steps
-            .map(draw)
-            .map(load, num_parallel_calls=tf.data.AUTOTUNE,
-                 deterministic=True))
+    return (steps.map(draw).map(load,
+                                num_parallel_calls=tf.data.AUTOTUNE,
+                                deterministic=True))
 
   __call__ = dataset
 
@@ -227,8 +227,7 @@ class AdaptiveSampling:
       self._release_after_update()
       return
     indices = tf.convert_to_tensor(indices)
-    utilities = tf.convert_to_tensor(utilities,
-                                     dtype_hint=self._sampler.dtype)
+    utilities = tf.convert_to_tensor(utilities, dtype_hint=self._sampler.dtype)
     scaled = self._sampler.amplitude * tf.cast(utilities, tf.float64)
     accepted = (tf.reduce_all(tf.math.is_finite(scaled)) &
                 tf.reduce_all((indices >= 0) &
@@ -283,7 +282,9 @@ class _InterruptWatcher:
         os.close(write)
         return
       cls._started = True
-    threading.Thread(target=cls._run, args=(read, previous), daemon=True,
+    threading.Thread(target=cls._run,
+                     args=(read, previous),
+                     daemon=True,
                      name="tf_adasamp_interrupts").start()
 
   @classmethod
@@ -310,7 +311,9 @@ class _DrawPermitDataset(dataset_ops.UnaryUnchangedStructureDataset):
     self._input_dataset = input_dataset
     variant_tensor = ops.draw_permit_dataset(
         input_dataset._variant_tensor,  # pylint: disable=protected-access
-        permits, initial_permits, **self._flat_structure)
+        permits,
+        initial_permits,
+        **self._flat_structure)
     super().__init__(input_dataset, variant_tensor)
 
 
@@ -330,8 +333,9 @@ def _as_source(source, num_examples):
   elif not _is_nest(source):
     return _random_access(source)
   tensors = tf.nest.map_structure(tf.convert_to_tensor, source)
-  lengths = {int(t.shape[0]) if t.shape.rank else 0
-             for t in tf.nest.flatten(tensors)}
+  lengths = {
+      int(t.shape[0]) if t.shape.rank else 0 for t in tf.nest.flatten(tensors)
+  }
   if len(lengths) != 1 or 0 in lengths:
     raise ValueError("a source's tensors must all have the same number of "
                      f"rows, at least 1; got {sorted(lengths)}")

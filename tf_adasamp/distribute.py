@@ -30,8 +30,7 @@ from tf_adasamp.sampler import AdaptiveSampler
 
 
 def create_sampler(strategy: tf.distribute.Strategy, num_examples: int,
-                   amplitude: float, decay: float,
-                   **kwargs) -> AdaptiveSampler:
+                   amplitude: float, decay: float, **kwargs) -> AdaptiveSampler:
   """An `AdaptiveSampler` with one copy of its state per replica.
 
   Example, a step of a custom training loop:
@@ -62,8 +61,7 @@ def create_sampler(strategy: tf.distribute.Strategy, num_examples: int,
   samplers = []
 
   def build():
-    samplers.append(
-        AdaptiveSampler(num_examples, amplitude, decay, **kwargs))
+    samplers.append(AdaptiveSampler(num_examples, amplitude, decay, **kwargs))
 
   # Built in replica context, where the sampler's initial tree build can
   # reach a copy's handle: the strategy hands the variables replica 0 creates

@@ -57,8 +57,13 @@ class AdaptiveSamplingModel(keras.Model):
   validation take ordinary data.
   """
 
-  def __init__(self, model, stage, utility="l1", from_logits=False,
-               debias=False, **kwargs):
+  def __init__(self,
+               model,
+               stage,
+               utility="l1",
+               from_logits=False,
+               debias=False,
+               **kwargs):
     """Wraps `model`.
 
     Args:
@@ -86,8 +91,10 @@ class AdaptiveSamplingModel(keras.Model):
     self.debias = bool(debias)
     # The sampler's tf.Variables, as non-trainable weights of this model:
     # saved, restored and copied with the model's own.
-    self._sampler_state = [_SamplerVariable(variable)
-                           for variable in _sampler_variables(stage.sampler)]
+    self._sampler_state = [
+        _SamplerVariable(variable)
+        for variable in _sampler_variables(stage.sampler)
+    ]
     self._learn = None
     self._uniform = None
     self._class_weight = None
@@ -109,11 +116,13 @@ class AdaptiveSamplingModel(keras.Model):
         "name": self.name,
         "trainable": self.trainable,
         "model": keras.saving.serialize_keras_object(self.model),
-        "sampler": {"num_examples": sampler.num_examples,
-                    "amplitude": sampler.amplitude,
-                    "decay": sampler.decay,
-                    "stratified": sampler.stratified,
-                    "dtype": sampler.dtype.name},
+        "sampler": {
+            "num_examples": sampler.num_examples,
+            "amplitude": sampler.amplitude,
+            "decay": sampler.decay,
+            "stratified": sampler.stratified,
+            "dtype": sampler.dtype.name
+        },
         "batch_size": self.stage.batch_size,
         "max_lag": self.stage.max_lag,
         "utility": name or keras.saving.serialize_keras_object(utility),
@@ -125,9 +134,9 @@ class AdaptiveSamplingModel(keras.Model):
   def from_config(cls, config):
     config = dict(config)
     model = keras.saving.deserialize_keras_object(config.pop("model"))
-    stage = data_lib.AdaptiveSampling(
-        AdaptiveSampler(**config.pop("sampler")), config.pop("batch_size"),
-        max_lag=config.pop("max_lag"))
+    stage = data_lib.AdaptiveSampling(AdaptiveSampler(**config.pop("sampler")),
+                                      config.pop("batch_size"),
+                                      max_lag=config.pop("max_lag"))
     utility = config.pop("utility")
     if not isinstance(utility, str):
       utility = keras.saving.deserialize_keras_object(utility)
@@ -162,11 +171,23 @@ class AdaptiveSamplingModel(keras.Model):
     if self._uniform is not None:
       self._uniform.reset_state()
 
-  def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto",
-          callbacks=None, validation_split=0.0, validation_data=None,
-          shuffle=True, class_weight=None, sample_weight=None,
-          initial_epoch=0, steps_per_epoch=None, validation_steps=None,
-          validation_batch_size=None, validation_freq=1):
+  def fit(self,
+          x=None,
+          y=None,
+          batch_size=None,
+          epochs=1,
+          verbose="auto",
+          callbacks=None,
+          validation_split=0.0,
+          validation_data=None,
+          shuffle=True,
+          class_weight=None,
+          sample_weight=None,
+          initial_epoch=0,
+          steps_per_epoch=None,
+          validation_steps=None,
+          validation_batch_size=None,
+          validation_freq=1):
     """`keras.Model.fit`, training on the stage's draws.
 
     `x, y` (and `sample_weight`) are the training set, drawn from by the
@@ -193,12 +214,17 @@ class AdaptiveSamplingModel(keras.Model):
     if class_weight != self._class_weight:
       self._class_weight = class_weight
       self.train_function = None  # traced with the previous weights
-    return super().fit(
-        x, epochs=epochs, verbose=verbose, callbacks=callbacks, shuffle=False,
-        validation_data=validation_data, initial_epoch=initial_epoch,
-        steps_per_epoch=steps_per_epoch, validation_steps=validation_steps,
-        validation_batch_size=validation_batch_size,
-        validation_freq=validation_freq)
+    return super().fit(x,
+                       epochs=epochs,
+                       verbose=verbose,
+                       callbacks=callbacks,
+                       shuffle=False,
+                       validation_data=validation_data,
+                       initial_epoch=initial_epoch,
+                       steps_per_epoch=steps_per_epoch,
+                       validation_steps=validation_steps,
+                       validation_batch_size=validation_batch_size,
+                       validation_freq=validation_freq)
 
   def _training_dataset(self, x, y, sample_weight):
     """The stage's dataset for `fit`'s x, y and sample_weight."""
@@ -225,8 +251,8 @@ class AdaptiveSamplingModel(keras.Model):
     x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(tuple(batch))
     if self._class_weight is not None:
       weights = _class_weights(self._class_weight, _class_ids(y))
-      sample_weight = (weights if sample_weight is None else
-                       weights * tf.cast(sample_weight, weights.dtype))
+      sample_weight = (weights if sample_weight is None else weights *
+                       tf.cast(sample_weight, weights.dtype))
     importance = tf.cast(
         data_lib.importance_weights(probabilities,
                                     self.stage.sampler.num_examples),
@@ -238,12 +264,15 @@ class AdaptiveSamplingModel(keras.Model):
 
   def _learn_step(self, x, y, sample_weight, importance):
     """Forward, backward and optimizer step; returns (logs, predictions)."""
-    uniform_weight = (importance if sample_weight is None else
-                      importance * tf.cast(sample_weight, importance.dtype))
+    uniform_weight = (importance if sample_weight is None else importance *
+                      tf.cast(sample_weight, importance.dtype))
     with tf.GradientTape() as tape:
       y_pred = self(x, training=True)
       loss = self.compute_loss(
-          x=x, y=y, y_pred=y_pred, training=True,
+          x=x,
+          y=y,
+          y_pred=y_pred,
+          training=True,
           sample_weight=uniform_weight if self.debias else sample_weight)
       scaled_loss = self.optimizer.scale_loss(loss)
     gradients = tape.gradient(scaled_loss, self.trainable_weights)
@@ -261,8 +290,7 @@ class AdaptiveSamplingModel(keras.Model):
     self._uniform.update_state(uniform_loss, batch_size, y, y_pred,
                                uniform_weight)
     logs = self._uniform.result()
-    logs.update((f"adaptive_{name}", value)
-                for name, value in adaptive.items())
+    logs.update((f"adaptive_{name}", value) for name, value in adaptive.items())
     return logs, y_pred
 
   def test_step(self, data):
@@ -295,11 +323,11 @@ class SamplingTensorBoard(keras.callbacks.Callback):
     try:
       import tensorboard  # pylint: disable=g-import-not-at-top,unused-import
     except ImportError as error:
-      raise ImportError("SamplingTensorBoard writes TensorBoard summaries, "
-                        "which need TensorBoard: pip install tensorboard"
-                        ) from error
-    if update_freq != "epoch" and not (
-        isinstance(update_freq, int) and update_freq >= 1):
+      raise ImportError(
+          "SamplingTensorBoard writes TensorBoard summaries, "
+          "which need TensorBoard: pip install tensorboard") from error
+    if update_freq != "epoch" and not (isinstance(update_freq, int) and
+                                       update_freq >= 1):
       raise ValueError('update_freq must be "epoch" or an int >= 1, got '
                        f"{update_freq!r}")
     if not (isinstance(histogram_freq, int) and histogram_freq >= 0):
@@ -344,8 +372,7 @@ class SamplingTensorBoard(keras.callbacks.Callback):
                         1 / tf.reduce_sum(q * q))
       optimizer = self.model.optimizer
       if optimizer is not None:
-        tf.summary.scalar("sampling/learning_rate",
-                          optimizer.learning_rate)
+        tf.summary.scalar("sampling/learning_rate", optimizer.learning_rate)
       if self.histogram_freq and self._writes % self.histogram_freq == 0:
         tf.summary.histogram("sampling/log_n_probability", log_q + math.log(n))
     self._writes += 1
@@ -355,10 +382,13 @@ class _SamplerVariable(keras.Variable):
   """A Keras variable over one of the sampler's tf.Variables (no copy)."""
 
   def __init__(self, variable):
-    super().__init__(
-        lambda shape, dtype: variable, shape=variable.shape,
-        dtype=variable.dtype.name, trainable=False, autocast=False,
-        name="sampler_" + variable.name.split(":")[0].split("/")[-1])
+    super().__init__(lambda shape, dtype: variable,
+                     shape=variable.shape,
+                     dtype=variable.dtype.name,
+                     trainable=False,
+                     autocast=False,
+                     name="sampler_" +
+                     variable.name.split(":")[0].split("/")[-1])
 
   def _initialize_with_initializer(self, initializer):
     # Keras's TensorFlow variable adopts a tf.Variable handed to it as its
@@ -394,9 +424,8 @@ class _UniformEstimates:
     results = {"loss": self.loss.result()}
     if self.metrics is not None and self.metrics.built:
       # Named as Keras would the unweighted ones (no `weighted_` prefix).
-      results.update(
-          (metric.name.removeprefix("weighted_"), metric.result())
-          for metric in self.metrics.metrics)
+      results.update((metric.name.removeprefix("weighted_"), metric.result())
+                     for metric in self.metrics.metrics)
     return results
 
   def reset_state(self):
@@ -438,8 +467,8 @@ def _check_stage_batches(spec):
         "stage.dataset((x, y))")
   if len(spec) == 3:
     source = spec[0]
-    kind = (f"a dict with keys {sorted(source)}" if isinstance(source, dict)
-            else "a single tensor")
+    kind = (f"a dict with keys {sorted(source)}"
+            if isinstance(source, dict) else "a single tensor")
     raise ValueError(
         f"the stage's source is {kind}, so its batches have no labels for "
         "fit; pass a tuple, stage.dataset((features, labels)) (for TFDS, "
@@ -465,8 +494,7 @@ def _is_stage_batch(spec):
   tensor_like = lambda t: isinstance(t, tf.TensorSpec) or tf.is_tensor(t)
   return (tensor_like(indices) and tensor_like(probabilities) and
           indices.dtype == tf.int64 and indices.shape.rank == 1 and
-          probabilities.dtype.is_floating and
-          probabilities.shape.rank == 1)
+          probabilities.dtype.is_floating and probabilities.shape.rank == 1)
 
 
 def _class_ids(y):

@@ -66,9 +66,14 @@ class AdaptiveSampler(tf.Module):
     sampler.update(indices, tf_adasamp.utilities.zero_one(labels, probs))
   """
 
-  def __init__(self, num_examples: int, amplitude: float, decay: float,
-               seed: int | None = None, stratified: bool = False,
-               dtype: tf.DType = tf.float64, name: str | None = None):
+  def __init__(self,
+               num_examples: int,
+               amplitude: float,
+               decay: float,
+               seed: int | None = None,
+               stratified: bool = False,
+               dtype: tf.DType = tf.float64,
+               name: str | None = None):
     """Creates a uniform sampler over `num_examples` indices.
 
     Args:
@@ -85,8 +90,7 @@ class AdaptiveSampler(tf.Module):
       name: name of the module.
     """
     super().__init__(name=name)
-    self._num_examples = _validation.positive_int(num_examples,
-                                                  "num_examples")
+    self._num_examples = _validation.positive_int(num_examples, "num_examples")
     self._amplitude = _validation.amplitude(amplitude)
     self._decay = _validation.decay(decay)
     self._stratified = _validation.boolean(stratified, "stratified")
@@ -99,22 +103,30 @@ class AdaptiveSampler(tf.Module):
           SumTree(self._num_examples, dtype=self._dtype, name="tree"))
       # Sums of s_i * log(s_i) over the cached s_i of `tree`; node 0 holds
       # the total of `tree`, so that one read gives both (kl_divergence).
-      self._entropy_tree = untracked(tf.Variable(
-          with_total(tf.zeros([2 * self.tree.capacity], self._dtype),
-                     self.tree.total()),
-          trainable=False, name="entropy_tree"))
-      self.log_weights = untracked(tf.Variable(
-          tf.zeros([self._num_examples], self._dtype), trainable=False,
-          name="log_weights"))
+      self._entropy_tree = untracked(
+          tf.Variable(with_total(
+              tf.zeros([2 * self.tree.capacity], self._dtype),
+              self.tree.total()),
+                      trainable=False,
+                      name="entropy_tree"))
+      self.log_weights = untracked(
+          tf.Variable(tf.zeros([self._num_examples], self._dtype),
+                      trainable=False,
+                      name="log_weights"))
       # The tree caches exp(log_weights - log_scale).
-      self._log_scale = untracked(tf.Variable(
-          tf.zeros([], self._dtype), trainable=False, name="log_scale"))
+      self._log_scale = untracked(
+          tf.Variable(tf.zeros([], self._dtype),
+                      trainable=False,
+                      name="log_scale"))
       self.generator = untracked(make_generator(seed))
     self._checkpointed = _checkpointing.CheckedState(
-        {"tree": self.tree.variable, "entropy_tree": self._entropy_tree,
-         "log_weights": self.log_weights, "log_scale": self._log_scale,
-         "generator_state": self.generator.state},
-        {"num_examples": self._num_examples}, self._restore)
+        {
+            "tree": self.tree.variable,
+            "entropy_tree": self._entropy_tree,
+            "log_weights": self.log_weights,
+            "log_scale": self._log_scale,
+            "generator_state": self.generator.state
+        }, {"num_examples": self._num_examples}, self._restore)
 
   @property
   def num_examples(self) -> int:
@@ -148,17 +160,16 @@ class AdaptiveSampler(tf.Module):
       strata = tf.cast(tf.range(batch_size), self._dtype)
       # (B - 1 + u) / B can round up to 1 in floating point.
       below_one = np.nextafter(1, 0, dtype=self._dtype.as_numpy_dtype)
-      uniforms = tf.minimum((strata + uniforms) / tf.cast(batch_size,
-                                                          self._dtype),
-                            below_one)
+      uniforms = tf.minimum(
+          (strata + uniforms) / tf.cast(batch_size, self._dtype), below_one)
     return uniforms
 
   def sample(self, batch_size: int) -> tf.Tensor:
     """Draws `batch_size` indices from Q_t; int64 [batch_size]."""
     return self.sample_with_probabilities(batch_size)[0]
 
-  def sample_with_probabilities(
-      self, batch_size: int) -> tuple[tf.Tensor, tf.Tensor]:
+  def sample_with_probabilities(self,
+                                batch_size: int) -> tuple[tf.Tensor, tf.Tensor]:
     """Draws `batch_size` indices and returns (indices, Q_t(indices)).
 
     The probabilities give importance weights 1 / (n Q_t(i)) for an unbiased
@@ -246,7 +257,8 @@ class AdaptiveSampler(tf.Module):
     """
     bits = tf.bitcast(self._as_utilities(utilities), _BITS[self._dtype])
     return tf.stack([_validation.indices(indices),
-                     tf.cast(bits, tf.int64)], axis=1)
+                     tf.cast(bits, tf.int64)],
+                    axis=1)
 
   def _unpack(self, packed):
     """(indices, utilities) from a gathered `_pack`."""
@@ -282,30 +294,32 @@ class AdaptiveSampler(tf.Module):
     """
     self._reweight(tf.range(self._num_examples, dtype=tf.int64),
                    tf.zeros([self._num_examples], self._dtype),
-                   amplitude=0.0, decay=0.0)
+                   amplitude=0.0,
+                   decay=0.0)
 
   def _restore(self, restored):
     """Assigns a checkpoint's state once all of it is checked."""
     checks = [
-        _checkpointing.assert_size(restored["num_examples"],
-                                   self._num_examples, "number of examples"),
+        _checkpointing.assert_size(restored["num_examples"], self._num_examples,
+                                   "number of examples"),
         _checkpointing.assert_shape(restored["entropy_tree"],
                                     self._entropy_tree.shape, "entropy tree"),
         _checkpointing.assert_shape(restored["log_weights"],
                                     self.log_weights.shape, "log weights"),
         _checkpointing.assert_shape(restored["log_scale"], [], "log scale"),
         _checkpointing.assert_shape(restored["generator_state"],
-                                    self.generator.state.shape,
-                                    "random state"),
+                                    self.generator.state.shape, "random state"),
     ]
     with tf.control_dependencies(checks):
       checks = [
           tf.debugging.assert_all_finite(restored[name],
                                          f"the checkpoint's {name}")
-          for name in ("entropy_tree", "log_weights", "log_scale")]
+          for name in ("entropy_tree", "log_weights", "log_scale")
+      ]
       tree = checked_tree(restored["tree"], self._num_examples)
-      checks.append(tf.debugging.assert_positive(
-          tree[1], message="the checkpoint's total weight is not > 0"))
+      checks.append(
+          tf.debugging.assert_positive(
+              tree[1], message="the checkpoint's total weight is not > 0"))
     with tf.control_dependencies(checks):
       return tf.group(
           self.tree.variable.assign(tree),

@@ -17,7 +17,6 @@ from tf_adasamp import ops
 TensorLike = tf.types.experimental.TensorLike
 
 
-
 def tree_capacity(num_leaves: int) -> int:
   """The power of two that pads `num_leaves` leaves."""
   return 1 << max(num_leaves - 1, 0).bit_length()
@@ -40,7 +39,8 @@ def checked_tree(tree: tf.Tensor, num_leaves: int) -> tf.Tensor:
       tf.debugging.assert_non_negative(
           leaves, message="the checkpoint has a negative weight"),
       tf.debugging.assert_equal(
-          leaves[num_leaves:], tf.zeros([capacity - num_leaves], tree.dtype),
+          leaves[num_leaves:],
+          tf.zeros([capacity - num_leaves], tree.dtype),
           message="the checkpoint's padding leaves are not 0"),
   ]
   levels = [leaves]
@@ -50,8 +50,9 @@ def checked_tree(tree: tf.Tensor, num_leaves: int) -> tf.Tensor:
   # Node 0 records num_leaves, as the build op writes it.
   rebuilt = tf.concat(
       [tf.constant([num_leaves], tree.dtype), *reversed(levels)], axis=0)
-  checks.append(tf.debugging.assert_all_finite(
-      rebuilt[1], "the checkpoint's total weight"))
+  checks.append(
+      tf.debugging.assert_all_finite(rebuilt[1],
+                                     "the checkpoint's total weight"))
   with tf.control_dependencies(checks):
     return tf.identity(rebuilt)
 
@@ -65,9 +66,11 @@ class SumTree(tf.Module):
     tree.set([0], [2.])
   """
 
-  def __init__(self, num_leaves: int,
+  def __init__(self,
+               num_leaves: int,
                initial_weights: TensorLike | None = None,
-               dtype: tf.DType = tf.float64, name: str | None = None):
+               dtype: tf.DType = tf.float64,
+               name: str | None = None):
     """Creates the tree.
 
     Args:
@@ -83,9 +86,10 @@ class SumTree(tf.Module):
     if initial_weights is None:
       initial_weights = tf.ones([self._num_leaves], self._dtype)
     with self.name_scope:
-      self.variable = data_structures.NoDependency(tf.Variable(
-          tf.zeros([2 * self._capacity], self._dtype), trainable=False,
-          name="tree"))
+      self.variable = data_structures.NoDependency(
+          tf.Variable(tf.zeros([2 * self._capacity], self._dtype),
+                      trainable=False,
+                      name="tree"))
     self._checkpointed = _checkpointing.CheckedState(
         {"tree": self.variable}, {"num_leaves": self._num_leaves},
         self._restore)
@@ -120,15 +124,17 @@ class SumTree(tf.Module):
     if indices is None:
       indices = tf.range(self._num_leaves, dtype=tf.int64)
     indices = _validation.indices(indices)
-    tf.debugging.assert_less(
-        indices, tf.constant(self._num_leaves, tf.int64),
-        message="indices out of range")
+    tf.debugging.assert_less(indices,
+                             tf.constant(self._num_leaves, tf.int64),
+                             message="indices out of range")
     tf.debugging.assert_non_negative(indices, message="indices out of range")
     # One read of the total and the leaves, so they agree.
-    values = tf.gather(
-        self.variable, tf.concat([[1], indices + self._capacity], axis=0))
-    with tf.control_dependencies([tf.debugging.assert_positive(
-        values[0], message="the total weight is 0: no probabilities")]):
+    values = tf.gather(self.variable,
+                       tf.concat([[1], indices + self._capacity], axis=0))
+    with tf.control_dependencies([
+        tf.debugging.assert_positive(
+            values[0], message="the total weight is 0: no probabilities")
+    ]):
       return values[1:] / values[0]
 
   def assign(self, weights: TensorLike) -> None:
@@ -167,7 +173,9 @@ class SumTree(tf.Module):
 
   def _restore(self, restored):
     """Assigns a checkpoint's tree once it is checked (CheckedState)."""
-    with tf.control_dependencies([_checkpointing.assert_size(
-        restored["num_leaves"], self._num_leaves, "number of leaves")]):
+    with tf.control_dependencies([
+        _checkpointing.assert_size(restored["num_leaves"], self._num_leaves,
+                                   "number of leaves")
+    ]):
       tree = checked_tree(restored["tree"], self._num_leaves)
     return self.variable.assign(tree)

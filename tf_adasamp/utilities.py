@@ -29,11 +29,12 @@ def _checked(labels, probs):
   labels = tf.cast(tf.reshape(labels, [-1]), tf.int32)
   num_classes = tf.shape(probs, out_type=tf.int32)[1]
   with tf.control_dependencies([
-      tf.debugging.assert_non_negative(labels,
-                                       message="labels must be >= 0"),
-      tf.debugging.assert_less(labels, num_classes,
+      tf.debugging.assert_non_negative(labels, message="labels must be >= 0"),
+      tf.debugging.assert_less(labels,
+                               num_classes,
                                message="labels must be < the number of "
-                               "classes")]):
+                               "classes")
+  ]):
     return tf.identity(labels), probs
 
 

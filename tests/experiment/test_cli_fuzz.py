@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__))))
+ROOT = os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # A directory even root cannot create.
 UNWRITABLE = "/sys/tf_adasamp_fuzz"
 
@@ -22,7 +22,10 @@ def run_cli(module, args, tmp_path):
   args = [arg.format(tmp=tmp_path) for arg in args]
   return subprocess.run(
       [sys.executable, "-m", f"tf_adasamp.experiment.{module}", *args],
-      cwd=ROOT, capture_output=True, text=True, timeout=300,
+      cwd=ROOT,
+      capture_output=True,
+      text=True,
+      timeout=300,
       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
 
 
@@ -33,28 +36,33 @@ def assert_fails_in_one_line(result, message):
   assert lines, result.stderr
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--output_dir={tmp}/file"], "is a file, not a directory"),
-    (["--output_dir={tmp}/file/run"], "Not a directory"),
-    ([f"--output_dir={UNWRITABLE}"], "cannot write to output_dir"),
-    (["--epochs=inf"], "epochs must be finite and > 0, got inf"),
-    (["--epochs=nan"], "epochs must be finite and > 0, got nan"),
-    (["--seed=-1"], "seed must be in [0, 2**32), got -1"),
-    (["--seed=4294967296"], "seed must be in [0, 2**32)"),
-    (["--l2=inf"], "l2 must be finite and > 0, got inf"),
-    (["--learning_rate=inf"], "learning_rate must be finite and > 0"),
-    (["--batch_size=99999999999"], "is larger than the 1500 training"),
-    (["--steps=0"], "steps must be"),
-    (["--amplitude=nan"], "amplitude must be"),
-    (["--steps_per_execution=0"], "steps_per_execution must be"),
-    (["--batch_size=abc"], "Flags parsing error"),
-    # Runs, and diverges: NaN outputs give the sampler NaN utilities.
-    (["--learning_rate=1e30", "--utility=l1", "--steps=4",
-      "--eval_interval=2"], "the run diverged at step 2"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--output_dir={tmp}/file"], "is a file, not a directory"),
+        (["--output_dir={tmp}/file/run"], "Not a directory"),
+        ([f"--output_dir={UNWRITABLE}"], "cannot write to output_dir"),
+        (["--epochs=inf"], "epochs must be finite and > 0, got inf"),
+        (["--epochs=nan"], "epochs must be finite and > 0, got nan"),
+        (["--seed=-1"], "seed must be in [0, 2**32), got -1"),
+        (["--seed=4294967296"], "seed must be in [0, 2**32)"),
+        (["--l2=inf"], "l2 must be finite and > 0, got inf"),
+        (["--learning_rate=inf"], "learning_rate must be finite and > 0"),
+        (["--batch_size=99999999999"], "is larger than the 1500 training"),
+        (["--steps=0"], "steps must be"),
+        (["--amplitude=nan"], "amplitude must be"),
+        (["--steps_per_execution=0"], "steps_per_execution must be"),
+        (["--batch_size=abc"], "Flags parsing error"),
+        # Runs, and diverges: NaN outputs give the sampler NaN utilities.
+        ([
+            "--learning_rate=1e30", "--utility=l1", "--steps=4",
+            "--eval_interval=2"
+        ], "the run diverged at step 2"),
+    ])
 def test_train_rejects_bad_flags_in_one_line(tmp_path, args, message):
-  result = run_cli("train", [f"--output_dir={{tmp}}/run", "--noprogress",
-                             *args], tmp_path)
+  result = run_cli("train",
+                   [f"--output_dir={{tmp}}/run", "--noprogress", *args],
+                   tmp_path)
   assert_fails_in_one_line(result, message)
 
 
@@ -69,8 +77,7 @@ def test_reproduce_rejects_bad_flags_in_one_line(tmp_path, args, message):
   result = run_cli("reproduce", ["--output_dir={tmp}/runs", *args], tmp_path)
   assert_fails_in_one_line(result, message.format(tmp=tmp_path))
   # Failed up front: no run started.
-  assert not (tmp_path / "runs").exists() or not os.listdir(
-      tmp_path / "runs")
+  assert not (tmp_path / "runs").exists() or not os.listdir(tmp_path / "runs")
 
 
 @pytest.mark.parametrize("args,message", [

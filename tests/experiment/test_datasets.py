@@ -43,8 +43,8 @@ def test_digits_split_is_deterministic_and_partitions_the_data():
   np.testing.assert_array_equal(first.x_train, second.x_train)
   np.testing.assert_array_equal(first.y_test, second.y_test)
   everything = (sk_datasets.load_digits().images / 16.0).astype(np.float32)
-  assert sorted_rows(np.concatenate([first.x_train, first.x_test])) == (
-      sorted_rows(everything))
+  assert sorted_rows(np.concatenate([first.x_train, first.x_test
+                                    ])) == (sorted_rows(everything))
 
 
 fashion_mnist_installed = pytest.mark.skipif(
@@ -75,8 +75,8 @@ def test_validation_split_holds_out_training_examples_only():
   split = datasets.validation_split(data, 300, seed=7)
   assert (len(split.y_train), len(split.y_test)) == (1200, 300)
   # The two parts partition the training set; the test set is not used.
-  assert sorted_rows(np.concatenate([split.x_train, split.x_test])) == (
-      sorted_rows(data.x_train))
+  assert sorted_rows(np.concatenate([split.x_train, split.x_test
+                                    ])) == (sorted_rows(data.x_train))
   again = datasets.validation_split(data, 0.2, seed=7)
   np.testing.assert_array_equal(again.y_test, split.y_test)
   other = datasets.validation_split(data, 300, seed=8)
@@ -88,18 +88,20 @@ def test_validation_split_holds_out_training_examples_only():
 def modules_after(statement):
   """The modules loaded by running `statement` in a fresh interpreter."""
   code = f"import sys\n{statement}\nprint(' '.join(sorted(sys.modules)))\n"
-  return set(subprocess.run([sys.executable, "-c", code], capture_output=True,
-                            text=True, check=True).stdout.split())
+  return set(
+      subprocess.run([sys.executable, "-c", code],
+                     capture_output=True,
+                     text=True,
+                     check=True).stdout.split())
 
 
 def test_the_trainer_imports_neither_tfds_nor_sklearn():
   # Keras imports sklearn by itself where it is installed; only what the
   # trainer adds counts.
   baseline = modules_after("import numpy, keras, tensorflow")
-  added = modules_after(
-      "import tf_adasamp.experiment.training_loop\n"
-      "import tf_adasamp.experiment.train\n"
-      "import tf_adasamp.experiment.reproduce") - baseline
+  added = modules_after("import tf_adasamp.experiment.training_loop\n"
+                        "import tf_adasamp.experiment.train\n"
+                        "import tf_adasamp.experiment.reproduce") - baseline
   for forbidden in ("tensorflow_datasets", "sklearn"):
     assert forbidden not in added
 
@@ -136,8 +138,7 @@ def test_network_reachable_tells_listening_from_closed_port():
     server.bind(("127.0.0.1", 0))
     server.listen()
     assert datasets.network_reachable(server.getsockname(), timeout=1)
-  assert not datasets.network_reachable(("127.0.0.1", closed_port()),
-                                        timeout=1)
+  assert not datasets.network_reachable(("127.0.0.1", closed_port()), timeout=1)
 
 
 def test_unknown_dataset_is_a_value_error():

@@ -16,5 +16,8 @@ def test_amplitude_zero_is_uniform_sampling_from_the_same_model():
   data = datasets.load_digits()
   # Same seed, amplitude 0 with either decay: the weights stay equal, so
   # the draws and hence the models are the same.
-  assert demo.train(data, 0.0, 0.5, 3, steps=5) == demo.train(
-      data, 0.0, 0.9, 3, steps=5)
+  assert demo.train(data, 0.0, 0.5, 3, steps=5) == demo.train(data,
+                                                              0.0,
+                                                              0.9,
+                                                              3,
+                                                              steps=5)

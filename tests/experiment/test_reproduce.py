@@ -10,15 +10,23 @@ from tf_adasamp.experiment import datasets
 from tf_adasamp.experiment import report
 from tf_adasamp.experiment import study
 
-TINY = study.Settings(
-    steps=2, eval_interval=1, sgd_learning_rate=0.1, sgd_lr_decay=0.01,
-    adagrad_learning_rate=0.1, amplitude=1.0, decay=0.5,
-    sweep_amplitudes=(0.5, 1.0), batch_size=16)
+TINY = study.Settings(steps=2,
+                      eval_interval=1,
+                      sgd_learning_rate=0.1,
+                      sgd_lr_decay=0.01,
+                      adagrad_learning_rate=0.1,
+                      amplitude=1.0,
+                      decay=0.5,
+                      sweep_amplitudes=(0.5, 1.0),
+                      batch_size=16)
 
 
 def test_plan_runs_each_algorithm_per_trial_with_the_trial_seed(tmp_path):
-  runs = study.plan(TINY, trials=2, output_dir=str(tmp_path),
-                        dataset="digits", model="logistic")
+  runs = study.plan(TINY,
+                    trials=2,
+                    output_dir=str(tmp_path),
+                    dataset="digits",
+                    model="logistic")
   # Six algorithms and the sweep's one new amplitude (1.0 is shared, and
   # amplitude 0 is Unif-SGD), per trial.
   assert len(runs) == 2 * (6 + 1)
@@ -26,12 +34,11 @@ def test_plan_runs_each_algorithm_per_trial_with_the_trial_seed(tmp_path):
   for run in runs:
     assert run.config.seed == run.trial
     sampling, utility, optimizer = study.ALGORITHMS[run.algorithm]
-    assert (run.config.sampling, run.config.optimizer) == (sampling,
-                                                           optimizer)
+    assert (run.config.sampling, run.config.optimizer) == (sampling, optimizer)
     if sampling == "adaptive":
       assert run.config.utility == utility
-  assert {run.amplitude for run in runs
-          if run.algorithm == "AdaSamp-01-SGD"} == {0.5, 1.0}
+  assert {run.amplitude for run in runs if run.algorithm == "AdaSamp-01-SGD"
+         } == {0.5, 1.0}
 
 
 def test_plan_refuses_a_uniform_sweep_algorithm(tmp_path):
@@ -42,16 +49,26 @@ def test_plan_refuses_a_uniform_sweep_algorithm(tmp_path):
 
 def test_experiment_reports_figures_and_claims_and_skips_finished_runs(
     tmp_path, capsys):
-  runs = study.plan(TINY, trials=2, output_dir=str(tmp_path / "runs"),
-                        dataset="digits", model="logistic")
+  runs = study.plan(TINY,
+                    trials=2,
+                    output_dir=str(tmp_path / "runs"),
+                    dataset="digits",
+                    model="logistic")
   data = datasets.load("digits")
   study.run_all(runs, data)
-  paths = report.report(runs, TINY, 2, "digits", "logistic",
-                           str(tmp_path / "report"), command="cmd",
-                           departures=study.departures(
-                               "digits", "logistic", TINY, 2, 1500))
-  for name in ["train_loss", "train_accuracy", "test_accuracy", "amplitude",
-               "kl", "figure1"]:
+  paths = report.report(runs,
+                        TINY,
+                        2,
+                        "digits",
+                        "logistic",
+                        str(tmp_path / "report"),
+                        command="cmd",
+                        departures=study.departures("digits", "logistic", TINY,
+                                                    2, 1500))
+  for name in [
+      "train_loss", "train_accuracy", "test_accuracy", "amplitude", "kl",
+      "figure1"
+  ]:
     path = str(tmp_path / "report" / f"{name}.png")
     assert path in paths and os.path.getsize(path) > 0
   with open(tmp_path / "report" / "summary.md") as f:
@@ -101,27 +118,37 @@ def synthetic(effect, trials=5, noise=0.01, seed=0):
     shift = (effect if adaptive else 0.0) + own
     loss = np.clip(base * (1 + shared) - shift * base, 1e-3, None)
     kl = np.tile(steps * np.exp(-steps / 1.5), (trials, 1)) * adaptive
-    curves[name] = {"step": steps, "train_loss": loss,
-                    "train_accuracy": 1 - loss / 4,
-                    "test_accuracy": 0.9 - loss / 4, "kl": kl}
+    curves[name] = {
+        "step": steps,
+        "train_loss": loss,
+        "train_accuracy": 1 - loss / 4,
+        "test_accuracy": 0.9 - loss / 4,
+        "kl": kl
+    }
   amplitudes = [0.0, 0.5, 1.0, 2.0]
   sign = np.sign(effect)
-  sweep = {"algorithm": "AdaSamp-01-SGD", "amplitude": amplitudes,
-           "train_accuracy": [0.5 + sign * 0.05 * i + rng.normal(0, noise,
-                                                                 trials)
-                              for i in range(4)],
-           "train_accuracy_final": [np.full(trials, 0.99)] * 4,
-           "train_loss": [np.full(trials, 0.5)] * 4,
-           "kl_max": [np.full(trials, 0.1 * i) for i in range(4)],
-           "test_accuracy": [0.9 - sign * 0.01 * i + rng.normal(0, noise / 10,
-                                                                trials)
-                             for i in range(4)]}
+  sweep = {
+      "algorithm":
+          "AdaSamp-01-SGD",
+      "amplitude":
+          amplitudes,
+      "train_accuracy": [
+          0.5 + sign * 0.05 * i + rng.normal(0, noise, trials) for i in range(4)
+      ],
+      "train_accuracy_final": [np.full(trials, 0.99)] * 4,
+      "train_loss": [np.full(trials, 0.5)] * 4,
+      "kl_max": [np.full(trials, 0.1 * i) for i in range(4)],
+      "test_accuracy": [
+          0.9 - sign * 0.01 * i + rng.normal(0, noise / 10, trials)
+          for i in range(4)
+      ]
+  }
   return curves, sweep
 
 
-@pytest.mark.parametrize("effect, expected", [
-    (0.3, report.SUPPORTED), (-0.3, report.CONTRADICTED),
-    (0.0, report.NOT_SHOWN)])
+@pytest.mark.parametrize("effect, expected", [(0.3, report.SUPPORTED),
+                                              (-0.3, report.CONTRADICTED),
+                                              (0.0, report.NOT_SHOWN)])
 def test_claims_judge_paired_differences(effect, expected):
   curves, sweep = synthetic(effect)
   claims = report.assess_claims(curves, sweep, steps=10)
@@ -129,8 +156,8 @@ def test_claims_judge_paired_differences(effect, expected):
   # (std 0.2) dwarfs it: the comparisons are paired within a trial.
   assert [claim.verdict for claim in claims[:2]] == [expected] * 2
   # Claim 1 is judged on both cross-entropy and accuracy.
-  assert {c.measure for c in claims[0].comparisons} == {
-      "train cross-entropy, 1st half", "train accuracy, 1st half"}
+  assert {c.measure for c in claims[0].comparisons
+         } == {"train cross-entropy, 1st half", "train accuracy, 1st half"}
   # The synthetic KL curve rises, then decays, either way.
   assert claims[3].verdict == report.SUPPORTED
 
@@ -168,8 +195,12 @@ def test_amplitude_claim_is_reported_with_and_without_collapsed_runs():
   # Training speed rises with the amplitude up to 1; test accuracy is
   # noise; amplitude 2 collapses to chance, which reverses the trend.
   rng = np.random.default_rng(1)
-  sweep["train_accuracy"] = [np.full(5, 0.5), np.full(5, 0.6),
-                             np.full(5, 0.7), np.full(5, 0.1)]
+  sweep["train_accuracy"] = [
+      np.full(5, 0.5),
+      np.full(5, 0.6),
+      np.full(5, 0.7),
+      np.full(5, 0.1)
+  ]
   sweep["train_accuracy_final"] = [np.full(5, 0.99)] * 3 + [np.full(5, 0.1)]
   sweep["test_accuracy"] = [0.9 + rng.normal(0, 0.01, 5) for _ in range(3)]
   sweep["test_accuracy"].append(np.full(5, 0.1))
@@ -179,14 +210,16 @@ def test_amplitude_claim_is_reported_with_and_without_collapsed_runs():
   assert "Amplitude 2 collapsed" in note
   assert "the collapsed runs drive the verdict" in note
   # Without it, faster training is supported and worse testing not shown.
-  assert [c.verdict for c in claim.comparisons[2:]] == [
-      report.SUPPORTED, report.NOT_SHOWN]
+  assert [c.verdict for c in claim.comparisons[2:]
+         ] == [report.SUPPORTED, report.NOT_SHOWN]
   assert claim.verdict == report.CONTRADICTED  # all amplitudes
 
 
 def test_amplitude_claim_needs_three_amplitudes():
   curves, sweep = synthetic(0.3)
-  sweep = {key: value[:2] if isinstance(value, list) else value
-           for key, value in sweep.items()}
+  sweep = {
+      key: value[:2] if isinstance(value, list) else value
+      for key, value in sweep.items()
+  }
   claims = report.assess_claims(curves, sweep, steps=10)
   assert claims[2].verdict == "not assessed"

@@ -18,7 +18,8 @@ from tf_adasamp import bounds
 from tf_adasamp import utilities
 from tf_adasamp.sampler import AdaptiveSampler
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +28,10 @@ def digits():
 
 
 def tiny_config(**overrides):
-  settings = dict(model="logistic", steps=4, eval_interval=2, batch_size=16,
+  settings = dict(model="logistic",
+                  steps=4,
+                  eval_interval=2,
+                  batch_size=16,
                   learning_rate=0.1)
   settings.update(overrides)
   return training_loop.TrainConfig(**settings)
@@ -77,10 +81,11 @@ def test_same_seed_builds_the_same_initial_model():
 def test_logistic_penalty_is_half_l2_times_squared_norm():
   model = models.build("logistic", (8, 8, 1), 10, seed=0, l2=0.3)
   model.layers[-1].bias.assign(tf.fill([10], 0.5))
-  squared_norm = sum(float(tf.reduce_sum(v**2))
-                     for v in model.trainable_variables)
+  squared_norm = sum(
+      float(tf.reduce_sum(v**2)) for v in model.trainable_variables)
   np.testing.assert_allclose(float(tf.add_n(model.losses)),
-                             0.3 / 2 * squared_norm, rtol=1e-5)
+                             0.3 / 2 * squared_norm,
+                             rtol=1e-5)
 
 
 @pytest.mark.parametrize("utility_at", ["updated", "step"])
@@ -89,14 +94,21 @@ def test_utilities_come_from_h_t_or_h_t_minus_1(digits, utility_at):
   # agree and the two options differ only in the model they use.
   model = models.build("logistic", (8, 8, 1), 10, seed=0)
   optimizer = training_loop.make_optimizer("sgd", 1.0, 0.0)
-  sampler = AdaptiveSampler(len(digits.y_train), amplitude=1.0, decay=0.5,
+  sampler = AdaptiveSampler(len(digits.y_train),
+                            amplitude=1.0,
+                            decay=0.5,
                             seed=0)
   images, labels = tf.constant(digits.x_train), tf.constant(digits.y_train)
   before = tf.keras.models.clone_model(model)
   before.set_weights(model.get_weights())
-  step = training_loop.make_train_step(model, optimizer, sampler, images, labels,
-                                  batch_size=32, utility="l1",
-                                  utility_at=utility_at)
+  step = training_loop.make_train_step(model,
+                                       optimizer,
+                                       sampler,
+                                       images,
+                                       labels,
+                                       batch_size=32,
+                                       utility="l1",
+                                       utility_at=utility_at)
   _, _, _, batch_utilities = step()
   # L1 utilities are > 0, so the drawn examples are those with weight != 1;
   # from uniform, one update sets log w_i = amplitude * u_i.
@@ -105,7 +117,8 @@ def test_utilities_come_from_h_t_or_h_t_minus_1(digits, utility_at):
   expected = utilities.l1(
       labels.numpy()[drawn],
       tf.nn.softmax(source(images.numpy()[drawn], training=False)))
-  np.testing.assert_allclose(sampler.log_weights.numpy()[drawn], expected,
+  np.testing.assert_allclose(sampler.log_weights.numpy()[drawn],
+                             expected,
                              rtol=1e-5)
   assert batch_utilities.shape == (32,)
 
@@ -114,10 +127,12 @@ def test_utilities_come_from_h_t_or_h_t_minus_1(digits, utility_at):
 def test_train_records_every_eval_interval(digits, sampling):
   records = training_loop.train(tiny_config(sampling=sampling), data=digits)
   assert [r["step"] for r in records] == [0, 2, 4]
-  metrics = {"step", "epoch", "train_loss", "train_accuracy", "test_loss",
-             "test_accuracy", "kl", "max_probability", "ess_fraction",
-             "misclassified_mass", "learning_rate", "kl_bound",
-             "kl_bound_general", "zero_one_gap"}  # the last for logistic
+  metrics = {
+      "step", "epoch", "train_loss", "train_accuracy", "test_loss",
+      "test_accuracy", "kl", "max_probability", "ess_fraction",
+      "misclassified_mass", "learning_rate", "kl_bound", "kl_bound_general",
+      "zero_one_gap"
+  }  # the last for logistic
   assert set(records[0]) == metrics
   # Corollary 1 needs T >= 1 steps, unique_per_batch a step since the last.
   assert set(records[-1]) == metrics | {"corollary1_bound", "unique_per_batch"}
@@ -136,9 +151,9 @@ def test_train_records_every_eval_interval(digits, sampling):
 
 def test_uniform_and_adaptive_runs_start_from_the_same_model(digits):
   uniform = training_loop.train(tiny_config(sampling="uniform", model="cnn"),
-                           data=digits)
+                                data=digits)
   adaptive = training_loop.train(tiny_config(sampling="adaptive", model="cnn"),
-                            data=digits)
+                                 data=digits)
   assert uniform[0] == adaptive[0]
 
 
@@ -150,15 +165,17 @@ def test_uniform_and_adaptive_runs_start_from_the_same_model(digits):
 def test_resumed_run_matches_uninterrupted_run(digits, tmp_path):
   # The CNN, so that dropout's random state must be restored too.
   settings = dict(model="cnn", sampling="adaptive", steps=6, eval_interval=2)
-  whole = training_loop.train(
-      tiny_config(output_dir=str(tmp_path / "whole"), **settings),
-      data=digits)
+  whole = training_loop.train(tiny_config(output_dir=str(tmp_path / "whole"),
+                                          **settings),
+                              data=digits)
   stopped = tiny_config(output_dir=str(tmp_path / "stopped"),
                         **dict(settings, steps=4))
   training_loop.train(stopped, data=digits)
-  resumed = training_loop.train(
-      tiny_config(output_dir=str(tmp_path / "stopped"), resume=True,
-                  **settings), data=digits)
+  resumed = training_loop.train(tiny_config(output_dir=str(tmp_path /
+                                                           "stopped"),
+                                            resume=True,
+                                            **settings),
+                                data=digits)
   assert resumed == whole
   assert training_loop.read_metrics(str(tmp_path / "stopped")) == whole
 
@@ -204,16 +221,19 @@ def test_bad_config_values_raise_value_error(overrides, message):
 
 def run_cli(*args):
   return subprocess.run(
-      [sys.executable, "-m", "tf_adasamp.experiment.train", *args], cwd=ROOT,
-      capture_output=True, text=True, timeout=120,
+      [sys.executable, "-m", "tf_adasamp.experiment.train", *args],
+      cwd=ROOT,
+      capture_output=True,
+      text=True,
+      timeout=120,
       env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
 
 
 def test_cli_bad_flag_value_is_one_line_without_traceback(tmp_path):
   result = run_cli("--decay=1.5", f"--output_dir={tmp_path}")
   assert result.returncode != 0
-  assert ("tf-adasamp-train: decay must be in (0, 1), got 1.5\n" in
-          result.stderr)
+  assert ("tf-adasamp-train: decay must be in (0, 1), got 1.5\n"
+          in result.stderr)
   assert "Traceback" not in result.stderr
 
 
@@ -221,7 +241,8 @@ def test_cli_takes_a_flagfile_and_writes_metrics(tmp_path):
   flagfile = tmp_path / "flags.txt"
   flagfile.write_text("\n".join([
       "--model=logistic", "--steps=4", "--eval_interval=2", "--noprogress",
-      "--deterministic", f"--output_dir={tmp_path / 'run'}"]))
+      "--deterministic", f"--output_dir={tmp_path / 'run'}"
+  ]))
   result = run_cli(f"--flagfile={flagfile}")
   assert result.returncode == 0, result.stderr
   with open(tmp_path / "run" / training_loop.METRICS_FILE) as f:
@@ -234,8 +255,10 @@ def test_cli_takes_a_flagfile_and_writes_metrics(tmp_path):
 def test_deterministic_resumed_run_on_the_gpu_matches_uninterrupted_run(
     tmp_path):
   # Op determinism is for the whole process: a process per run.
-  common = ["--model=cnn", "--steps=6", "--eval_interval=2",
-            "--batch_size=16", "--noprogress", "--deterministic"]
+  common = [
+      "--model=cnn", "--steps=6", "--eval_interval=2", "--batch_size=16",
+      "--noprogress", "--deterministic"
+  ]
   for name, extra in [("whole", []), ("stopped", ["--steps=4"]),
                       ("stopped", ["--resume"])]:
     result = run_cli(*common, *extra, f"--output_dir={tmp_path / name}")
@@ -249,14 +272,18 @@ def test_resume_refuses_a_run_of_other_settings(digits, tmp_path):
   training_loop.train(tiny_config(output_dir=str(tmp_path)), data=digits)
   with pytest.raises(training_loop.RunExistsError,
                      match="amplitude: 0.1 there, 2.0 here"):
-    training_loop.train(tiny_config(output_dir=str(tmp_path), resume=True,
-                               amplitude=2.0), data=digits)
+    training_loop.train(tiny_config(output_dir=str(tmp_path),
+                                    resume=True,
+                                    amplitude=2.0),
+                        data=digits)
 
 
 def assert_same_tracker_state(in_graph, host):
   ours, theirs = in_graph.read().state(), host.state()
-  np.testing.assert_allclose(ours.pop("sums"), theirs.pop("sums"),
-                             rtol=1e-12, atol=1e-12)
+  np.testing.assert_allclose(ours.pop("sums"),
+                             theirs.pop("sums"),
+                             rtol=1e-12,
+                             atol=1e-12)
   for name in ["signed", "steps", "batch_size"]:
     assert ours.pop(name) == theirs.pop(name), name
   for name, value in theirs.items():
@@ -283,12 +310,18 @@ def test_in_graph_bound_tracker_matches_host_tracker(signed):
 
 def test_bound_tracker_of_a_run_matches_host_tracker_fed_its_draws(digits):
   model = models.build("logistic", (8, 8, 1), 10, seed=0)
-  sampler = AdaptiveSampler(len(digits.y_train), amplitude=1.0, decay=0.5,
+  sampler = AdaptiveSampler(len(digits.y_train),
+                            amplitude=1.0,
+                            decay=0.5,
                             seed=0)
-  step = training_loop.make_train_step(
-      model, training_loop.make_optimizer("sgd", 0.5, 0.0), sampler,
-      tf.constant(digits.x_train), tf.constant(digits.y_train),
-      batch_size=64, utility="l1")
+  step = training_loop.make_train_step(model,
+                                       training_loop.make_optimizer(
+                                           "sgd", 0.5, 0.0),
+                                       sampler,
+                                       tf.constant(digits.x_train),
+                                       tf.constant(digits.y_train),
+                                       batch_size=64,
+                                       utility="l1")
   tracker = training_loop.BoundTracker(len(digits.y_train), 1.0, 0.5)
   host = bounds.KLBoundTracker(len(digits.y_train), 1.0, 0.5)
   draws = []
@@ -341,7 +374,8 @@ def test_resume_ignores_a_tampered_checkpoint_entry_never_running_it(
 
   tampered = tf.train.Checkpoint(bound_tracker=Pickled(),
                                  step=tf.Variable(4, dtype=tf.int64))
-  tf.train.CheckpointManager(tampered, str(tmp_path / "run" / "checkpoints"),
+  tf.train.CheckpointManager(tampered,
+                             str(tmp_path / "run" / "checkpoints"),
                              max_to_keep=5).save(checkpoint_number=8)
   with pytest.raises(training_loop.RunError,
                      match="does not hold this trainer's state"):
@@ -350,19 +384,18 @@ def test_resume_ignores_a_tampered_checkpoint_entry_never_running_it(
   assert not marker.exists()
   # The run's records were left as they were.
   assert [r["step"] for r in training_loop.read_metrics(config.output_dir)
-          ] == [0, 2, 4]
+         ] == [0, 2, 4]
   # The payload is live: unpickled, as the old trainer did, it runs.
   tf.train.Checkpoint(bound_tracker=Pickled()).restore(
       tf.train.latest_checkpoint(str(tmp_path / "run" / "checkpoints")))
   assert marker.exists()
 
 
-def test_a_kill_while_resuming_keeps_the_metrics(digits, tmp_path,
-                                                 monkeypatch):
+def test_a_kill_while_resuming_keeps_the_metrics(digits, tmp_path, monkeypatch):
   settings = dict(model="logistic", steps=6, eval_interval=2)
-  whole = training_loop.train(
-      tiny_config(output_dir=str(tmp_path / "whole"), **settings),
-      data=digits)
+  whole = training_loop.train(tiny_config(output_dir=str(tmp_path / "whole"),
+                                          **settings),
+                              data=digits)
   stopped = tiny_config(output_dir=str(tmp_path / "stopped"),
                         **dict(settings, steps=4))
   training_loop.train(stopped, data=digits)
@@ -381,16 +414,17 @@ def test_a_kill_while_resuming_keeps_the_metrics(digits, tmp_path,
     training_loop.train(resume, data=digits)
   monkeypatch.undo()
   assert training_loop.read_metrics(stopped.output_dir) == whole[:3]
-  assert not [name for name in os.listdir(stopped.output_dir)
-              if name.endswith(".tmp")]
+  assert not [
+      name for name in os.listdir(stopped.output_dir) if name.endswith(".tmp")
+  ]
   assert training_loop.train(resume, data=digits) == whole
 
 
 def test_resume_drops_a_cut_last_metrics_line(digits, tmp_path):
   settings = dict(model="logistic", steps=6, eval_interval=2)
-  whole = training_loop.train(
-      tiny_config(output_dir=str(tmp_path / "whole"), **settings),
-      data=digits)
+  whole = training_loop.train(tiny_config(output_dir=str(tmp_path / "whole"),
+                                          **settings),
+                              data=digits)
   stopped = tiny_config(output_dir=str(tmp_path / "stopped"),
                         **dict(settings, steps=4))
   training_loop.train(stopped, data=digits)
@@ -398,15 +432,17 @@ def test_resume_drops_a_cut_last_metrics_line(digits, tmp_path):
   with open(path, "a") as f:
     f.write('{"step": 6, "train_lo')  # as a kill mid-append leaves it
   assert training_loop.read_metrics(stopped.output_dir) == whole[:3]
-  resumed = training_loop.train(
-      dataclasses.replace(stopped, resume=True, steps=6), data=digits)
+  resumed = training_loop.train(dataclasses.replace(stopped,
+                                                    resume=True,
+                                                    steps=6),
+                                data=digits)
   assert resumed == whole
   assert training_loop.read_metrics(stopped.output_dir) == whole
 
 
 def test_a_bad_metrics_line_before_the_last_is_a_run_error(tmp_path):
-  (tmp_path / training_loop.METRICS_FILE).write_text(
-      '{"step": 0}\nnot json\n{"step": 2}\n')
+  (tmp_path / training_loop.METRICS_FILE
+  ).write_text('{"step": 0}\nnot json\n{"step": 2}\n')
   with pytest.raises(training_loop.RunError, match="line 2 is not a metric"):
     training_loop.read_metrics(str(tmp_path))
 
@@ -448,8 +484,11 @@ def test_diverging_run_names_its_step_and_keeps_its_checkpoint(
     digits, tmp_path, utility, step):
   # l1: NaN outputs reach the sampler as utilities, which it refuses;
   # zero_one stays finite, and the evaluation finds the NaN loss.
-  config = tiny_config(model="cnn", learning_rate=1e30, utility=utility,
-                       steps=4, eval_interval=2,
+  config = tiny_config(model="cnn",
+                       learning_rate=1e30,
+                       utility=utility,
+                       steps=4,
+                       eval_interval=2,
                        output_dir=str(tmp_path))
   with pytest.raises(training_loop.DivergedError,
                      match=f"diverged at step {step} .*smaller than 1e\\+30"):
@@ -466,27 +505,28 @@ def test_tensorboard_has_train_and_test_runs_and_the_samplers_view(
     for path in (tmp_path / "tensorboard" / run).iterdir():
       for event in tf.compat.v1.train.summary_iterator(str(path)):
         for value in event.summary.value:
-          found.setdefault(value.tag, set()).add(
-              value.metadata.plugin_data.plugin_name)
+          found.setdefault(value.tag,
+                           set()).add(value.metadata.plugin_data.plugin_name)
     return found
 
   train, test = tags("train"), tags("test")
   assert test == {"loss": {"scalars"}, "accuracy": {"scalars"}}
-  expected = {"loss", "accuracy", "epoch", "sampler/kl",
-              "sampler/max_probability", "sampler/ess_fraction",
-              "sampler/unique_per_batch", "sampler/misclassified_mass",
-              "optimizer/learning_rate", "bounds/kl_bound",
-              "bounds/kl_bound_general", "bounds/corollary1_bound",
-              "bounds/zero_one_gap"}
+  expected = {
+      "loss", "accuracy", "epoch", "sampler/kl", "sampler/max_probability",
+      "sampler/ess_fraction", "sampler/unique_per_batch",
+      "sampler/misclassified_mass", "optimizer/learning_rate",
+      "bounds/kl_bound", "bounds/kl_bound_general", "bounds/corollary1_bound",
+      "bounds/zero_one_gap"
+  }
   assert {tag for tag, plugins in train.items() if plugins == {"scalars"}
-          } == expected
+         } == expected
   assert train["sampler/log_n_q"] == {"histograms"}
 
 
 @pytest.mark.parametrize("sampling", ["uniform", "adaptive"])
-def test_progress_bar_names_the_batches_it_measures(digits, capsys,
-                                                   sampling):
-  training_loop.train(tiny_config(sampling=sampling), data=digits,
+def test_progress_bar_names_the_batches_it_measures(digits, capsys, sampling):
+  training_loop.train(tiny_config(sampling=sampling),
+                      data=digits,
                       progress=True)
   shown = capsys.readouterr().out
   assert f"{sampling} batch loss" in shown

@@ -12,15 +12,24 @@ from tf_adasamp.experiment import tuning
 def test_tuning_reads_validation_splits_never_the_test_set(tmp_path):
   full = datasets.load("digits")
   # A test split that would give accuracy 0 or garbage if it were read.
-  poisoned = dataclasses.replace(full, x_test=full.x_test[:1] * np.nan,
+  poisoned = dataclasses.replace(full,
+                                 x_test=full.x_test[:1] * np.nan,
                                  y_test=full.y_test[:1])
-  options = tuning.Options(
-      dataset="digits", model="logistic", seeds="100,101",
-      validation_size=300, sgd_learning_rates="0.1,0.3", sgd_lr_decays="0",
-      adagrad_learning_rates="0.1", amplitudes="1", decays="0.5",
-      output_dir=str(tmp_path), workers=1)
+  options = tuning.Options(dataset="digits",
+                           model="logistic",
+                           seeds="100,101",
+                           validation_size=300,
+                           sgd_learning_rates="0.1,0.3",
+                           sgd_lr_decays="0",
+                           adagrad_learning_rates="0.1",
+                           amplitudes="1",
+                           decays="0.5",
+                           output_dir=str(tmp_path),
+                           workers=1)
   settings = dataclasses.replace(study.preset("digits", "logistic"),
-                                 steps=4, eval_interval=2, batch_size=16)
+                                 steps=4,
+                                 eval_interval=2,
+                                 batch_size=16)
   results = tuning.tune(options, poisoned, settings, log=lambda _: None)
   # Two SGD step sizes and one AdaGrad step size, each over both seeds.
   assert len(results["step_sizes"]) == 3

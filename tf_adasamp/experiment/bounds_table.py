@@ -60,20 +60,24 @@ def _rows(f):
                                             f.strong_convexity, f.batch_size)
 
   def thm3(n):
-    return bounds.derandomized_kl_bound(f.kl, n, steps(n), f.delta,
-                                        f.max_loss, *prop4(n),
+    return bounds.derandomized_kl_bound(f.kl,
+                                        n,
+                                        steps(n),
+                                        f.delta,
+                                        f.max_loss,
+                                        *prop4(n),
                                         batch_size=f.batch_size)
 
   return {
       "prop1": ("Prop. 1", "beta, convex SGD", prop1),
       "prop2": ("Prop. 2", "beta, non-convex SGD", prop2),
       "prop3": ("Prop. 3", "beta, convex SGD, from R(h_0)", prop3),
-      "prop4_beta": ("Prop. 4", "beta, strongly convex SGD",
-                     lambda n: prop4(n)[0]),
-      "prop4_theta": ("Prop. 4", "theta, strongly convex SGD",
-                      lambda n: prop4(n)[1]),
-      "thm1_convex": ("Thm. 1", "gen. error, chi2, Prop. 1's beta",
-                      thm1(prop1)),
+      "prop4_beta":
+          ("Prop. 4", "beta, strongly convex SGD", lambda n: prop4(n)[0]),
+      "prop4_theta":
+          ("Prop. 4", "theta, strongly convex SGD", lambda n: prop4(n)[1]),
+      "thm1_convex":
+          ("Thm. 1", "gen. error, chi2, Prop. 1's beta", thm1(prop1)),
       "thm1_nonconvex": ("Thm. 1", "gen. error, chi2, Prop. 2's beta",
                          thm1(prop2)),
       "thm1_initial_risk": ("Thm. 1", "gen. error, chi2, Prop. 3's beta",
@@ -88,9 +92,10 @@ class Options:
   """The constants of the table."""
   n: int = option(50000, "Number of training examples.")
   T: int | None = option(None, "Number of SGD steps (or set --epochs).")
-  epochs: float | None = option(None, "Passes over the data; sets T = "
-                                "ceil(epochs n / B), also while solving for "
-                                "n.")
+  epochs: float | None = option(
+      None, "Passes over the data; sets T = "
+      "ceil(epochs n / B), also while solving for "
+      "n.")
   batch_size: int = option(1, "Draws per step, B.")
   delta: float = option(0.05, "Failure probability, in (0, 1).")
   max_loss: float = option(1.0, "M, the loss's upper bound.")
@@ -98,15 +103,19 @@ class Options:
                             "objective.")
   smoothness: float = option(1.0, "Smoothness of the objective.")
   eta: float = option(1.0, "Step-size scale, eta_t <= eta / t (Props. 1-3).")
-  strong_convexity: float = option(0.01, "lambda, e.g. the L2 penalty "
-                                   "(Prop. 4, Cor. 1).")
-  initial_risk: float | None = option(None, "R(h_0), the initial model's "
-                                      "risk (Prop. 3).")
+  strong_convexity: float = option(
+      0.01, "lambda, e.g. the L2 penalty "
+      "(Prop. 4, Cor. 1).")
+  initial_risk: float | None = option(
+      None, "R(h_0), the initial model's "
+      "risk (Prop. 3).")
   kl: float = option(0.0, "KL(Q || P) of the sampling posterior.")
   chi2: float = option(0.0, "chi^2(Q || P) of the sampling posterior.")
-  target: float | None = option(None, "Also print the smallest n whose "
-                                "--solve_for bound is <= target.")
-  solve_for: str = option("cor1", "Which row --target is for.",
+  target: float | None = option(
+      None, "Also print the smallest n whose "
+      "--solve_for bound is <= target.")
+  solve_for: str = option("cor1",
+                          "Which row --target is for.",
                           choices=sorted(_rows(None)))
 
   def __post_init__(self):
@@ -128,9 +137,10 @@ class Options:
 def main():
   options = flags_lib.parse(PROGRAM, Options)
   rows = _rows(options)
-  print(f"London (NIPS 2017) bounds for n = {options.n}, T = "
-        f"{options.steps(options.n)} steps x B = {options.batch_size} draws, delta = "
-        f"{options.delta:g}, KL = {options.kl:g}, chi2 = {options.chi2:g}")
+  print(
+      f"London (NIPS 2017) bounds for n = {options.n}, T = "
+      f"{options.steps(options.n)} steps x B = {options.batch_size} draws, delta = "
+      f"{options.delta:g}, KL = {options.kl:g}, chi2 = {options.chi2:g}")
   print(f"M = {options.max_loss:g}, L = {options.lipschitz:g}, smoothness = "
         f"{options.smoothness:g}, eta = {options.eta:g}, lambda = "
         f"{options.strong_convexity:g}, R(h_0) = {options.initial_risk}")
@@ -161,7 +171,8 @@ def main():
 
 def run():
   """Console-script entry point (tf-adasamp-bounds)."""
-  flags_lib.run(PROGRAM, define_flags=lambda: flags_lib.define(Options),
+  flags_lib.run(PROGRAM,
+                define_flags=lambda: flags_lib.define(Options),
                 main=main)
 
 

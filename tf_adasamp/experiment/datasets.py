@@ -34,8 +34,7 @@ DIGITS_TEST_SIZE = 297  # leaves 1500 training images
 FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
 FASHION_MNIST_FILES = ("train-images-idx3-ubyte.gz",
                        "train-labels-idx1-ubyte.gz",
-                       "t10k-images-idx3-ubyte.gz",
-                       "t10k-labels-idx1-ubyte.gz")
+                       "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
 FASHION_MNIST_INSTALL = "apt-get install -y dataset-fashion-mnist"
 # Where tensorflow_datasets downloads CIFAR-10 from.
 CIFAR10_HOST = ("www.cs.toronto.edu", 443)
@@ -80,7 +79,10 @@ def load_digits():
   images = (digits.images / 16.0).astype(np.float32)[..., np.newaxis]
   labels = digits.target.astype(np.int32)
   x_train, x_test, y_train, y_test = model_selection.train_test_split(
-      images, labels, test_size=DIGITS_TEST_SIZE, random_state=0,
+      images,
+      labels,
+      test_size=DIGITS_TEST_SIZE,
+      random_state=0,
       stratify=labels)
   return Dataset("digits", x_train, y_train, x_test, y_test, num_classes=10)
 
@@ -133,14 +135,18 @@ def load_fashion_mnist(source_dir=None):
     if os.path.islink(cached):  # a link to a file that is gone
       os.remove(cached)
     os.symlink(source, cached)
-  (x_train, y_train), (x_test, y_test) = (
-      keras.datasets.fashion_mnist.load_data())
+  (x_train, y_train), (x_test,
+                       y_test) = (keras.datasets.fashion_mnist.load_data())
 
   def images(x):
     return (x.astype(np.float32) / 255.0)[..., np.newaxis]
 
-  return Dataset("fashion_mnist", images(x_train), y_train.astype(np.int32),
-                 images(x_test), y_test.astype(np.int32), num_classes=10)
+  return Dataset("fashion_mnist",
+                 images(x_train),
+                 y_train.astype(np.int32),
+                 images(x_test),
+                 y_test.astype(np.int32),
+                 num_classes=10)
 
 
 def validation_split(data, size, seed):
@@ -181,8 +187,11 @@ def load_cifar10(data_dir=None):
   import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
 
   def read(download):
-    splits = tfds.load("cifar10", split=["train", "test"], data_dir=data_dir,
-                       as_supervised=True, download=download)
+    splits = tfds.load("cifar10",
+                       split=["train", "test"],
+                       data_dir=data_dir,
+                       as_supervised=True,
+                       download=download)
     return [_as_arrays(split) for split in splits]
 
   try:

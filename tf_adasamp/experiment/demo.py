@@ -26,8 +26,14 @@ AMPLITUDE = 0.1
 DECAY = 0.5
 
 
-def train(data, amplitude, decay, seed, steps, batch_size=32,
-          learning_rate=0.1, log_every=None):
+def train(data,
+          amplitude,
+          decay,
+          seed,
+          steps,
+          batch_size=32,
+          learning_rate=0.1,
+          log_every=None):
   """Trains one logistic regression; returns its held-out accuracy.
 
   amplitude 0 is uniform sampling: the weights stay equal, and with the same
@@ -36,11 +42,13 @@ def train(data, amplitude, decay, seed, steps, batch_size=32,
   x = tf.constant(data.x_train.reshape(len(data.y_train), -1))
   y = tf.constant(data.y_train)
   tf.keras.utils.set_random_seed(seed)
-  model = tf.keras.Sequential([tf.keras.layers.Dense(data.num_classes,
-                                                     activation="softmax")])
+  model = tf.keras.Sequential(
+      [tf.keras.layers.Dense(data.num_classes, activation="softmax")])
   model.build([None, x.shape[1]])
   optimizer = tf.keras.optimizers.SGD(learning_rate)
-  sampler = tf_adasamp.AdaptiveSampler(len(data.y_train), amplitude, decay,
+  sampler = tf_adasamp.AdaptiveSampler(len(data.y_train),
+                                       amplitude,
+                                       decay,
                                        seed=seed)
 
   @tf.function
@@ -48,13 +56,14 @@ def train(data, amplitude, decay, seed, steps, batch_size=32,
     indices = sampler.sample(batch_size)
     batch_x, batch_y = tf.gather(x, indices), tf.gather(y, indices)
     with tf.GradientTape() as tape:
-      loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
-          batch_y, model(batch_x)))
+      loss = tf.reduce_mean(
+          tf.keras.losses.sparse_categorical_crossentropy(
+              batch_y, model(batch_x)))
     optimizer.apply_gradients(
         zip(tape.gradient(loss, model.trainable_variables),
             model.trainable_variables))
-    sampler.update(indices, tf_adasamp.utilities.zero_one(batch_y,
-                                                          model(batch_x)))
+    sampler.update(indices,
+                   tf_adasamp.utilities.zero_one(batch_y, model(batch_x)))
 
   for t in range(1, steps + 1):
     step()
@@ -76,8 +85,9 @@ def main(steps=500, amplitude=AMPLITUDE, decay=DECAY, seeds=5):
   print("error: the share of training examples the model gets wrong, which "
         "is the sampling mass uniform sampling puts on them; Q(wrong): the "
         "mass adaptive sampling puts on them; KL: KL(Q_t || uniform).\n")
-  adaptive += [train(data, amplitude, decay, seed, steps)
-               for seed in range(1, seeds)]
+  adaptive += [
+      train(data, amplitude, decay, seed, steps) for seed in range(1, seeds)
+  ]
   uniform = [train(data, 0.0, decay, seed, steps) for seed in range(seeds)]
   mean, low, high = report.paired_interval(np.subtract(adaptive, uniform))
   print(f"Held-out accuracy after {steps} steps, {seeds} seeds (the same "

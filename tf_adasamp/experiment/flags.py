@@ -21,7 +21,10 @@ FLAGS = flags.FLAGS
 def option(default, help, choices=None):  # pylint: disable=redefined-builtin
   """A dataclass field that is also a command-line flag."""
   return dataclasses.field(default=default,
-                           metadata={"help": help, "choices": choices})
+                           metadata={
+                               "help": help,
+                               "choices": choices
+                           })
 
 
 def _flag_fields(cls):
@@ -33,8 +36,9 @@ def _base_type(annotation):
   if isinstance(annotation, str):
     raise TypeError(f"use real annotations, not the string {annotation!r}")
   if typing.get_origin(annotation) in (typing.Union, types.UnionType):
-    (annotation,) = [a for a in typing.get_args(annotation)
-                     if a is not type(None)]
+    (annotation,) = [
+        a for a in typing.get_args(annotation) if a is not type(None)
+    ]
   return typing.get_origin(annotation) or annotation
 
 
@@ -46,9 +50,13 @@ def define(cls, unset_defaults=False):
     unset_defaults: give every flag the default None (for options whose
       default comes from elsewhere, e.g. a preset), saying so in its help.
   """
-  definers = {int: flags.DEFINE_integer, float: flags.DEFINE_float,
-              str: flags.DEFINE_string, bool: flags.DEFINE_bool,
-              tuple: flags.DEFINE_list}
+  definers = {
+      int: flags.DEFINE_integer,
+      float: flags.DEFINE_float,
+      str: flags.DEFINE_string,
+      bool: flags.DEFINE_bool,
+      tuple: flags.DEFINE_list
+  }
   for field in _flag_fields(cls):
     default = None if unset_defaults else field.default
     help_text = field.metadata["help"]

@@ -36,8 +36,8 @@ def paper_cnn(input_shape, num_classes):
   second does not; inputs narrower than 10 pixels (8x8 digits) would shrink
   to nothing that way, so there both convolutions pad.
   """
-  second_padding = ("valid" if min(input_shape[:2]) >= _MIN_SIZE_FOR_VALID
-                    else "same")
+  second_padding = ("valid"
+                    if min(input_shape[:2]) >= _MIN_SIZE_FOR_VALID else "same")
   layers = tf.keras.layers
 
   def block(filters, dropout):
@@ -48,11 +48,14 @@ def paper_cnn(input_shape, num_classes):
         layers.Dropout(dropout),
     ]
 
-  return tf.keras.Sequential(
-      [tf.keras.Input(input_shape), *block(32, 0.25), *block(64, 0.25),
-       layers.Flatten(), layers.Dense(512, activation="relu"),
-       layers.Dropout(0.5), layers.Dense(num_classes)],
-      name="paper_cnn")
+  return tf.keras.Sequential([
+      tf.keras.Input(input_shape), *block(32, 0.25), *block(64, 0.25),
+      layers.Flatten(),
+      layers.Dense(512, activation="relu"),
+      layers.Dropout(0.5),
+      layers.Dense(num_classes)
+  ],
+                             name="paper_cnn")
 
 
 def logistic_regression(input_shape, num_classes, l2):
@@ -64,8 +67,10 @@ def logistic_regression(input_shape, num_classes, l2):
     raise ValueError(f"l2 must be > 0 for a strongly convex objective, got "
                      f"{l2}")
   penalty = tf.keras.regularizers.L2(l2 / 2)
-  return tf.keras.Sequential(
-      [tf.keras.Input(input_shape), tf.keras.layers.Flatten(),
-       tf.keras.layers.Dense(num_classes, kernel_regularizer=penalty,
-                             bias_regularizer=penalty)],
-      name="logistic_regression")
+  return tf.keras.Sequential([
+      tf.keras.Input(input_shape),
+      tf.keras.layers.Flatten(),
+      tf.keras.layers.Dense(
+          num_classes, kernel_regularizer=penalty, bias_regularizer=penalty)
+  ],
+                             name="logistic_regression")

@@ -37,8 +37,10 @@ KL_PANEL = ("kl", r"KL$(Q_t \,\|\, P_t)$ (nats)", "kl", False)
 def style(algorithm):
   """Colour and line style of an algorithm named like 'AdaSamp-01-SGD'."""
   sampling, _, rule = algorithm.rpartition("-")
-  return {"color": _COLOURS.get(sampling, "k"),
-          "linestyle": _LINESTYLES.get(rule, "-")}
+  return {
+      "color": _COLOURS.get(sampling, "k"),
+      "linestyle": _LINESTYLES.get(rule, "-")
+  }
 
 
 def plot_curves(ax, curves, metric, ylabel, log_scale=False):
@@ -55,13 +57,16 @@ def plot_curves(ax, curves, metric, ylabel, log_scale=False):
     values = np.asarray(curve[metric])
     mean, std = values.mean(axis=0), values.std(axis=0)
     line_style = style(algorithm)
-    ax.plot(curve["step"], mean, label=algorithm, linewidth=1.6,
-            **line_style)
+    ax.plot(curve["step"], mean, label=algorithm, linewidth=1.6, **line_style)
     lower = mean - std
     if log_scale:  # a band below zero has no place on a log axis
       lower = np.maximum(lower, mean / 10)
-    ax.fill_between(curve["step"], lower, mean + std, alpha=0.15,
-                    color=line_style["color"], linewidth=0)
+    ax.fill_between(curve["step"],
+                    lower,
+                    mean + std,
+                    alpha=0.15,
+                    color=line_style["color"],
+                    linewidth=0)
   ax.set_xlabel("iteration")
   ax.set_ylabel(ylabel)
   if log_scale:
@@ -85,15 +90,20 @@ def plot_amplitude(ax, sweep):
   """
   positions = np.arange(len(sweep["amplitude"]))
   for metric, label, colour, marker in [
-      ("train_accuracy", "train accuracy, mean over 1st half", "tab:blue",
-       "o"),
-      ("test_accuracy", "test accuracy, final", "tab:orange", "s")]:
+      ("train_accuracy", "train accuracy, mean over 1st half", "tab:blue", "o"),
+      ("test_accuracy", "test accuracy, final", "tab:orange", "s")
+  ]:
     values = np.asarray(sweep[metric])
-    ax.errorbar(positions, values.mean(axis=1), yerr=values.std(axis=1),
-                color=colour, marker=marker, capsize=3, label=label)
+    ax.errorbar(positions,
+                values.mean(axis=1),
+                yerr=values.std(axis=1),
+                color=colour,
+                marker=marker,
+                capsize=3,
+                label=label)
   ax.set_xticks(positions)
-  ax.set_xticklabels([f"{a:g}" if a else "0\n(unif)"
-                      for a in sweep["amplitude"]])
+  ax.set_xticklabels(
+      [f"{a:g}" if a else "0\n(unif)" for a in sweep["amplitude"]])
   ax.set_xlabel(rf"amplitude $\alpha$ ({sweep['algorithm']})")
   ax.set_ylabel("accuracy")
   ax.grid(True, alpha=0.3)
@@ -102,19 +112,27 @@ def plot_amplitude(ax, sweep):
 
 def _panels(curves, sweep):
   """(file name, title, draw(ax)) for each of the five panels."""
-  adaptive = {name: curve for name, curve in curves.items()
-              if not name.startswith("Unif")}
-  panels = [
-      (file_name, title, functools.partial(
-          plot_curves, curves=curves, metric=metric, ylabel=title,
-          log_scale=log_scale))
-      for metric, title, file_name, log_scale in CURVE_PANELS]
+  adaptive = {
+      name: curve
+      for name, curve in curves.items()
+      if not name.startswith("Unif")
+  }
+  panels = [(file_name, title,
+             functools.partial(plot_curves,
+                               curves=curves,
+                               metric=metric,
+                               ylabel=title,
+                               log_scale=log_scale))
+            for metric, title, file_name, log_scale in CURVE_PANELS]
   panels.append(("amplitude", r"effect of the amplitude $\alpha$",
                  functools.partial(plot_amplitude, sweep=sweep)))
   metric, title, file_name, log_scale = KL_PANEL
-  panels.append((file_name, title, functools.partial(
-      plot_curves, curves=adaptive, metric=metric, ylabel=title,
-      log_scale=log_scale)))
+  panels.append((file_name, title,
+                 functools.partial(plot_curves,
+                                   curves=adaptive,
+                                   metric=metric,
+                                   ylabel=title,
+                                   log_scale=log_scale)))
   return panels
 
 

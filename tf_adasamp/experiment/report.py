@@ -11,7 +11,6 @@ from tf_adasamp.experiment.study import collect
 from tf_adasamp.experiment.study import counterpart
 from tf_adasamp.experiment.study import mean_over
 
-
 CONFIDENCE = 0.95
 SUPPORTED, CONTRADICTED, NOT_SHOWN = "supported", "contradicted", "not shown"
 NO_VERDICT = "no verdict (one trial: an interval needs two)"
@@ -28,8 +27,9 @@ def paired_interval(differences, confidence=CONFIDENCE):
   mean = float(differences.mean())
   if len(differences) < 2:
     return mean, float("nan"), float("nan")
-  half = (stats.t.ppf((1 + confidence) / 2, len(differences) - 1) *
-          differences.std(ddof=1) / np.sqrt(len(differences)))
+  half = (stats.t.ppf((1 + confidence) / 2,
+                      len(differences) - 1) * differences.std(ddof=1) /
+          np.sqrt(len(differences)))
   return mean, mean - half, mean + half
 
 
@@ -89,8 +89,8 @@ class Comparison:
 
   @property
   def agreeing_trials(self):
-    return int(np.sum(self.expected_sign *
-                      (self.differences - self.threshold) > 0))
+    return int(
+        np.sum(self.expected_sign * (self.differences - self.threshold) > 0))
 
 
 @dataclasses.dataclass
@@ -129,8 +129,9 @@ def _against_uniform(curves, names, metric, expected_sign, measure, half):
     ours = mean_over(curves[name]["step"], curves[name][metric], half)
     theirs = mean_over(curves[counterpart(name)]["step"],
                        curves[counterpart(name)][metric], half)
-    comparisons.append(Comparison(f"{name} − {counterpart(name)}", measure,
-                                  ours - theirs, expected_sign))
+    comparisons.append(
+        Comparison(f"{name} − {counterpart(name)}", measure, ours - theirs,
+                   expected_sign))
   return comparisons
 
 
@@ -143,10 +144,11 @@ def _amplitude_comparisons(sweep, keep):
   label = ", ".join(f"{a:g}" for a in amplitudes)
   return [
       Comparison(f"amplitudes {label}", "ρ(amplitude, train accuracy 1st "
-                 "half)", np.array([spearman(amplitudes, t)
-                                    for t in train.T]), +1),
+                 "half)", np.array([spearman(amplitudes, t) for t in train.T]),
+                 +1),
       Comparison(f"amplitudes {label}", "ρ(amplitude, final test accuracy)",
-                 np.array([spearman(amplitudes, t) for t in test.T]), -1)]
+                 np.array([spearman(amplitudes, t) for t in test.T]), -1)
+  ]
 
 
 def assess_claims(curves, sweep, steps, num_classes=10):
@@ -162,22 +164,26 @@ def assess_claims(curves, sweep, steps, num_classes=10):
   adaptive = [name for name in curves if not name.startswith("Unif")]
   claims = []
 
-  claims.append(Claim(
-      "Adaptive sampling reduces empirical risk faster (increases training "
-      "accuracy faster): for every AdaSamp variant, training cross-entropy "
-      "averaged over the first half of training is lower, and training "
-      "accuracy higher, than its uniform counterpart's.",
-      _against_uniform(curves, adaptive, "train_loss", -1,
-                       "train cross-entropy, 1st half", half) +
-      _against_uniform(curves, adaptive, "train_accuracy", +1,
-                       "train accuracy, 1st half", half)))
+  claims.append(
+      Claim(
+          "Adaptive sampling reduces empirical risk faster (increases training "
+          "accuracy faster): for every AdaSamp variant, training cross-entropy "
+          "averaged over the first half of training is lower, and training "
+          "accuracy higher, than its uniform counterpart's.",
+          _against_uniform(curves, adaptive, "train_loss", -1,
+                           "train cross-entropy, 1st half", half) +
+          _against_uniform(curves, adaptive, "train_accuracy", +1,
+                           "train accuracy, 1st half", half)))
 
-  claims.append(Claim(
-      "AdaGrad with adaptive sampling gains test accuracy early: each "
-      "AdaSamp-*-AdaGrad's test accuracy averaged over the first half of "
-      "training is higher than Unif-AdaGrad's.",
-      _against_uniform(curves, [n for n in adaptive if n.endswith("AdaGrad")],
-                       "test_accuracy", +1, "test accuracy, 1st half", half)))
+  claims.append(
+      Claim(
+          "AdaGrad with adaptive sampling gains test accuracy early: each "
+          "AdaSamp-*-AdaGrad's test accuracy averaged over the first half of "
+          "training is higher than Unif-AdaGrad's.",
+          _against_uniform(curves,
+                           [n for n in adaptive if n.endswith("AdaGrad")],
+                           "test_accuracy", +1, "test accuracy, 1st half",
+                           half)))
 
   text = (f"A larger amplitude trains faster but tests worse: over the sweep "
           f"of {sweep['algorithm']} (amplitude 0 is "
@@ -186,8 +192,10 @@ def assess_claims(curves, sweep, steps, num_classes=10):
           "final test accuracy negative (per-trial Spearman ρ).")
   amplitudes = np.asarray(sweep["amplitude"])
   if len(amplitudes) < 3:
-    claims.append(Claim(text, [], ["A sweep of fewer than 3 amplitudes "
-                                   "cannot show a trend."], "not assessed"))
+    claims.append(
+        Claim(text, [],
+              ["A sweep of fewer than 3 amplitudes "
+               "cannot show a trend."], "not assessed"))
   else:
     everything = _amplitude_comparisons(sweep, np.ones(len(amplitudes), bool))
     claim = Claim(text, everything)
@@ -201,10 +209,10 @@ def assess_claims(curves, sweep, steps, num_classes=10):
       without = [] if (~collapsed).sum() < 3 else _amplitude_comparisons(
           sweep, ~collapsed)
       claim.comparisons += without
-      without_verdict = (overall(c.verdict for c in without) if without
-                         else "not assessed (fewer than 3 amplitudes left)")
-      driven = ("the same either way" if without_verdict == claim.verdict
-                else "so the collapsed runs drive the verdict")
+      without_verdict = (overall(c.verdict for c in without) if without else
+                         "not assessed (fewer than 3 amplitudes left)")
+      driven = ("the same either way" if without_verdict == claim.verdict else
+                "so the collapsed runs drive the verdict")
       claim.notes.append(
           f"Amplitude {names} collapsed (mean final training accuracy "
           f"{', '.join(f'{v:.3f}' for v in final_train[collapsed])}, below "
@@ -222,10 +230,15 @@ def assess_claims(curves, sweep, steps, num_classes=10):
     if peak_step > half:
       late_peaks.append(f"{name} (peak at step {peak_step})")
     peaks = kl.max(axis=1)
-    comparisons.append(Comparison(
-        name, f"final KL / peak KL (peak at step {peak_step})",
-        np.divide(kl[:, -1], peaks, out=np.zeros_like(peaks),
-                  where=peaks > 0), -1, threshold=KL_DECAYED))
+    comparisons.append(
+        Comparison(name,
+                   f"final KL / peak KL (peak at step {peak_step})",
+                   np.divide(kl[:, -1],
+                             peaks,
+                             out=np.zeros_like(peaks),
+                             where=peaks > 0),
+                   -1,
+                   threshold=KL_DECAYED))
   claim = Claim(
       "The conditional KL(Q_t ‖ P_t) rises early, then decays toward 0: for "
       "every AdaSamp variant the mean KL peaks in the first half of "
@@ -280,8 +293,14 @@ def _certificate_lines(curves):
   return lines
 
 
-def summary_markdown(curves, sweep, settings, trials, dataset, model,
-                     command, departures=()):
+def summary_markdown(curves,
+                     sweep,
+                     settings,
+                     trials,
+                     dataset,
+                     model,
+                     command,
+                     departures=()):
   """The experiment's summary as markdown: departures from the paper,
   settings, tables, claims with their intervals."""
   steps = settings.steps
@@ -317,11 +336,14 @@ def summary_markdown(curves, sweep, settings, trials, dataset, model,
   ]
   claims = assess_claims(curves, sweep, steps)
   if trials < 2:
-    lines += ["With one trial no verdict is possible: an interval needs at "
-              "least two. The differences below are single values.", ""]
-  lines += ["| claim | comparison | measure | mean difference [95% CI] | "
-            "trials in the paper's direction | verdict |",
-            "|---|---|---|---|---|---|"]
+    lines += [
+        "With one trial no verdict is possible: an interval needs at "
+        "least two. The differences below are single values.", ""
+    ]
+  lines += [
+      "| claim | comparison | measure | mean difference [95% CI] | "
+      "trials in the paper's direction | verdict |", "|---|---|---|---|---|---|"
+  ]
   for number, claim in enumerate(claims, 1):
     for c in claim.comparisons:
       lines.append(f"| {number} | {c.label} | {c.measure} | "
@@ -344,10 +366,13 @@ def summary_markdown(curves, sweep, settings, trials, dataset, model,
       "|---|---|---|---|",
   ]
   for name in adaptive:
-    cells = [_interval_text(Comparison(
-        "", metric, curves[name][metric][:, -1] -
-        curves[counterpart(name)][metric][:, -1], +1))
-             for metric in ("train_loss", "train_accuracy", "test_accuracy")]
+    cells = [
+        _interval_text(
+            Comparison(
+                "", metric, curves[name][metric][:, -1] -
+                curves[counterpart(name)][metric][:, -1], +1))
+        for metric in ("train_loss", "train_accuracy", "test_accuracy")
+    ]
     lines.append(f"| {name} − {counterpart(name)} | " + " | ".join(cells) +
                  " |")
   lines += [
@@ -363,15 +388,16 @@ def summary_markdown(curves, sweep, settings, trials, dataset, model,
       "|---|---|---|---|---|---|---|---|---|",
   ]
   for name, c in curves.items():
-    cells = [c["train_loss"][:, -1], c["train_accuracy"][:, -1],
-             c["test_accuracy"][:, -1],
-             mean_over(c["step"], c["train_loss"], half),
-             mean_over(c["step"], c["train_accuracy"], half),
-             mean_over(c["step"], c["train_loss"], since=half),
-             mean_over(c["step"], c["test_accuracy"], half),
-             mean_over(c["step"], c["test_accuracy"])]
-    lines.append(f"| {name} | " + " | ".join(mean_std(v) for v in cells) +
-                 " |")
+    cells = [
+        c["train_loss"][:, -1], c["train_accuracy"][:, -1],
+        c["test_accuracy"][:, -1],
+        mean_over(c["step"], c["train_loss"], half),
+        mean_over(c["step"], c["train_accuracy"], half),
+        mean_over(c["step"], c["train_loss"], since=half),
+        mean_over(c["step"], c["test_accuracy"], half),
+        mean_over(c["step"], c["test_accuracy"])
+    ]
+    lines.append(f"| {name} | " + " | ".join(mean_std(v) for v in cells) + " |")
   lines += [
       "",
       f"## Amplitude sweep ({sweep['algorithm']}; 0 is "
@@ -391,7 +417,13 @@ def summary_markdown(curves, sweep, settings, trials, dataset, model,
   return "\n".join(lines) + "\n"
 
 
-def report(runs, settings, trials, dataset, model, report_dir, command,
+def report(runs,
+           settings,
+           trials,
+           dataset,
+           model,
+           report_dir,
+           command,
            departures=()):
   """Draws Figure 1 and writes summary.md to `report_dir`; returns paths."""
   curves, sweep = collect(runs, settings)
@@ -400,6 +432,7 @@ def report(runs, settings, trials, dataset, model, report_dir, command,
   paths = plots.figure1(curves, sweep, report_dir, title=title)
   paths.append(os.path.join(report_dir, "summary.md"))
   with open(paths[-1], "w") as f:
-    f.write(summary_markdown(curves, sweep, settings, trials, dataset, model,
-                             command, departures))
+    f.write(
+        summary_markdown(curves, sweep, settings, trials, dataset, model,
+                         command, departures))
   return paths

@@ -39,20 +39,24 @@ class Options:
   dataset: str = option("fashion_mnist", "Data set; fashion_mnist (Debian's "
                         "dataset-fashion-mnist) and digits need no network.",
                         choices=datasets.DATASETS)
-  data_dir: str | None = option(None, "tensorflow_datasets directory holding "
-                                "a prepared CIFAR-10.")
+  data_dir: str | None = option(
+      None, "tensorflow_datasets directory holding "
+      "a prepared CIFAR-10.")
   model: str | None = option(None, "Model to train (default: the data "
                              "set's, study.DEFAULT_MODELS).",
                              choices=models.MODELS)
   trials: int = option(10, "Trials (seeds 0..trials-1).")
-  output_dir: str | None = option(None, "Directory of the runs (default "
-                                  "runs/<dataset>).")
-  report_dir: str | None = option(None, "Directory for the figures and "
-                                  "summary.md (default <output_dir>/report).")
+  output_dir: str | None = option(
+      None, "Directory of the runs (default "
+      "runs/<dataset>).")
+  report_dir: str | None = option(
+      None, "Directory for the figures and "
+      "summary.md (default <output_dir>/report).")
   progress: bool = option(False, "Show a progress bar per run (with "
                           "--workers=1).")
-  workers: int = option(2, "Worker processes to split the runs among, each "
-                        "with one TensorFlow thread.")
+  workers: int = option(
+      2, "Worker processes to split the runs among, each "
+      "with one TensorFlow thread.")
 
 
 def define_flags():
@@ -88,7 +92,9 @@ def main():
   except (TypeError, ValueError, datasets.DatasetUnavailableError) as error:
     sys.exit(f"{PROGRAM}: {error}")
   try:
-    study.run_all(runs, data, progress=options.progress,
+    study.run_all(runs,
+                  data,
+                  progress=options.progress,
                   workers=options.workers)
   except (training_loop.RunError, RuntimeError) as error:
     sys.exit(f"{PROGRAM}: {error}")

@@ -51,8 +51,7 @@ class Settings:
   """Hyperparameters of the experiment (per data set: PRESETS); each field
   is also a flag of tf_adasamp.experiment.reproduce."""
   steps: int = option(dataclasses.MISSING, "Training steps per run.")
-  eval_interval: int = option(dataclasses.MISSING,
-                              "Steps between evaluations.")
+  eval_interval: int = option(dataclasses.MISSING, "Steps between evaluations.")
   sgd_learning_rate: float = option(dataclasses.MISSING,
                                     "SGD's eta in eta / (1 + gamma t).")
   sgd_lr_decay: float = option(dataclasses.MISSING,
@@ -65,8 +64,9 @@ class Settings:
                         "Decay of the adaptive algorithms.")
   sweep_amplitudes: tuple = option(dataclasses.MISSING,
                                    "Comma-separated amplitudes of the sweep.")
-  sweep_algorithm: str = option("AdaSamp-01-SGD", "Adaptive algorithm whose "
-                                "amplitude is swept.")
+  sweep_algorithm: str = option(
+      "AdaSamp-01-SGD", "Adaptive algorithm whose "
+      "amplitude is swept.")
   batch_size: int = option(100, "Examples per step.")
   utility_at: str = option("updated", "updated (h_t, Algorithm 1) or step "
                            "(h_{t-1}, cheaper).",
@@ -74,32 +74,50 @@ class Settings:
 
 
 # The model each data set runs by default.
-DEFAULT_MODELS = {"digits": "cnn", "fashion_mnist": "logistic",
-                  "cifar10": "cnn"}
+DEFAULT_MODELS = {
+    "digits": "cnn",
+    "fashion_mnist": "logistic",
+    "cifar10": "cnn"
+}
 
 PRESETS = {
     # 500 steps, 33 epochs of the 1500 training digits: every algorithm
     # reaches ~100% training accuracy. See docs/experiment.md for how these
     # were chosen.
-    ("digits", "cnn"): Settings(
-        steps=500, eval_interval=25, sgd_learning_rate=0.3,
-        sgd_lr_decay=0.002, adagrad_learning_rate=0.1, amplitude=1.0,
-        decay=0.5, sweep_amplitudes=(0.3, 1.0, 3.0, 10.0)),
+    ("digits", "cnn"):
+        Settings(steps=500,
+                 eval_interval=25,
+                 sgd_learning_rate=0.3,
+                 sgd_lr_decay=0.002,
+                 adagrad_learning_rate=0.1,
+                 amplitude=1.0,
+                 decay=0.5,
+                 sweep_amplitudes=(0.3, 1.0, 3.0, 10.0)),
     # The main job: 2000 steps, 4 epochs of the 50000 training images the
     # tuning keeps (3.3 of the full 60000). Step sizes, amplitude and decay
     # from `python -m tf_adasamp.experiment.tuning` on validation splits
     # (docs/experiment/tuning/fashion_mnist.md).
-    ("fashion_mnist", "logistic"): Settings(
-        steps=2000, eval_interval=100, sgd_learning_rate=1.0,
-        sgd_lr_decay=0.01, adagrad_learning_rate=0.1, amplitude=0.3,
-        decay=0.5, sweep_amplitudes=(0.3, 1.0, 3.0, 10.0)),
+    ("fashion_mnist", "logistic"):
+        Settings(steps=2000,
+                 eval_interval=100,
+                 sgd_learning_rate=1.0,
+                 sgd_lr_decay=0.01,
+                 adagrad_learning_rate=0.1,
+                 amplitude=0.3,
+                 decay=0.5,
+                 sweep_amplitudes=(0.3, 1.0, 3.0, 10.0)),
     # 40 epochs of CIFAR-10's 50000 training images; not tuned here (no
     # CIFAR-10 on the machine that wrote this). About 15 minutes a run on a
     # 2-core CPU, so 45 runs want a GPU or fewer --trials and --steps.
-    ("cifar10", "cnn"): Settings(
-        steps=20000, eval_interval=500, sgd_learning_rate=0.05,
-        sgd_lr_decay=1e-4, adagrad_learning_rate=0.01, amplitude=1.0,
-        decay=0.5, sweep_amplitudes=(0.3, 1.0, 3.0, 10.0)),
+    ("cifar10", "cnn"):
+        Settings(steps=20000,
+                 eval_interval=500,
+                 sgd_learning_rate=0.05,
+                 sgd_lr_decay=1e-4,
+                 adagrad_learning_rate=0.01,
+                 amplitude=1.0,
+                 decay=0.5,
+                 sweep_amplitudes=(0.3, 1.0, 3.0, 10.0)),
 }
 
 
@@ -117,22 +135,22 @@ def preset(dataset, model):
 # How each preset's hyperparameters were chosen (for the summary's list of
 # departures from the paper).
 TUNING = {
-    ("digits", "cnn"): (
-        "Step sizes by hand; amplitude and decay from a grid on five tuning "
-        "seeds (100-104), disjoint from the reported trials, by first-half "
-        "training cross-entropy on the training set itself (no validation "
-        "split: this predates the cross-validated tuning, "
-        "docs/experiment.md)."),
-    ("fashion_mnist", "logistic"): (
-        "Cross-validated as the paper says, on random subsets of the "
-        "training data: `python -m tf_adasamp.experiment.tuning` (tuning "
-        "seeds 100-104 for the step sizes, 100-102 for amplitude and decay, "
-        "each holding out its own 10,000 of the 60,000 training images as "
-        "validation; the test set is never read). Step "
-        "sizes were tuned with uniform sampling only and shared by the "
-        "adaptive variants; amplitude and decay were tuned on a 2 x 2 grid, "
-        "one pair for all four adaptive variants, by the time-averaged "
-        "validation accuracy (docs/experiment/tuning/fashion_mnist.md)."),
+    ("digits", "cnn"):
+        ("Step sizes by hand; amplitude and decay from a grid on five tuning "
+         "seeds (100-104), disjoint from the reported trials, by first-half "
+         "training cross-entropy on the training set itself (no validation "
+         "split: this predates the cross-validated tuning, "
+         "docs/experiment.md)."),
+    ("fashion_mnist", "logistic"):
+        ("Cross-validated as the paper says, on random subsets of the "
+         "training data: `python -m tf_adasamp.experiment.tuning` (tuning "
+         "seeds 100-104 for the step sizes, 100-102 for amplitude and decay, "
+         "each holding out its own 10,000 of the 60,000 training images as "
+         "validation; the test set is never read). Step "
+         "sizes were tuned with uniform sampling only and shared by the "
+         "adaptive variants; amplitude and decay were tuned on a 2 x 2 grid, "
+         "one pair for all four adaptive variants, by the time-averaged "
+         "validation accuracy (docs/experiment/tuning/fashion_mnist.md)."),
 }
 _DATA = {
     "digits": ("scikit-learn's digits (1,500 training and 297 test 8x8 "
@@ -175,7 +193,7 @@ def departures(dataset, model, settings, trials, num_train):
   lines.append("Tuning: " + TUNING.get(
       (dataset, model), "none: this preset has not been tuned on this data "
       "set.") + " The paper tuned all hyperparameters by cross-validation "
-      "on random subsets of the training data and gives no details.")
+               "on random subsets of the training data and gives no details.")
   lines.append(
       "Step-size index: SGD's step size eta / (1 + gamma t) counts t from 0 "
       "(the first update uses eta); in the paper's Algorithm 1 t starts at "
@@ -224,18 +242,28 @@ def plan(settings, trials, output_dir, dataset, data_dir=None, model="cnn"):
         f"{algorithm}-a{amplitude:g}")
     run_dir = os.path.join(output_dir, name, f"seed{trial}")
     if run_dir not in runs:
-      learning_rate, lr_decay = (
-          (settings.sgd_learning_rate, settings.sgd_lr_decay)
-          if optimizer == "sgd" else (settings.adagrad_learning_rate, 0.0))
-      runs[run_dir] = Run(algorithm, amplitude, trial, training_loop.TrainConfig(
-          dataset=dataset, data_dir=data_dir, model=model,
-          optimizer=optimizer, learning_rate=learning_rate,
-          lr_decay=lr_decay, batch_size=settings.batch_size,
-          sampling=sampling, utility=utility,
-          utility_at=settings.utility_at,
-          amplitude=amplitude, decay=decay,
-          steps=settings.steps, eval_interval=settings.eval_interval,
-          seed=trial, output_dir=run_dir, resume=True))
+      learning_rate, lr_decay = ((settings.sgd_learning_rate,
+                                  settings.sgd_lr_decay) if optimizer == "sgd"
+                                 else (settings.adagrad_learning_rate, 0.0))
+      runs[run_dir] = Run(
+          algorithm, amplitude, trial,
+          training_loop.TrainConfig(dataset=dataset,
+                                    data_dir=data_dir,
+                                    model=model,
+                                    optimizer=optimizer,
+                                    learning_rate=learning_rate,
+                                    lr_decay=lr_decay,
+                                    batch_size=settings.batch_size,
+                                    sampling=sampling,
+                                    utility=utility,
+                                    utility_at=settings.utility_at,
+                                    amplitude=amplitude,
+                                    decay=decay,
+                                    steps=settings.steps,
+                                    eval_interval=settings.eval_interval,
+                                    seed=trial,
+                                    output_dir=run_dir,
+                                    resume=True))
 
   for trial in range(trials):
     for algorithm in ALGORITHMS:
@@ -269,9 +297,10 @@ def run_all(runs, data, progress=False, workers=1):
     _train_runs(labelled, data, progress)
     return
   context = multiprocessing.get_context("spawn")
-  processes = [context.Process(target=_worker,
-                               args=(labelled[first::workers], data))
-               for first in range(workers)]
+  processes = [
+      context.Process(target=_worker, args=(labelled[first::workers], data))
+      for first in range(workers)
+  ]
   for process in processes:
     process.start()
   for process in processes:
@@ -295,21 +324,23 @@ def _train_runs(labelled, data, progress):
       print(f"{label}: finished before, skipped", flush=True)
       continue
     start = time.time()
-    records = training_loop.train(
-        run.config, data=data(run) if callable(data) else data,
-        progress=progress)
+    records = training_loop.train(run.config,
+                                  data=data(run) if callable(data) else data,
+                                  progress=progress)
     # Frees the finished run's model and functions.
     tf.keras.backend.clear_session()
-    print(f"{label}: {time.time() - start:.1f} s, final train loss "
-          f"{records[-1]['train_loss']:.4f}, test accuracy "
-          f"{records[-1]['test_accuracy']:.4f}", flush=True)
+    print(
+        f"{label}: {time.time() - start:.1f} s, final train loss "
+        f"{records[-1]['train_loss']:.4f}, test accuracy "
+        f"{records[-1]['test_accuracy']:.4f}",
+        flush=True)
 
 
 def _stack(runs_by_trial, metric):
   """[trials, E] values of `metric`; NaN where a record lacks it (the
   bounds are not logged at step 0)."""
-  return np.array([[r.get(metric, np.nan) for r in records]
-                   for records in runs_by_trial])
+  return np.array(
+      [[r.get(metric, np.nan) for r in records] for records in runs_by_trial])
 
 
 def collect(runs, settings):
@@ -320,8 +351,9 @@ def collect(runs, settings):
   """
   by_key = {}
   for run in runs:
-    by_key.setdefault((run.algorithm, run.amplitude), []).append(
-        training_loop.read_metrics(run.config.output_dir))
+    by_key.setdefault(
+        (run.algorithm, run.amplitude),
+        []).append(training_loop.read_metrics(run.config.output_dir))
 
   def curve(algorithm, amplitude):
     records = by_key[(algorithm, amplitude)]
@@ -331,24 +363,33 @@ def collect(runs, settings):
         result[metric] = _stack(records, metric)
     return result
 
-  curves = {algorithm: curve(algorithm, 0.0 if algorithm.startswith("Unif")
-                             else settings.amplitude)
-            for algorithm in ALGORITHMS}
+  curves = {
+      algorithm:
+          curve(algorithm,
+                0.0 if algorithm.startswith("Unif") else settings.amplitude)
+      for algorithm in ALGORITHMS
+  }
   amplitudes = [0.0, *settings.sweep_amplitudes]
   sweep_curves = [
-      curve(settings.sweep_algorithm if a else
-            counterpart(settings.sweep_algorithm), a) for a in amplitudes]
+      curve(
+          settings.sweep_algorithm
+          if a else counterpart(settings.sweep_algorithm), a)
+      for a in amplitudes
+  ]
   half = settings.steps / 2
   sweep = {
       "algorithm": settings.sweep_algorithm,
       "amplitude": amplitudes,
-      "train_accuracy": [mean_over(c["step"], c["train_accuracy"], half)
-                         for c in sweep_curves],
+      "train_accuracy": [
+          mean_over(c["step"], c["train_accuracy"], half) for c in sweep_curves
+      ],
       "test_accuracy": [c["test_accuracy"][:, -1] for c in sweep_curves],
-      "train_accuracy_final": [c["train_accuracy"][:, -1]
-                               for c in sweep_curves],
-      "train_loss": [mean_over(c["step"], c["train_loss"], half)
-                     for c in sweep_curves],
+      "train_accuracy_final": [
+          c["train_accuracy"][:, -1] for c in sweep_curves
+      ],
+      "train_loss": [
+          mean_over(c["step"], c["train_loss"], half) for c in sweep_curves
+      ],
       "kl_max": [c["kl"].max(axis=1) for c in sweep_curves],
   }
   return curves, sweep

@@ -33,9 +33,9 @@ def main():
   if not FLAGS["verbosity"].present:
     # Keeps TensorFlow's and tfds' INFO lines out of the progress bar.
     logging.set_verbosity(logging.WARNING)
-  config = flags_lib.parse(
-      PROGRAM, training_loop.TrainConfig,
-      output_dir=FLAGS.output_dir or "runs/train")
+  config = flags_lib.parse(PROGRAM,
+                           training_loop.TrainConfig,
+                           output_dir=FLAGS.output_dir or "runs/train")
   try:
     records = training_loop.train(config, progress=FLAGS.progress)
   except (datasets.DatasetUnavailableError, training_loop.RunError) as error:

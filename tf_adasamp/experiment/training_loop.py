@@ -146,9 +146,10 @@ class BoundTracker(tf.Module):
     indices = tf.reshape(tf.cast(indices, tf.int64), [-1])
     utilities = tf.reshape(tf.cast(utilities, tf.float64), [-1])
     size = tf.size(indices, out_type=tf.int64)
-    self.general.assign_add(self._amplitude * (
-        tf.reduce_sum(tf.gather(self.sums, indices)) -
-        tf.cast(size, tf.float64) * self.total / self._num_examples))
+    self.general.assign_add(
+        self._amplitude *
+        (tf.reduce_sum(tf.gather(self.sums, indices)) -
+         tf.cast(size, tf.float64) * self.total / self._num_examples))
     # tf.unique keeps first-occurrence order; `first` is each one's position.
     unique, position = tf.unique(indices)
     first = tf.math.unsorted_segment_min(tf.range(size), position,
@@ -159,8 +160,7 @@ class BoundTracker(tf.Module):
     self.sums.scatter_update(tf.IndexedSlices(updated, unique))
     self.utilities_before_last.assign_add(self.last_utilities)
     self.last_utilities.assign(tf.reduce_sum(utilities))
-    self.signed.assign(tf.logical_or(self.signed,
-                                     tf.reduce_any(utilities < 0)))
+    self.signed.assign(tf.logical_or(self.signed, tf.reduce_any(utilities < 0)))
     self.batch_size.assign(size)
     self.steps.assign_add(1)
 
@@ -169,12 +169,15 @@ class BoundTracker(tf.Module):
     steps = int(self.steps)
     return bounds.KLBoundTracker.from_state(
         self._num_examples, self._amplitude, self._decay, {
-            "sums": self.sums.numpy(), "total": self.total.numpy(),
+            "sums": self.sums.numpy(),
+            "total": self.total.numpy(),
             "general": self.general.numpy(),
             "utilities_before_last": self.utilities_before_last.numpy(),
             "last_utilities": self.last_utilities.numpy(),
-            "signed": self.signed.numpy(), "steps": steps,
-            "batch_size": int(self.batch_size) if steps else None})
+            "signed": self.signed.numpy(),
+            "steps": steps,
+            "batch_size": int(self.batch_size) if steps else None
+        })
 
 
 def make_strategy(name):
@@ -195,8 +198,7 @@ def make_strategy(name):
   raise ValueError(f"unknown strategy {name!r}; choose one of {STRATEGIES}")
 
 
-def make_sampler(sampling, num_examples, amplitude, decay, seed,
-                 strategy=None):
+def make_sampler(sampling, num_examples, amplitude, decay, seed, strategy=None):
   """A UniformSampler or AdaptiveSampler over `num_examples` examples.
 
   Under `strategy`, with a copy per replica: each replica draws its share of
@@ -207,7 +209,10 @@ def make_sampler(sampling, num_examples, amplitude, decay, seed,
     with strategy.scope():
       return UniformSampler(num_examples, seed=seed)
   if sampling == "adaptive":
-    return distribute.create_sampler(strategy, num_examples, amplitude, decay,
+    return distribute.create_sampler(strategy,
+                                     num_examples,
+                                     amplitude,
+                                     decay,
                                      seed=seed)
   raise ValueError(f"unknown sampling {sampling!r}; choose one of "
                    f"{SAMPLINGS}")
@@ -219,8 +224,9 @@ def make_optimizer(name, learning_rate, lr_decay):
   The paper's SGD schedule eta / (1 + gamma t), with t the number of updates
   made before this one; lr_decay = 0 keeps the step size constant.
   """
-  schedule = tf.keras.optimizers.schedules.InverseTimeDecay(
-      learning_rate, decay_steps=1, decay_rate=lr_decay)
+  schedule = tf.keras.optimizers.schedules.InverseTimeDecay(learning_rate,
+                                                            decay_steps=1,
+                                                            decay_rate=lr_decay)
   if name == "sgd":
     return tf.keras.optimizers.SGD(schedule)
   if name == "adagrad":
@@ -228,8 +234,15 @@ def make_optimizer(name, learning_rate, lr_decay):
   raise ValueError(f"unknown optimizer {name!r}; choose one of {OPTIMIZERS}")
 
 
-def make_train_step(model, optimizer, sampler, images, labels, batch_size,
-                    utility="zero_one", utility_at="updated", strategy=None):
+def make_train_step(model,
+                    optimizer,
+                    sampler,
+                    images,
+                    labels,
+                    batch_size,
+                    utility="zero_one",
+                    utility_at="updated",
+                    strategy=None):
   """One training step as a `tf.function` of no arguments.
 
   Under `strategy` (model, optimizer and sampler made in its scope), each of
@@ -259,15 +272,15 @@ def make_train_step(model, optimizer, sampler, images, labels, batch_size,
     with tf.GradientTape() as tape:
       logits = model(batch_images, training=True)
       cross_entropy = tf.reduce_mean(
-          tf.nn.sparse_softmax_cross_entropy_with_logits(batch_labels,
-                                                         logits))
+          tf.nn.sparse_softmax_cross_entropy_with_logits(batch_labels, logits))
       # The replicas' gradients are summed.
       loss = tf.add_n([cross_entropy, *model.losses]) / num_replicas
     gradients = tape.gradient(loss, model.trainable_variables)
     optimizer.apply_gradients(zip(gradients, model.trainable_variables))
-    accuracy = tf.reduce_mean(tf.cast(
-        tf.equal(tf.argmax(logits, -1, output_type=batch_labels.dtype),
-                 batch_labels), tf.float32))
+    accuracy = tf.reduce_mean(
+        tf.cast(
+            tf.equal(tf.argmax(logits, -1, output_type=batch_labels.dtype),
+                     batch_labels), tf.float32))
     if not reweights:
       return (cross_entropy, accuracy, indices,
               tf.zeros([replica_batch_size], tf.float32))
@@ -284,8 +297,8 @@ def make_train_step(model, optimizer, sampler, images, labels, batch_size,
           replica_step)
       mean = tf.distribute.ReduceOp.MEAN
       return (strategy.reduce(mean, cross_entropy, axis=None),
-              strategy.reduce(mean, accuracy, axis=None),
-              strategy.gather(indices, axis=0),
+              strategy.reduce(mean, accuracy,
+                              axis=None), strategy.gather(indices, axis=0),
               strategy.gather(batch_utilities, axis=0))
 
   return train_step
@@ -310,8 +323,8 @@ def make_evaluate(model, batch_size=1000):
                        batch_labels)
     return (tf.reduce_sum(tf.cast(cross_entropy, tf.float64)),
             tf.reduce_sum(tf.cast(correct, tf.float64)),
-            tf.reduce_sum(tf.where(correct, tf.zeros_like(batch_weights),
-                                   batch_weights)))
+            tf.reduce_sum(
+                tf.where(correct, tf.zeros_like(batch_weights), batch_weights)))
 
   def evaluate(images, labels, weights=None):
     if weights is None:
@@ -339,21 +352,26 @@ class TrainConfig:
   dataset: str = option(
       "digits", "Data set: digits (scikit-learn's) and fashion_mnist "
       "(Debian's dataset-fashion-mnist) need no network; cifar10 comes "
-      "through tensorflow_datasets.", choices=datasets.DATASETS)
+      "through tensorflow_datasets.",
+      choices=datasets.DATASETS)
   data_dir: str | None = option(
       None, "tensorflow_datasets directory holding a prepared CIFAR-10 "
       "(tfds' default if unset).")
   model: str = option("cnn", "cnn: the paper's CNN; logistic: "
                       "L2-regularised logistic regression (strongly "
-                      "convex).", choices=models.MODELS)
-  l2: float = option(1e-3, "L2 penalty (strong-convexity modulus) of the "
-                     "logistic model.")
+                      "convex).",
+                      choices=models.MODELS)
+  l2: float = option(
+      1e-3, "L2 penalty (strong-convexity modulus) of the "
+      "logistic model.")
   optimizer: str = option("sgd", "Update rule.", choices=OPTIMIZERS)
   learning_rate: float = option(0.3, "Initial step size eta.")
-  lr_decay: float = option(0.002, "gamma of the step size eta / (1 + gamma "
-                           "t); 0 keeps it constant.")
+  lr_decay: float = option(
+      0.002, "gamma of the step size eta / (1 + gamma "
+      "t); 0 keeps it constant.")
   batch_size: int = option(100, "Examples drawn per step.")
-  sampling: str = option("adaptive", "How training examples are drawn.",
+  sampling: str = option("adaptive",
+                         "How training examples are drawn.",
                          choices=SAMPLINGS)
   utility: str = option("zero_one", "Utility that reweights drawn examples "
                         "(adaptive only).",
@@ -361,21 +379,24 @@ class TrainConfig:
   utility_at: str = option(
       "updated", "updated: utility of the model after the update, h_t, as "
       "in Algorithm 1 (a second forward pass); step: reuse the step's own "
-      "forward pass (h_{t-1}, dropout on), cheaper.", choices=UTILITY_AT)
+      "forward pass (h_{t-1}, dropout on), cheaper.",
+      choices=UTILITY_AT)
   amplitude: float = option(0.1, "Amplitude alpha >= 0 of the weight "
                             "update.")
   decay: float = option(0.5, "Decay lambda in (0, 1) of the weight update.")
   steps: int | None = option(500, "Training steps.")
-  epochs: float | None = option(None, "Training length in epochs; overrides "
-                                "--steps if set.")
+  epochs: float | None = option(
+      None, "Training length in epochs; overrides "
+      "--steps if set.")
   eval_interval: int = option(25, "Steps between evaluations (and "
                               "checkpoints).")
   steps_per_execution: int = option(
       25, "Steps per call of the compiled training loop (as in Keras): the "
       "host waits for the device once per call; a call never runs past an "
       "evaluation. Does not change the results.")
-  seed: int = option(0, "Seed of the initial model, dropout and sampling; "
-                     "in [0, 2**32).")
+  seed: int = option(
+      0, "Seed of the initial model, dropout and sampling; "
+      "in [0, 2**32).")
   deterministic: bool = option(
       False, "Make TensorFlow's ops deterministic "
       "(tf.config.experimental.enable_op_determinism, for the whole "
@@ -383,23 +404,23 @@ class TrainConfig:
   output_dir: str | None = option(
       None, "Directory for metrics, summaries and checkpoints (the "
       "trainer's default: runs/train).")
-  resume: bool = option(False, "Continue the run in --output_dir from its "
-                        "last checkpoint.")
+  resume: bool = option(
+      False, "Continue the run in --output_dir from its "
+      "last checkpoint.")
   strategy: str = option(
       "default", "tf.distribute strategy: default (one device), mirrored "
       "(every local GPU, else every logical CPU device) or multi_worker (the "
       "cluster in TF_CONFIG; give each worker its own --output_dir). The "
       "batch is split among the replicas, which share one sampling "
-      "distribution.", choices=STRATEGIES)
+      "distribution.",
+      choices=STRATEGIES)
 
   def __post_init__(self):
     for name, allowed in [("dataset", datasets.DATASETS),
-                          ("model", models.MODELS),
-                          ("optimizer", OPTIMIZERS),
+                          ("model", models.MODELS), ("optimizer", OPTIMIZERS),
                           ("sampling", SAMPLINGS),
                           ("utility", tuple(utilities.UTILITIES)),
-                          ("utility_at", UTILITY_AT),
-                          ("strategy", STRATEGIES)]:
+                          ("utility_at", UTILITY_AT), ("strategy", STRATEGIES)]:
       if getattr(self, name) not in allowed:
         raise ValueError(f"{name} must be one of {allowed}, got "
                          f"{getattr(self, name)!r}")
@@ -440,8 +461,9 @@ def write_atomically(path, text):
   of one.
   """
   directory = os.path.dirname(os.path.abspath(path))
-  fd, temporary = tempfile.mkstemp(
-      dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+  fd, temporary = tempfile.mkstemp(dir=directory,
+                                   prefix=f".{os.path.basename(path)}.",
+                                   suffix=".tmp")
   try:
     # mkstemp's file is private (0600); give it open()'s usual mode.
     umask = os.umask(0)
@@ -489,8 +511,7 @@ def read_metrics(output_dir):
   if not os.path.exists(path):
     return []
   with open(path, encoding="utf-8", errors="replace") as f:
-    lines = [(number, line) for number, line in enumerate(f, 1)
-             if line.strip()]
+    lines = [(number, line) for number, line in enumerate(f, 1) if line.strip()]
   records = []
   for number, line in lines:
     try:
@@ -499,8 +520,8 @@ def read_metrics(output_dir):
       record = None
     if not (isinstance(record, dict) and isinstance(record.get("step"), int)):
       if number == lines[-1][0]:
-        logging.warning("%s: dropped its last line, %d, cut short: %.60r",
-                        path, number, line)
+        logging.warning("%s: dropped its last line, %d, cut short: %.60r", path,
+                        number, line)
         break
       raise RunError(f"{path} line {number} is not a metric record; move the "
                      "file away to start the run over")
@@ -516,8 +537,10 @@ def is_complete(output_dir, steps):
 
 # Fields a resumed run may change: where it reads and writes, how long it is,
 # and how it executes (neither changes the results on a CPU).
-_RESUMABLE_CHANGES = {"data_dir", "output_dir", "resume", "steps", "epochs",
-                      "steps_per_execution", "deterministic"}
+_RESUMABLE_CHANGES = {
+    "data_dir", "output_dir", "resume", "steps", "epochs",
+    "steps_per_execution", "deterministic"
+}
 
 
 def check_output_dir(config):
@@ -529,8 +552,8 @@ def check_output_dir(config):
   """
   if not config.output_dir:
     return
-  has_run = (os.path.exists(os.path.join(config.output_dir, "checkpoints"))
-             or read_metrics(config.output_dir))
+  has_run = (os.path.exists(os.path.join(config.output_dir, "checkpoints")) or
+             read_metrics(config.output_dir))
   if has_run and not config.resume:
     raise RunExistsError(f"{config.output_dir} already holds a run; resume "
                          "it or choose another output_dir")
@@ -549,10 +572,10 @@ def check_output_dir(config):
                      if saved.get(name) != ours[name])
     if changed:
       raise RunExistsError(
-          f"{config.output_dir} holds a run with other settings ("
-          + ", ".join(f"{name}: {saved.get(name)!r} there, {ours[name]!r} "
-                      "here" for name in changed)
-          + "); choose another output_dir")
+          f"{config.output_dir} holds a run with other settings (" +
+          ", ".join(f"{name}: {saved.get(name)!r} there, {ours[name]!r} "
+                    "here"
+                    for name in changed) + "); choose another output_dir")
 
 
 # Where each metric goes in TensorBoard: (run, tag). The splits are runs, so
@@ -562,11 +585,12 @@ _SUMMARY_TAGS = {
     "train_accuracy": ("train", "accuracy"),
     "test_loss": ("test", "loss"),
     "test_accuracy": ("test", "accuracy"),
-    **{name: ("train", "sampler/" + name) for name in (
-        "kl", "max_probability", "ess_fraction", "unique_per_batch",
-        "misclassified_mass")},
-    **{name: ("train", "bounds/" + name) for name in (
-        "kl_bound", "kl_bound_general", "corollary1_bound", "zero_one_gap")},
+    **{
+        name: ("train", "sampler/" + name) for name in ("kl", "max_probability", "ess_fraction", "unique_per_batch", "misclassified_mass")
+    },
+    **{
+        name: ("train", "bounds/" + name) for name in ("kl_bound", "kl_bound_general", "corollary1_bound", "zero_one_gap")
+    },
     "learning_rate": ("train", "optimizer/learning_rate"),
 }
 
@@ -579,14 +603,17 @@ class _RunLog:
     self._path = self._writers = None
     if output_dir:
       # Records past the checkpoint a resumed run restarts from are redone.
-      self.records = [r for r in read_metrics(output_dir)
-                      if r["step"] <= keep_until_step]
+      self.records = [
+          r for r in read_metrics(output_dir) if r["step"] <= keep_until_step
+      ]
       self._path = os.path.join(output_dir, METRICS_FILE)
       self._save()
       self._writers = {
-          run: tf.summary.create_file_writer(
-              os.path.join(output_dir, "tensorboard", run))
-          for run in ("train", "test")}
+          run:
+              tf.summary.create_file_writer(
+                  os.path.join(output_dir, "tensorboard", run))
+          for run in ("train", "test")
+      }
 
   def _save(self):
     write_atomically(self._path,
@@ -636,8 +663,10 @@ def _bound_metrics(tracker, l2, lipschitz=None):
   """
   if not tracker.steps:
     return {"kl_bound": 0.0, "kl_bound_general": 0.0}
-  metrics = {"kl_bound": tracker.kl_bound,
-             "kl_bound_general": tracker.kl_bound_general}
+  metrics = {
+      "kl_bound": tracker.kl_bound,
+      "kl_bound_general": tracker.kl_bound_general
+  }
   if lipschitz is not None:
     metrics["corollary1_bound"] = tracker.strongly_convex_sgd_bound(
         delta=0.05, max_loss=1.0, lipschitz=lipschitz, strong_convexity=l2)
@@ -693,8 +722,11 @@ def train(config, data=None, progress=False):
 
   strategy = make_strategy(config.strategy)
   with strategy.scope():
-    model = models.build(config.model, data.image_shape, data.num_classes,
-                         seed=config.seed, l2=config.l2)
+    model = models.build(config.model,
+                         data.image_shape,
+                         data.num_classes,
+                         seed=config.seed,
+                         l2=config.l2)
     optimizer = make_optimizer(config.optimizer, config.learning_rate,
                                config.lr_decay)
     # Built now, so a checkpoint restores into existing slots.
@@ -710,8 +742,7 @@ def train(config, data=None, progress=False):
   # Theorems 4 and 5 (and Corollary 1) for the run so far. Uniform sampling
   # is Algorithm 1 with amplitude 0: its bounds are 0, as KL(P || P) is.
   tracker = BoundTracker(
-      num_examples,
-      config.amplitude if config.sampling == "adaptive" else 0.0,
+      num_examples, config.amplitude if config.sampling == "adaptive" else 0.0,
       config.decay)
 
   @tf.function
@@ -734,12 +765,15 @@ def train(config, data=None, progress=False):
   if config.output_dir:
     # model.variables includes Keras' dropout seed states. Variables only:
     # restoring reads numbers, never Python objects.
-    checkpoint = tf.train.Checkpoint(
-        model=model.variables, optimizer=optimizer, sampler=sampler,
-        bound_tracker=tracker, step=step)
-    manager = tf.train.CheckpointManager(
-        checkpoint, os.path.join(config.output_dir, "checkpoints"),
-        max_to_keep=2)
+    checkpoint = tf.train.Checkpoint(model=model.variables,
+                                     optimizer=optimizer,
+                                     sampler=sampler,
+                                     bound_tracker=tracker,
+                                     step=step)
+    manager = tf.train.CheckpointManager(checkpoint,
+                                         os.path.join(config.output_dir,
+                                                      "checkpoints"),
+                                         max_to_keep=2)
     if config.resume and manager.latest_checkpoint:
       try:
         checkpoint.restore(manager.latest_checkpoint).assert_consumed()
@@ -763,18 +797,28 @@ def train(config, data=None, progress=False):
     if not math.isfinite(train_loss):
       raise _diverged(t, f"training loss {train_loss}", config)
     metrics = {
-        "step": t,
-        "epoch": t * config.batch_size / num_examples,
-        "train_loss": train_loss,
-        "train_accuracy": train_accuracy,
-        "test_loss": test_loss,
-        "test_accuracy": test_accuracy,
-        "kl": float(sampler.kl_divergence()),
-        "max_probability": float(probabilities.max()),
-        "ess_fraction": float(1 / (num_examples *
-                                   np.sum(np.square(probabilities)))),
-        "misclassified_mass": misclassified_mass,
-        "learning_rate": float(optimizer.learning_rate),
+        "step":
+            t,
+        "epoch":
+            t * config.batch_size / num_examples,
+        "train_loss":
+            train_loss,
+        "train_accuracy":
+            train_accuracy,
+        "test_loss":
+            test_loss,
+        "test_accuracy":
+            test_accuracy,
+        "kl":
+            float(sampler.kl_divergence()),
+        "max_probability":
+            float(probabilities.max()),
+        "ess_fraction":
+            float(1 / (num_examples * np.sum(np.square(probabilities)))),
+        "misclassified_mass":
+            misclassified_mass,
+        "learning_rate":
+            float(optimizer.learning_rate),
     }
     if unique_per_batch is not None:
       metrics["unique_per_batch"] = unique_per_batch
@@ -782,16 +826,16 @@ def train(config, data=None, progress=False):
     if config.model == "logistic":
       metrics["zero_one_gap"] = train_accuracy - test_accuracy
     # log(n q_i): 0 everywhere under uniform sampling.
-    log.write(metrics, {"sampler/log_n_q": np.log(num_examples *
-                                                  probabilities)})
+    log.write(metrics,
+              {"sampler/log_n_q": np.log(num_examples * probabilities)})
     if manager:
       manager.save(checkpoint_number=t)
 
   t = int(step)
   if not restored:
     record()
-  bar = (tf.keras.utils.Progbar(steps, stateful_metrics=["kl"]) if progress
-         else None)
+  bar = (tf.keras.utils.Progbar(steps, stateful_metrics=["kl"])
+         if progress else None)
   unique_sum, counted = 0, 0
   while t < steps:
     next_record = (t // config.eval_interval + 1) * config.eval_interval
@@ -811,9 +855,9 @@ def train(config, data=None, progress=False):
       record(float(unique_sum) / counted)
       unique_sum, counted = 0, 0
     if bar:
-      bar.update(t, [(f"{config.sampling} batch loss",
-                      float(loss_sum) / count),
-                     (f"{config.sampling} batch accuracy",
-                      float(accuracy_sum) / count),
-                     ("kl", float(sampler.kl_divergence()))])
+      bar.update(
+          t,
+          [(f"{config.sampling} batch loss", float(loss_sum) / count),
+           (f"{config.sampling} batch accuracy", float(accuracy_sum) / count),
+           ("kl", float(sampler.kl_divergence()))])
   return log.records

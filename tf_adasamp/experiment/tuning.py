@@ -50,8 +50,10 @@ from tf_adasamp.experiment.flags import option
 
 PROGRAM = "tf-adasamp-tuning"
 FLAGS = flags.FLAGS
-ADAPTIVE = [name for name, (sampling, _, _) in study.ALGORITHMS.items()
-            if sampling == "adaptive"]
+ADAPTIVE = [
+    name for name, (sampling, _, _) in study.ALGORITHMS.items()
+    if sampling == "adaptive"
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,31 +63,37 @@ class Options:
   The grids' defaults are comma-separated strings, as absl's list flags
   take them; the parsed flags are tuples of floats. `floats` reads both.
   """
-  dataset: str = option("fashion_mnist", "Data set.",
-                        choices=datasets.DATASETS)
-  data_dir: str | None = option(None, "tensorflow_datasets directory "
-                                "holding a prepared CIFAR-10.")
+  dataset: str = option("fashion_mnist", "Data set.", choices=datasets.DATASETS)
+  data_dir: str | None = option(
+      None, "tensorflow_datasets directory "
+      "holding a prepared CIFAR-10.")
   model: str | None = option(None, "Model (default: the data set's, "
-                             "study.DEFAULT_MODELS).", choices=models.MODELS)
+                             "study.DEFAULT_MODELS).",
+                             choices=models.MODELS)
   steps: int | None = option(None, "Steps per run (default: the preset's).")
-  eval_interval: int | None = option(None, "Steps between evaluations "
-                                     "(default: the preset's).")
+  eval_interval: int | None = option(
+      None, "Steps between evaluations "
+      "(default: the preset's).")
   seeds: tuple = option("100,101,102,103,104", "Tuning seeds; each "
                         "draws its own validation set.")
-  stage2_seeds: int | None = option(None, "Stage 2 uses only the first "
-                                    "this many seeds (default: all).")
-  validation_size: float = option(10000, "Held-out examples per seed (a "
-                                  "count, or a fraction if below 1).")
+  stage2_seeds: int | None = option(
+      None, "Stage 2 uses only the first "
+      "this many seeds (default: all).")
+  validation_size: float = option(
+      10000, "Held-out examples per seed (a "
+      "count, or a fraction if below 1).")
   sgd_learning_rates: tuple = option("0.1,0.3,1", "SGD's eta values.")
   sgd_lr_decays: tuple = option("0.001,0.01", "SGD's gamma values.")
   adagrad_learning_rates: tuple = option("0.03,0.1,0.3",
                                          "AdaGrad's step sizes.")
   amplitudes: tuple = option("0.3,1", "Amplitudes.")
   decays: tuple = option("0.5,0.9", "Decays.")
-  output_dir: str | None = option(None, "Directory of the runs (default "
-                                  "runs/tuning/<dataset>).")
-  report: str | None = option(None, "Markdown report (default "
-                              "<output_dir>/tuning.md); JSON beside it.")
+  output_dir: str | None = option(
+      None, "Directory of the runs (default "
+      "runs/tuning/<dataset>).")
+  report: str | None = option(
+      None, "Markdown report (default "
+      "<output_dir>/tuning.md); JSON beside it.")
   workers: int = option(2, "Worker processes (one TensorFlow thread each).")
 
 
@@ -103,8 +111,11 @@ def _validation_data(full, size, run):
 
 
 def _run(algorithm, trial, output_dir, base, **fields):
-  config = dataclasses.replace(base, seed=trial, output_dir=os.path.join(
-      output_dir, f"seed{trial}"), **fields)
+  config = dataclasses.replace(base,
+                               seed=trial,
+                               output_dir=os.path.join(output_dir,
+                                                       f"seed{trial}"),
+                               **fields)
   return study.Run(algorithm, fields.get("amplitude", 0.0), trial, config)
 
 
@@ -121,13 +132,16 @@ def tune(options, full_data, settings, log=print):
   """Runs both stages; returns the results as a JSON-ready dict."""
   seeds = [int(s) for s in floats(options.seeds)]
   root = options.output_dir
-  base = training_loop.TrainConfig(
-      dataset=options.dataset, data_dir=options.data_dir,
-      model=options.model, steps=settings.steps,
-      eval_interval=settings.eval_interval, batch_size=settings.batch_size,
-      utility_at=settings.utility_at, output_dir=root, resume=True)
-  data = functools.partial(_validation_data, full_data,
-                           options.validation_size)
+  base = training_loop.TrainConfig(dataset=options.dataset,
+                                   data_dir=options.data_dir,
+                                   model=options.model,
+                                   steps=settings.steps,
+                                   eval_interval=settings.eval_interval,
+                                   batch_size=settings.batch_size,
+                                   utility_at=settings.utility_at,
+                                   output_dir=root,
+                                   resume=True)
+  data = functools.partial(_validation_data, full_data, options.validation_size)
 
   def train(runs):
     start = time.time()
@@ -135,32 +149,49 @@ def tune(options, full_data, settings, log=print):
     log(f"{len(runs)} runs in {time.time() - start:.0f} s")
 
   # Stage 1: step sizes, uniform sampling.
-  candidates = {"sgd": [(eta, gamma)
-                        for eta in floats(options.sgd_learning_rates)
-                        for gamma in floats(options.sgd_lr_decays)],
-                "adagrad": [(eta, 0.0) for eta in
-                            floats(options.adagrad_learning_rates)]}
+  candidates = {
+      "sgd": [(eta, gamma)
+              for eta in floats(options.sgd_learning_rates)
+              for gamma in floats(options.sgd_lr_decays)],
+      "adagrad": [(eta, 0.0) for eta in floats(options.adagrad_learning_rates)]
+  }
   stage1 = {rule: {} for rule in candidates}
   for rule, grid in candidates.items():
     for eta, gamma in grid:
       name = f"{rule}-eta{eta:g}-gamma{gamma:g}"
       stage1[rule][(eta, gamma)] = [
-          _run(f"Unif-{'SGD' if rule == 'sgd' else 'AdaGrad'}", seed,
-               os.path.join(root, "stage1", name), base, sampling="uniform",
-               optimizer=rule, learning_rate=eta, lr_decay=gamma)
-          for seed in seeds]
-  train([run for runs in stage1.values() for group in runs.values()
-         for run in group])
-  results = {"options": dataclasses.asdict(options),
-             "settings": dataclasses.asdict(settings), "step_sizes": [],
-             "chosen_step_sizes": {}, "amplitude_decay": []}
+          _run(f"Unif-{'SGD' if rule == 'sgd' else 'AdaGrad'}",
+               seed,
+               os.path.join(root, "stage1", name),
+               base,
+               sampling="uniform",
+               optimizer=rule,
+               learning_rate=eta,
+               lr_decay=gamma) for seed in seeds
+      ]
+  train([
+      run for runs in stage1.values() for group in runs.values()
+      for run in group
+  ])
+  results = {
+      "options": dataclasses.asdict(options),
+      "settings": dataclasses.asdict(settings),
+      "step_sizes": [],
+      "chosen_step_sizes": {},
+      "amplitude_decay": []
+  }
   baselines = {}
   for rule, grid in stage1.items():
     best = None
     for (eta, gamma), runs in grid.items():
       scores = np.array([_scores(run)[:2] for run in runs])
-      row = {"rule": rule, "eta": eta, "gamma": gamma,
-             "auc": scores[:, 0].tolist(), "final": scores[:, 1].tolist()}
+      row = {
+          "rule": rule,
+          "eta": eta,
+          "gamma": gamma,
+          "auc": scores[:, 0].tolist(),
+          "final": scores[:, 1].tolist()
+      }
       results["step_sizes"].append(row)
       if best is None or scores[:, 0].mean() > np.mean(best[1]["auc"]):
         best = ((eta, gamma), row, runs)
@@ -176,24 +207,33 @@ def tune(options, full_data, settings, log=print):
         _, utility, rule = study.ALGORITHMS[algorithm]
         eta, gamma = baselines[rule][0]
         stage2[(amplitude, decay, algorithm)] = [
-            _run(algorithm, seed, os.path.join(
-                root, "stage2", f"{algorithm}-a{amplitude:g}-d{decay:g}"),
-                 base, sampling="adaptive", utility=utility, optimizer=rule,
-                 learning_rate=eta, lr_decay=gamma, amplitude=amplitude,
-                 decay=decay)
-            for seed in seeds[:count]]
+            _run(algorithm,
+                 seed,
+                 os.path.join(root, "stage2",
+                              f"{algorithm}-a{amplitude:g}-d{decay:g}"),
+                 base,
+                 sampling="adaptive",
+                 utility=utility,
+                 optimizer=rule,
+                 learning_rate=eta,
+                 lr_decay=gamma,
+                 amplitude=amplitude,
+                 decay=decay) for seed in seeds[:count]
+        ]
   train([run for runs in stage2.values() for run in runs])
   results["stage2_seeds"] = seeds[:count]
   for (amplitude, decay, algorithm), runs in stage2.items():
     rule = study.ALGORITHMS[algorithm][2]
     ours = np.array([_scores(run) for run in runs])
-    theirs = np.array([_scores(run)[:2]
-                       for run in baselines[rule][2][:count]])
+    theirs = np.array([_scores(run)[:2] for run in baselines[rule][2][:count]])
     results["amplitude_decay"].append({
-        "amplitude": amplitude, "decay": decay, "algorithm": algorithm,
+        "amplitude": amplitude,
+        "decay": decay,
+        "algorithm": algorithm,
         "auc_difference": (ours[:, 0] - theirs[:, 0]).tolist(),
         "final_difference": (ours[:, 1] - theirs[:, 1]).tolist(),
-        "max_kl": ours[:, 2].tolist()})
+        "max_kl": ours[:, 2].tolist()
+    })
   return results
 
 
@@ -206,8 +246,8 @@ def _settings_summary(results):
     entry = summary.setdefault(key, {"gains": [], "worse": []})
     entry["gains"].append(np.mean(row["auc_difference"]))
     for metric in ("auc_difference", "final_difference"):
-      if report.verdict(*report.paired_interval(row[metric])[1:], 1) == (
-          report.CONTRADICTED):
+      if report.verdict(*report.paired_interval(row[metric])[1:],
+                        1) == (report.CONTRADICTED):
         entry["worse"].append(f"{row['algorithm']} ({metric.split('_')[0]})")
   return summary
 
@@ -251,10 +291,13 @@ def markdown(results, command):
       "|---|---|---|---|---|",
   ]
   for row in results["step_sizes"]:
-    winner = [row["eta"], row["gamma"]] == results["chosen_step_sizes"][
-        row["rule"]]
-    cells = [row["rule"], f"{row['eta']:g}", f"{row['gamma']:g}",
-             report.mean_std(row["auc"]), report.mean_std(row["final"])]
+    winner = [row["eta"],
+              row["gamma"]] == results["chosen_step_sizes"][row["rule"]]
+    cells = [
+        row["rule"], f"{row['eta']:g}", f"{row['gamma']:g}",
+        report.mean_std(row["auc"]),
+        report.mean_std(row["final"])
+    ]
     if winner:
       cells = [f"**{cell}**" for cell in cells]
     lines.append("| " + " | ".join(cells) + " |")
@@ -298,9 +341,9 @@ def markdown(results, command):
       "",
       f"- Best mean time-averaged gain: amplitude {best[0]:g}, decay "
       f"{best[1]:g}.",
-      "- No algorithm worse than uniform (time-averaged or final): "
-      + (", ".join(f"amplitude {a:g} / decay {d:g}" for a, d in safe)
-         or "none") + ".",
+      "- No algorithm worse than uniform (time-averaged or final): " +
+      (", ".join(f"amplitude {a:g} / decay {d:g}" for a, d in safe) or "none") +
+      ".",
   ]
   return "\n".join(lines) + "\n"
 
@@ -316,23 +359,24 @@ def main():
   model = options.model or study.DEFAULT_MODELS[options.dataset]
   output_dir = options.output_dir or os.path.join("runs", "tuning",
                                                   options.dataset)
-  options = dataclasses.replace(options, model=model, output_dir=output_dir,
-                                report=options.report or os.path.join(
-                                    output_dir, "tuning.md"))
+  options = dataclasses.replace(options,
+                                model=model,
+                                output_dir=output_dir,
+                                report=options.report or
+                                os.path.join(output_dir, "tuning.md"))
   try:
     settings = study.preset(options.dataset, model)
-    settings = dataclasses.replace(
-        settings, steps=options.steps or settings.steps,
-        eval_interval=options.eval_interval or settings.eval_interval)
+    settings = dataclasses.replace(settings,
+                                   steps=options.steps or settings.steps,
+                                   eval_interval=options.eval_interval or
+                                   settings.eval_interval)
     full = datasets.load(options.dataset, options.data_dir)
     results = tune(options, full, settings)
   except (TypeError, ValueError, datasets.DatasetUnavailableError,
           training_loop.RunExistsError) as error:
     sys.exit(f"{PROGRAM}: {error}")
-  command = " ".join(["python -m tf_adasamp.experiment.tuning",
-                      *sys.argv[1:]])
-  os.makedirs(os.path.dirname(os.path.abspath(options.report)),
-              exist_ok=True)
+  command = " ".join(["python -m tf_adasamp.experiment.tuning", *sys.argv[1:]])
+  os.makedirs(os.path.dirname(os.path.abspath(options.report)), exist_ok=True)
   with open(options.report, "w") as f:
     f.write(markdown(results, command))
   with open(os.path.splitext(options.report)[0] + ".json", "w") as f:
