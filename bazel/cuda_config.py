@@ -70,6 +70,17 @@ def gencode_flags(archs):
   return flags
 
 
+def compile_program(nvcc, root, sources, output, arch="native"):
+  """Compiles a standalone CUDA program from `sources` (paths under `root`)
+  into `output`, with the kernels' arithmetic flags; returns `output`."""
+  os.makedirs(os.path.dirname(output), exist_ok=True)
+  subprocess.check_call([
+      nvcc, "-std=c++17", "-O3", "--fmad=false", f"-arch={arch}", f"-I{root}",
+      *[os.path.join(root, source) for source in sources], "-o", output
+  ])
+  return output
+
+
 def _tensorflow_built_with_cuda():
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
   import tensorflow as tf  # pylint: disable=import-outside-toplevel

@@ -20,12 +20,13 @@ the per-step time.
 
 import argparse
 import os
+import runpy
 import shutil
 import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SOURCES = [
+DRIVER_SOURCES = [
     "benchmarks/gpu_sum_tree_driver.cu", "cc/kernels/gpu/sum_tree_gpu.cu"
 ]
 
@@ -36,12 +37,9 @@ def build_driver(output, arch="native", nvcc=None):
   if nvcc is None:
     raise RuntimeError("no nvcc on PATH: build the driver where there is one "
                        "(--arch) and pass it with --driver")
-  os.makedirs(os.path.dirname(output), exist_ok=True)
-  subprocess.check_call([
-      nvcc, "-std=c++17", "-O3", "--fmad=false", f"-arch={arch}", f"-I{ROOT}",
-      *[os.path.join(ROOT, source) for source in SOURCES], "-o", output
-  ])
-  return output
+  cuda_config = runpy.run_path(os.path.join(ROOT, "bazel", "cuda_config.py"))
+  return cuda_config["compile_program"](nvcc, ROOT, DRIVER_SOURCES, output,
+                                        arch)
 
 
 def main():

@@ -9,6 +9,7 @@ reference; benchmarks/gpu_sum_tree.py runs the same check, then the benchmark.
 
 import ctypes
 import os
+import runpy
 import shutil
 import subprocess
 
@@ -57,10 +58,12 @@ def test_op_library_has_gpu_kernels_where_nvcc_is_found(op):
 @pytest.mark.skipif(visible_gpus() == 0, reason="no GPU visible")
 @pytest.mark.skipif(nvcc() is None, reason="no nvcc")
 def test_kernels_match_the_sequential_reference(tmp_path):
-  # Importable from the repository's root only, so not where this is skipped.
-  from benchmarks import gpu_sum_tree  # pylint: disable=import-outside-toplevel
-  driver = gpu_sum_tree.build_driver(str(tmp_path / "gpu_sum_tree_driver"),
-                                     nvcc=nvcc())
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  cuda_config = runpy.run_path(os.path.join(root, "bazel", "cuda_config.py"))
+  driver = cuda_config["compile_program"](
+      nvcc(), root,
+      ["benchmarks/gpu_sum_tree_driver.cu", "cc/kernels/gpu/sum_tree_gpu.cu"],
+      str(tmp_path / "gpu_sum_tree_driver"))
   result = subprocess.run([driver, "check"],
                           capture_output=True,
                           text=True,

@@ -38,11 +38,14 @@ from tensorflow.python.data.ops import dataset_ops
 from tf_adasamp import _validation
 from tf_adasamp import distribute
 from tf_adasamp import ops
+from tf_adasamp.sampler import AdaptiveSampler
+from tf_adasamp.sum_tree import TensorLike
 
 _stage_ids = itertools.count()
 
 
-def importance_weights(probabilities, num_examples):
+def importance_weights(probabilities: TensorLike,
+                       num_examples: int) -> tf.Tensor:
   """1 / (n Q_t(i)): weights that make the adaptive batch's mean loss an
   unbiased estimate of the uniform (full-data) mean loss."""
   probabilities = tf.convert_to_tensor(probabilities)
@@ -56,7 +59,7 @@ def _with_sampling(batch, indices, probabilities):
   return (batch, indices, probabilities)
 
 
-def sample_batch(sampler, source, batch_size):
+def sample_batch(sampler: AdaptiveSampler, source, batch_size: int) -> tuple:
   """Draws a batch inside the train step: Algorithm 1 exactly, zero lag.
 
   Args:
@@ -96,7 +99,10 @@ class AdaptiveSampling:
   step).
   """
 
-  def __init__(self, sampler, batch_size, max_lag=None):
+  def __init__(self,
+               sampler: AdaptiveSampler,
+               batch_size: int,
+               max_lag: int | None = None):
     """Creates the stage.
 
     Args:
@@ -129,18 +135,21 @@ class AdaptiveSampling:
     self._max_lag = max_lag
 
   @property
-  def sampler(self):
+  def sampler(self) -> AdaptiveSampler:
     return self._sampler
 
   @property
-  def batch_size(self):
+  def batch_size(self) -> int:
     return self._batch_size
 
   @property
-  def max_lag(self):
+  def max_lag(self) -> int | None:
     return self._max_lag
 
-  def dataset(self, source, input_context=None):
+  def dataset(self,
+              source,
+              input_context: tf.distribute.InputContext | None = None
+             ) -> tf.data.Dataset:
     """An endless dataset of adaptive batches from `source`.
 
     Args:
@@ -194,7 +203,7 @@ class AdaptiveSampling:
 
   __call__ = dataset
 
-  def update(self, indices, utilities):
+  def update(self, indices: TensorLike, utilities: TensorLike) -> None:
     """Reweights the drawn `indices` (Algorithm 1, line 5) and lets the
     pipeline draw one batch further; call once per consumed batch (under a
     strategy, in every replica).

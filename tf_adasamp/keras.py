@@ -58,11 +58,11 @@ class AdaptiveSamplingModel(keras.Model):
   """
 
   def __init__(self,
-               model,
-               stage,
-               utility="l1",
-               from_logits=False,
-               debias=False,
+               model: keras.Model,
+               stage: data_lib.AdaptiveSampling,
+               utility: str | utilities_lib.Utility = "l1",
+               from_logits: bool = False,
+               debias: bool = False,
                **kwargs):
     """Wraps `model`.
 
