@@ -2,9 +2,12 @@
 
 `AdaptiveSamplingModel` wraps a model and trains it on batches from a
 `tf_adasamp.data.AdaptiveSampling` stage: each step computes per-example
-utilities from the predictions and reweights the drawn examples (London,
-NIPS 2017, Algorithm 1), and logs KL(Q_t || uniform) as the metric `kl`
-(the paper's Fig. 1e). Loss, compiled metrics, callbacks, validation and
+utilities from its own training forward pass and reweights the drawn
+examples (London, NIPS 2017, Algorithm 1, in the variant that takes the
+utilities of the model before the update, h_{t-1}, with dropout on, rather
+than a second forward pass of the updated h_t; the trainer's
+`--utility_at=step`), and logs KL(Q_t || uniform) as the metric `kl` (the
+paper's Fig. 1e). Loss, compiled metrics, callbacks, validation and
 saving work as usual; the sampler's state is part of the model's weights.
 
 Training logs. The drawn batches over-represent the examples the model gets
