@@ -369,4 +369,6 @@ def test_permit_ops_reject_bad_counts():
   with pytest.raises(tf.errors.InvalidArgumentError, match="count must be"):
     ops.release_draw_permits(permits, -1)
   with pytest.raises(tf.errors.InvalidArgumentError, match="initial_permits"):
-    data._DrawPermitDataset(tf.data.Dataset.counter(), permits, 0)
+    data._DrawPermitDataset(tf.data.Dataset.counter(), permits, 0, 0.0)
+  with pytest.raises(tf.errors.InvalidArgumentError, match="timeout_seconds"):
+    data._DrawPermitDataset(tf.data.Dataset.counter(), permits, 1, -1.0)

@@ -166,3 +166,34 @@ except ValueError as error:
 @pytest.mark.parametrize("source", ["unknown", "longer"])
 def test_a_source_longer_than_the_sampler_is_refused(source):
   assert "more than 37 elements" in run(ENDLESS_SOURCE, source)
+
+
+TIMES_OUT = """
+stage = data.AdaptiveSampling(AdaptiveSampler(37, 1.0, 0.9, seed=0), 8,
+                              max_lag=0, wait_timeout=2)
+iterator = iter(stage.dataset((x, y)))
+next(iterator)  # never reported
+try:
+  next(iterator)
+except tf.errors.DeadlineExceededError as error:
+  print("failed:", error.message)
+"""
+
+
+def test_a_bounded_stage_without_updates_fails_in_time_naming_the_fix():
+  output = run(TIMES_OUT)
+  assert output.startswith("failed:")
+  assert "no update reported for 2 s" in output
+  assert "stage.update(indices, utilities)" in output
+  assert "max_lag=None" in output
+
+
+@pytest.mark.parametrize("wait_timeout", [0, -1, float("inf"), "60", True])
+def test_bad_wait_timeouts_are_refused(wait_timeout):
+  from tf_adasamp import AdaptiveSampler  # pylint: disable=import-outside-toplevel
+  from tf_adasamp import data  # pylint: disable=import-outside-toplevel
+  with pytest.raises((TypeError, ValueError), match="wait_timeout"):
+    data.AdaptiveSampling(AdaptiveSampler(10, 0.1, 0.5),
+                          4,
+                          max_lag=1,
+                          wait_timeout=wait_timeout)

@@ -25,6 +25,7 @@ interrupts it (see `_InterruptWatcher`).
 """
 
 import itertools
+import math
 import os
 import signal
 import threading
@@ -102,7 +103,8 @@ class AdaptiveSampling:
   def __init__(self,
                sampler: AdaptiveSampler,
                batch_size: int,
-               max_lag: int | None = None):
+               max_lag: int | None = None,
+               wait_timeout: float | None = 60.0):
     """Creates the stage.
 
     Args:
@@ -117,6 +119,9 @@ class AdaptiveSampling:
         buffers after the stage allow, and `update` need not be called. With
         an int, every consumed batch must be reported through `update`, or
         the pipeline waits for it (Ctrl-C interrupts the wait).
+      wait_timeout: with a lag bound, how many seconds a draw waits for an
+        update before it fails with DeadlineExceededError naming the fix;
+        None to wait as long as it takes (for steps slower than that).
     """
     self._sampler = sampler
     self._batch_size = _validation.positive_int(batch_size, "batch_size")
@@ -133,6 +138,13 @@ class AdaptiveSampling:
           shared_name=f"adaptive_sampling_permits_{next(_stage_ids)}")
       _InterruptWatcher.watch(self)
     self._max_lag = max_lag
+    if wait_timeout is None:
+      self._wait_timeout = 0.0  # The op's "no limit".
+    else:
+      self._wait_timeout = _validation.real(wait_timeout, "wait_timeout")
+      if not 0 < self._wait_timeout < math.inf:
+        raise ValueError("wait_timeout must be finite and > 0, or None, got "
+                         f"{wait_timeout}")
 
   @property
   def sampler(self) -> AdaptiveSampler:
@@ -194,7 +206,8 @@ class AdaptiveSampling:
     steps = tf.data.Dataset.counter()
     if self._max_lag is not None:
       steps = _DrawPermitDataset(steps, self._permits,
-                                 (self._max_lag + 1) * per_step)
+                                 (self._max_lag + 1) * per_step,
+                                 self._wait_timeout)
     # Draws run in order, one at a time, so that a seeded sampler's
     # generator gives the same sequence; loading overlaps with them.
     return (steps.map(draw).map(load,
@@ -316,12 +329,13 @@ class _InterruptWatcher:
 class _DrawPermitDataset(dataset_ops.UnaryUnchangedStructureDataset):
   """`input_dataset`, each element after a draw permit (DrawPermitDataset)."""
 
-  def __init__(self, input_dataset, permits, initial_permits):
+  def __init__(self, input_dataset, permits, initial_permits, timeout_seconds):
     self._input_dataset = input_dataset
     variant_tensor = ops.draw_permit_dataset(
         input_dataset._variant_tensor,  # pylint: disable=protected-access
         permits,
         initial_permits,
+        tf.constant(timeout_seconds, tf.float64),
         **self._flat_structure)
     super().__init__(input_dataset, variant_tensor)
 

@@ -12,6 +12,8 @@
 // GetNext, cancelled when the whole iterator is deleted. A blocking op there
 // (this library once used a FIFOQueue dequeue) hangs `take`'s teardown.
 
+#include <chrono>
+#include <cmath>
 #include <limits>
 #include <memory>
 #include <string>
@@ -83,8 +85,10 @@ class DrawPermits : public ::tensorflow::ResourceBase {
   }
 
   // Takes a permit, waiting while there is none; CancelledError instead if
-  // one of `cancellations` (null ones skipped) is cancelled first.
-  absl::Status Acquire(absl::Span<CancellationManager* const> cancellations) {
+  // one of `cancellations` (null ones skipped) is cancelled first, and
+  // DeadlineExceededError if none comes in `timeout_seconds` (0: no limit).
+  absl::Status Acquire(absl::Span<CancellationManager* const> cancellations,
+                       double timeout_seconds) {
     bool cancelled = false;
     const auto cancel = [this, &cancelled] {
       {
@@ -106,9 +110,28 @@ class DrawPermits : public ::tensorflow::ResourceBase {
     absl::Status status;
     {
       mutex_lock lock(mu_);
-      while (available_ == 0 && !cancelled) changed_.wait(lock);
+      const auto deadline =
+          std::chrono::steady_clock::now() +
+          std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+              std::chrono::duration<double>(timeout_seconds));
+      bool timed_out = false;
+      while (available_ == 0 && !cancelled && !timed_out) {
+        if (timeout_seconds == 0) {
+          changed_.wait(lock);
+          continue;
+        }
+        const auto left = deadline - std::chrono::steady_clock::now();
+        timed_out = left <= left.zero() ||
+                    (changed_.wait_for(lock, left) == std::cv_status::timeout &&
+                     available_ == 0 && !cancelled);
+      }
       if (cancelled) {
         status = absl::CancelledError("a draw waiting for a permit");
+      } else if (timed_out) {
+        status = absl::DeadlineExceededError(absl::StrCat(
+            "no update reported for ", timeout_seconds,
+            " s: with a lag bound, call stage.update(indices, utilities) "
+            "once per consumed batch, or make the stage with max_lag=None"));
       } else {
         --available_;
       }
@@ -167,10 +190,16 @@ class DrawPermitDatasetOp : public ::tensorflow::data::UnaryDatasetOpKernel {
     OP_REQUIRES(
         ctx, initial_permits >= 1,
         InvalidArgument("initial_permits must be >= 1, got ", initial_permits));
+    double timeout_seconds;
+    OP_REQUIRES_OK(ctx, ::tensorflow::data::ParseScalarArgument(
+                            ctx, "timeout_seconds", &timeout_seconds));
+    OP_REQUIRES(ctx, std::isfinite(timeout_seconds) && timeout_seconds >= 0,
+                InvalidArgument("timeout_seconds must be finite and >= 0, got ",
+                                timeout_seconds));
     ::tensorflow::core::RefCountPtr<DrawPermits> permits;
     OP_REQUIRES_OK(ctx, GetPermits(ctx, 1, &permits));
     *output = new Dataset(ctx, input, ctx->input(1), std::move(permits),
-                          initial_permits);
+                          initial_permits, timeout_seconds);
   }
 
  private:
@@ -179,12 +208,13 @@ class DrawPermitDatasetOp : public ::tensorflow::data::UnaryDatasetOpKernel {
     Dataset(OpKernelContext* ctx, const DatasetBase* input,
             const Tensor& permits_handle,
             ::tensorflow::core::RefCountPtr<DrawPermits> permits,
-            int64_t initial_permits)
+            int64_t initial_permits, double timeout_seconds)
         : DatasetBase(::tensorflow::data::DatasetContext(ctx)),
           input_(input),
           permits_handle_(permits_handle),
           permits_(std::move(permits)),
-          initial_permits_(initial_permits) {
+          initial_permits_(initial_permits),
+          timeout_seconds_(timeout_seconds) {
       input_->Ref();
     }
 
@@ -231,7 +261,10 @@ class DrawPermitDatasetOp : public ::tensorflow::data::UnaryDatasetOpKernel {
       TF_RETURN_IF_ERROR(b->AddDatasetOrTensor(ctx, permits_handle_, &permits));
       Node* initial_permits;
       TF_RETURN_IF_ERROR(b->AddScalar(initial_permits_, &initial_permits));
-      return b->AddDataset(this, {input, permits, initial_permits}, output);
+      Node* timeout_seconds;
+      TF_RETURN_IF_ERROR(b->AddScalar(timeout_seconds_, &timeout_seconds));
+      return b->AddDataset(
+          this, {input, permits, initial_permits, timeout_seconds}, output);
     }
 
    private:
@@ -256,7 +289,8 @@ class DrawPermitDatasetOp : public ::tensorflow::data::UnaryDatasetOpKernel {
         // Waiting is not work: autotuning should not count it.
         RecordStop(ctx);
         const absl::Status acquired = dataset()->permits_->Acquire(
-            {teardown_, ctx->cancellation_manager()});
+            {teardown_, ctx->cancellation_manager()},
+            dataset()->timeout_seconds_);
         RecordStart(ctx);
         TF_RETURN_IF_ERROR(acquired);
         mutex_lock lock(mu_);
@@ -297,6 +331,7 @@ class DrawPermitDatasetOp : public ::tensorflow::data::UnaryDatasetOpKernel {
     const Tensor permits_handle_;
     const ::tensorflow::core::RefCountPtr<DrawPermits> permits_;
     const int64_t initial_permits_;
+    const double timeout_seconds_;
   };
 };
 

@@ -33,6 +33,7 @@ REGISTER_OP("AdaSamp>DrawPermitDataset")
     .Input("input_dataset: variant")
     .Input("permits: resource")
     .Input("initial_permits: int64")
+    .Input("timeout_seconds: double")
     .Output("handle: variant")
     .Attr("output_types: list(type) >= 1")
     .Attr("output_shapes: list(shape) >= 1")
@@ -43,9 +44,11 @@ REGISTER_OP("AdaSamp>DrawPermitDataset")
 Passes on the elements of `input_dataset`, taking one permit before each and
 waiting while there is none. Each iterator starts by setting the count to
 `initial_permits`. The wait ends with CancelledError when the iterator above
-it is torn down or deleted.
+it is torn down or deleted, and with DeadlineExceededError once it has lasted
+`timeout_seconds` (0: no limit).
 
 initial_permits: a scalar >= 1.
+timeout_seconds: a finite scalar >= 0.
 )doc");
 
 }  // namespace adasamp
