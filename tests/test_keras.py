@@ -72,7 +72,7 @@ def test_fit_reports_loss_metrics_kl_and_validation():
                         verbose=0)
   assert set(history.history) == {
       "loss", "accuracy", "adaptive_loss", "adaptive_accuracy", "kl",
-      "val_loss", "val_accuracy"
+      "distinct_draws", "val_loss", "val_accuracy"
   }
   assert len(batch_logs.logs) == 16
   kl = [logs["kl"] for logs in batch_logs.logs]
@@ -359,14 +359,18 @@ def test_sampling_tensorboard_logs_the_distribution(tmp_path):
               verbose=0,
               callbacks=[
                   keras.callbacks.TensorBoard(log_dir),
-                  SamplingTensorBoard(os.path.join(log_dir, "sampling"))
+                  SamplingTensorBoard(os.path.join(log_dir, "sampling"),
+                                      training_data=(x, y))
               ])
   found = summaries(os.path.join(log_dir, "sampling"))
   assert set(found) == {
       "sampling/kl_divergence", "sampling/max_probability",
       "sampling/effective_sample_size", "sampling/learning_rate",
-      "sampling/log_n_probability"
+      "sampling/log_n_probability", "sampling/distinct_draws",
+      "sampling/mass_on_misclassified"
   }
+  assert 1 <= found["sampling/distinct_draws"][-1][1] <= trainer.stage.batch_size
+  wrong = np.argmax(trainer.predict(x, verbose=0), axis=-1) != y
   assert [step for step, _ in found["sampling/kl_divergence"]] == [0, 1]
   sampler = trainer.stage.sampler
   q = sampler.probabilities().numpy()
@@ -376,6 +380,8 @@ def test_sampling_tensorboard_logs_the_distribution(tmp_path):
   assert found["sampling/effective_sample_size"][-1][1] == pytest.approx(
       1 / np.sum(q**2), rel=1e-5)
   assert found["sampling/learning_rate"][-1][1] == pytest.approx(0.05)
+  assert found["sampling/mass_on_misclassified"][-1][1] == pytest.approx(
+      q[wrong].sum(), rel=1e-5)
   # Keras's own callback wrote its logs too.
   assert summaries(os.path.join(log_dir, "train"))
 

@@ -263,7 +263,10 @@ class AdaptiveSamplingModel(keras.Model):
     logs, y_pred = self._learn(x, y, sample_weight, importance)
     probs = tf.nn.softmax(y_pred) if self.from_logits else y_pred
     self.stage.update(indices, self.utility(_class_ids(y), probs))
-    return {**logs, "kl": self.stage.sampler.kl_divergence()}
+    return {
+        **logs, "kl": self.stage.sampler.kl_divergence(),
+        "distinct_draws": tf.size(tf.unique(indices)[0])
+    }
 
   def _learn_step(self, x, y, sample_weight, importance):
     """Forward, backward and optimizer step; returns (logs, predictions)."""
@@ -306,21 +309,31 @@ class SamplingTensorBoard(keras.callbacks.Callback):
 
   Under `sampling/`: `kl_divergence` KL(Q_t || uniform), `max_probability`
   max_i Q_t(i) (uniform: 1 / n), `effective_sample_size` 1 / sum_i Q_t(i)^2
-  (n when uniform, 1 when one example takes all), `learning_rate`, and a
-  histogram of log(n Q_t(i)) (0 when uniform). Use beside
+  (n when uniform, 1 when one example takes all), `learning_rate`,
+  `distinct_draws` (distinct examples in the last batch), a histogram of
+  log(n Q_t(i)) (0 when uniform) and, given the training data,
+  `mass_on_misclassified` (the sampling mass on the examples the model gets
+  wrong; uniform sampling gives them the error rate). Use beside
   `keras.callbacks.TensorBoard`, e.g. with `log_dir` a sibling of its own:
 
     callbacks=[keras.callbacks.TensorBoard("logs"),
                tf_adasamp.keras.SamplingTensorBoard("logs/sampling")]
   """
 
-  def __init__(self, log_dir, update_freq="epoch", histogram_freq=1):
+  def __init__(self,
+               log_dir,
+               update_freq="epoch",
+               histogram_freq=1,
+               training_data=None):
     """Creates the callback.
 
     Args:
       log_dir: the directory the summaries go to.
       update_freq: "epoch", or an int: write every that many batches.
       histogram_freq: write the histogram every that many writes; 0 never.
+      training_data: optional (x, y), the stage's examples in its order
+        (class ids or one-hot labels); each write then predicts over x, a
+        pass over the training set, to log `mass_on_misclassified`.
     """
     super().__init__()
     try:
@@ -339,6 +352,7 @@ class SamplingTensorBoard(keras.callbacks.Callback):
     self.log_dir = log_dir
     self.update_freq = update_freq
     self.histogram_freq = histogram_freq
+    self.training_data = training_data
     self._writer = None
     self._writes = 0
     self._step = 0
@@ -353,16 +367,16 @@ class SamplingTensorBoard(keras.callbacks.Callback):
   def on_train_batch_end(self, batch, logs=None):
     self._step += 1
     if self.update_freq != "epoch" and self._step % self.update_freq == 0:
-      self._write(self._step)
+      self._write(self._step, logs)
 
   def on_epoch_end(self, epoch, logs=None):
     if self.update_freq == "epoch":
-      self._write(epoch)
+      self._write(epoch, logs)
 
   def on_train_end(self, logs=None):
     self._writer.flush()
 
-  def _write(self, step):
+  def _write(self, step, logs):
     sampler = self.model.stage.sampler
     n = sampler.num_examples
     # log Q_t(i) from the exact log weights: no underflow to -inf.
@@ -376,6 +390,14 @@ class SamplingTensorBoard(keras.callbacks.Callback):
       optimizer = self.model.optimizer
       if optimizer is not None:
         tf.summary.scalar("sampling/learning_rate", optimizer.learning_rate)
+      if logs and "distinct_draws" in logs:
+        tf.summary.scalar("sampling/distinct_draws", logs["distinct_draws"])
+      if self.training_data is not None:
+        x, y = self.training_data
+        predicted = np.argmax(self.model.predict(x, verbose=0), axis=-1)
+        wrong = predicted != np.asarray(_class_ids(tf.convert_to_tensor(y)))
+        tf.summary.scalar("sampling/mass_on_misclassified",
+                          tf.reduce_sum(tf.boolean_mask(q, wrong)))
       if self.histogram_freq and self._writes % self.histogram_freq == 0:
         tf.summary.histogram("sampling/log_n_probability", log_q + math.log(n))
     self._writes += 1
