@@ -26,8 +26,12 @@ def tf_custom_op_library(name, srcs = [], deps = [], copts = [], **kwargs):
         **kwargs
     )
 
-def pytest_suite(srcs, deps = [], data = [], size = "medium", **kwargs):
-    """One py_test per test file, each run by pytest."""
+def pytest_suite(srcs, deps = [], data = [], size = "large", **kwargs):
+    """One py_test per test file, each run by pytest.
+
+    Large (15 minutes) by default: files that start subprocesses (the CLI
+    fuzz, the layering checks) take minutes on a loaded 2-core machine.
+    """
     for src in srcs:
         native.py_test(
             name = src[:-len(".py")],
