@@ -62,9 +62,11 @@ library. The command line that tabulates these bounds is
 tf_adasamp.experiment.bounds_table.
 """
 
+from collections.abc import Callable
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 
 def _array(name, value):
@@ -118,7 +120,12 @@ def _result(array):
 # Stability of SGD (paper section "Stability of Stochastic Gradient Descent").
 
 
-def uniform_stability_convex(n, T, lipschitz, eta, smoothness=None):
+def uniform_stability_convex(
+    n: ArrayLike,
+    T: ArrayLike,
+    lipschitz: ArrayLike,
+    eta: ArrayLike,
+    smoothness: ArrayLike | None = None) -> float | np.ndarray:
   """Data stability of convex SGD with eta_t <= eta / t (Proposition 1).
 
     beta = 2 L^2 eta (ln T + 1) / n
@@ -146,13 +153,13 @@ def uniform_stability_convex(n, T, lipschitz, eta, smoothness=None):
   return _result(2 * lipschitz**2 * eta * (np.log(T) + 1) / n)
 
 
-def uniform_stability_nonconvex(n,
-                                T,
-                                lipschitz,
-                                smoothness,
-                                eta,
-                                max_loss,
-                                batch_size=1):
+def uniform_stability_nonconvex(n: ArrayLike,
+                                T: ArrayLike,
+                                lipschitz: ArrayLike,
+                                smoothness: ArrayLike,
+                                eta: ArrayLike,
+                                max_loss: ArrayLike,
+                                batch_size: int = 1) -> float | np.ndarray:
   """Data stability of non-convex SGD with eta_t <= eta / t (Proposition 2).
 
     beta = (M + 1 / (s eta)) / (n - 1) * (2 L^2 eta)^(1 / (s eta + 1))
@@ -186,7 +193,10 @@ def uniform_stability_nonconvex(n,
                  draws**(s_eta / (s_eta + 1)))
 
 
-def hypothesis_stability_convex(n, T, lipschitz, smoothness, eta, initial_risk):
+def hypothesis_stability_convex(n: ArrayLike, T: ArrayLike,
+                                lipschitz: ArrayLike, smoothness: ArrayLike,
+                                eta: ArrayLike,
+                                initial_risk: ArrayLike) -> float | np.ndarray:
   """Pointwise hypothesis stability of convex SGD from h_0 (Proposition 3).
 
     beta = 2 L eta (ln T + 1) sqrt(2 s R(h_0)) / n,      s = smoothness
@@ -216,7 +226,12 @@ def hypothesis_stability_convex(n, T, lipschitz, smoothness, eta, initial_risk):
                  np.sqrt(2 * smoothness * initial_risk) / n)
 
 
-def stability_strongly_convex(n, T, lipschitz, strong_convexity, batch_size=1):
+def stability_strongly_convex(
+    n: ArrayLike,
+    T: ArrayLike,
+    lipschitz: ArrayLike,
+    strong_convexity: ArrayLike,
+    batch_size: int = 1) -> tuple[float | np.ndarray, float | np.ndarray]:
   """Data and hyperparameter stability of strongly convex SGD (Proposition 4).
 
     beta = 2 L^2 / (lambda n),      theta = 2 L^2 / (lambda T B)
@@ -246,7 +261,8 @@ def stability_strongly_convex(n, T, lipschitz, strong_convexity, batch_size=1):
 # Generalization bounds (paper section "Generalization Bounds").
 
 
-def chi2_bound(chi2, n, delta, max_loss, beta):
+def chi2_bound(chi2: ArrayLike, n: ArrayLike, delta: ArrayLike,
+               max_loss: ArrayLike, beta: ArrayLike) -> float | np.ndarray:
   """Generalization error bound from pointwise hypothesis stability (Thm. 1).
 
     G(S, Q) <= sqrt((chi2 + 1) / delta * (2 M^2 / n + 12 M beta))
@@ -291,7 +307,14 @@ def _kl_terms(kl, n, T, delta, max_loss, beta, theta, batch_size):
   return kl, delta, beta, theta, draws, variance
 
 
-def kl_bound(kl, n, T, delta, max_loss, beta, theta, batch_size=1):
+def kl_bound(kl: ArrayLike,
+             n: ArrayLike,
+             T: ArrayLike,
+             delta: ArrayLike,
+             max_loss: ArrayLike,
+             beta: ArrayLike,
+             theta: ArrayLike,
+             batch_size: int = 1) -> float | np.ndarray:
   """Generalization error bound from (beta, theta)-uniform stability (Thm. 2).
 
     G(S, Q) <= beta + sqrt(2 (KL + ln(2 / delta))
@@ -318,7 +341,14 @@ def kl_bound(kl, n, T, delta, max_loss, beta, theta, batch_size=1):
   return _result(beta + np.sqrt(2 * (kl + np.log(2 / delta)) * variance))
 
 
-def derandomized_kl_bound(kl, n, T, delta, max_loss, beta, theta, batch_size=1):
+def derandomized_kl_bound(kl: ArrayLike,
+                          n: ArrayLike,
+                          T: ArrayLike,
+                          delta: ArrayLike,
+                          max_loss: ArrayLike,
+                          beta: ArrayLike,
+                          theta: ArrayLike,
+                          batch_size: int = 1) -> float | np.ndarray:
   """Bound for one run drawn from a product posterior (Theorem 3).
 
     G(S, h) <= beta + theta sqrt(2 T B ln(2 / delta))
@@ -349,14 +379,14 @@ def derandomized_kl_bound(kl, n, T, delta, max_loss, beta, theta, batch_size=1):
                  np.sqrt(2 * (kl + np.log(4 / delta)) * variance))
 
 
-def strongly_convex_sgd_bound(kl,
-                              n,
-                              T,
-                              delta,
-                              max_loss,
-                              lipschitz,
-                              strong_convexity,
-                              batch_size=1):
+def strongly_convex_sgd_bound(kl: ArrayLike,
+                              n: ArrayLike,
+                              T: ArrayLike,
+                              delta: ArrayLike,
+                              max_loss: ArrayLike,
+                              lipschitz: ArrayLike,
+                              strong_convexity: ArrayLike,
+                              batch_size: int = 1) -> float | np.ndarray:
   """Generalization bound of strongly convex SGD, any posterior (Cor. 1).
 
     G(S, Q) <= 2 L^2 / (lambda n)
@@ -407,7 +437,8 @@ def _steps(name, value):
   return array.reshape(array.shape[0], -1)
 
 
-def adaptive_kl_bound(amplitude, decay, sampled_utilities):
+def adaptive_kl_bound(amplitude: ArrayLike, decay: ArrayLike,
+                      sampled_utilities: ArrayLike) -> float:
   """Theorem 5's bound on KL(Q || P) of Algorithm 1, from one run.
 
     KL(Q || P) <= alpha B / (1 - decay) * E_Q[sum_{t=1}^{T-1} sum_b u_tb]
@@ -440,8 +471,10 @@ def _nonnegative_bound(amplitude, decay, batch_size, utility_sum):
   return amplitude * batch_size / (1 - decay) * float(utility_sum)
 
 
-def adaptive_kl_bound_general(amplitude, decay, sampled_indices,
-                              sampled_utilities, num_examples):
+def adaptive_kl_bound_general(amplitude: ArrayLike, decay: ArrayLike,
+                              sampled_indices: ArrayLike,
+                              sampled_utilities: ArrayLike,
+                              num_examples: int) -> float:
   """Theorem 4's bound on KL(Q || P) of Algorithm 1, from one run.
 
     KL(Q || P) <= E_Q[sum_{t=2}^T sum_b alpha (S_{i_tb,t} - mean_i S_{i,t})]
@@ -492,7 +525,7 @@ class KLBoundTracker:
   Values are plug-in estimates (module docstring).
   """
 
-  def __init__(self, num_examples, amplitude, decay):
+  def __init__(self, num_examples: int, amplitude: float, decay: float):
     """Starts a run of Algorithm 1: all weights 1, all S_i 0.
 
     Args:
@@ -516,7 +549,7 @@ class KLBoundTracker:
     self._steps = 0
     self._batch_size = None
 
-  def update(self, indices, utilities):
+  def update(self, indices: ArrayLike, utilities: ArrayLike) -> None:
     """Records one step: its draws and their utilities, O(B).
 
     Args:
@@ -552,7 +585,7 @@ class KLBoundTracker:
     self._batch_size = indices.size
     self._steps += 1
 
-  def state(self):
+  def state(self) -> dict:
     """The running sums, by name: what `from_state` takes back.
 
     For keeping them elsewhere, e.g. in tf.Variables updated inside a
@@ -570,7 +603,8 @@ class KLBoundTracker:
     }
 
   @classmethod
-  def from_state(cls, num_examples, amplitude, decay, state):
+  def from_state(cls, num_examples: int, amplitude: ArrayLike, decay: ArrayLike,
+                 state: dict) -> "KLBoundTracker":
     """A tracker holding `state` (as `state()` returns it) for a run of
     Algorithm 1 over `num_examples` with `amplitude` and `decay`."""
     tracker = cls(num_examples, amplitude, decay)
@@ -591,22 +625,22 @@ class KLBoundTracker:
     return tracker
 
   @property
-  def steps(self):
+  def steps(self) -> int:
     """T, the number of steps recorded."""
     return self._steps
 
   @property
-  def batch_size(self):
+  def batch_size(self) -> int | None:
     """B, the draws per step (None before the first update)."""
     return self._batch_size
 
   @property
-  def kl_bound_general(self):
+  def kl_bound_general(self) -> float:
     """Theorem 4's bound on KL(Q || P) so far (plug-in; may be < 0)."""
     return self._general
 
   @property
-  def kl_bound(self):
+  def kl_bound(self) -> float | None:
     """Theorem 5's bound on KL(Q || P) so far (plug-in).
 
     None once a negative utility was recorded: Theorem 5 needs nonnegative
@@ -617,8 +651,9 @@ class KLBoundTracker:
     return _nonnegative_bound(self._amplitude, self._decay, self._batch_size or
                               1, self._utilities_before_last)
 
-  def strongly_convex_sgd_bound(self, delta, max_loss, lipschitz,
-                                strong_convexity):
+  def strongly_convex_sgd_bound(self, delta: ArrayLike, max_loss: ArrayLike,
+                                lipschitz: ArrayLike,
+                                strong_convexity: ArrayLike) -> float:
     """Corollary 1's generalization bound for the run so far.
 
     strongly_convex_sgd_bound with n = num_examples, T = steps, B = batch_size
@@ -647,7 +682,10 @@ class KLBoundTracker:
                                      batch_size=self._batch_size)
 
 
-def minimum_examples(bound, target, lower=1, upper=10**15):
+def minimum_examples(bound: Callable[[int], float],
+                     target: ArrayLike,
+                     lower: int = 1,
+                     upper: int = 10**15) -> int:
   """The smallest integer n in [lower, upper] with bound(n) <= target.
 
   Bisection; assumes bound is nonincreasing in n.
