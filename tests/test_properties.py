@@ -28,7 +28,11 @@ UNIFORMS = st.floats(min_value=0.0, max_value=1.0, exclude_max=True)
 UTILITIES = st.one_of(
     st.floats(min_value=-50.0, max_value=50.0, allow_subnormal=False),
     st.sampled_from([0.0, 1.0]))
-PROPERTY_SETTINGS = settings(max_examples=40, deadline=None, database=None)
+# Derandomized: the same examples every run, so CI is reproducible.
+PROPERTY_SETTINGS = settings(max_examples=40,
+                             deadline=None,
+                             database=None,
+                             derandomize=True)
 
 
 def checkpoint_round_trip(module, fresh):
@@ -99,9 +103,11 @@ def test_sum_tree_matches_the_reference(program):
     elif weights.sum() > 0:
       indices, probabilities = tree.sample(argument)
       assert_draws_follow_the_weights(indices, weights, argument)
+      # To round-off, and to 0 where TensorFlow flushes a subnormal ratio.
       np.testing.assert_allclose(probabilities,
                                  weights[indices] / weights.sum(),
-                                 rtol=1e-12)
+                                 rtol=1e-12,
+                                 atol=np.finfo(np.float64).tiny)
     # Every internal node is the sum of its children: no drift.
     np.testing.assert_array_equal(tree.variable.numpy(),
                                   reference.build_tree(weights))

@@ -184,13 +184,13 @@ class DrawPermitDatasetOp : public ::tensorflow::data::UnaryDatasetOpKernel {
  protected:
   void MakeDataset(OpKernelContext* ctx, DatasetBase* input,
                    DatasetBase** output) override {
-    int64_t initial_permits;
+    int64_t initial_permits = 0;
     OP_REQUIRES_OK(ctx, ::tensorflow::data::ParseScalarArgument(
                             ctx, "initial_permits", &initial_permits));
     OP_REQUIRES(
         ctx, initial_permits >= 1,
         InvalidArgument("initial_permits must be >= 1, got ", initial_permits));
-    double timeout_seconds;
+    double timeout_seconds = 0;
     OP_REQUIRES_OK(ctx, ::tensorflow::data::ParseScalarArgument(
                             ctx, "timeout_seconds", &timeout_seconds));
     OP_REQUIRES(ctx, std::isfinite(timeout_seconds) && timeout_seconds >= 0,
