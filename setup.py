@@ -167,7 +167,8 @@ setup(
     version="0.1.0",
     description=("Adaptive sampling SGD (London, NIPS 2017) as graph-native "
                  "TensorFlow ops"),
-    long_description=open("README.md", encoding="utf-8").read(),
+    long_description=open(os.path.join(ROOT, "README.md"),
+                          encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     license_files=["LICENSE"],
