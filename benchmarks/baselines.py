@@ -111,6 +111,14 @@ def flashbax_version():
     return None
 
 
+def jax_backend():
+  """The platform JAX computes on ("cpu", "gpu"), or None without flashbax."""
+  if flashbax_version() is None:
+    return None
+  import jax  # pylint: disable=import-outside-toplevel
+  return jax.default_backend()
+
+
 class FlashbaxSumTree:
   """flashbax's sum-tree over n leaves (float32, JAX's default).
 

@@ -1,16 +1,24 @@
 #!/usr/bin/env bash
-# The GPU half of issue 15 in one device call of about 10 minutes: the GPU
-# tests, then the TensorFlow-level GPU benchmarks, figures and a log written
-# to $OUT (the device tool brings it back), else benchmarks/results/.
+# The GPU halves of issues 15 and 17: the GPU tests, then the TensorFlow-level
+# GPU benchmarks and the sum-tree ops beside flashbax on the GPU, figures and a
+# log written to $OUT (the device tool brings it back), else
+# benchmarks/results/. All steps take about 10 minutes, more than one device
+# call may, so name the steps to run, in two calls:
+#
+#   bash benchmarks/gpu_session.sh [--cpu] [STEP ...]    (default: all)
+#   steps: devices gpu_tests gpu_steps train_step trainer throughput
 #
 # On the GPU machine, after /work/shared/gpu/README.md's set-up (the six
 # pieces, on-device.sh), from the checkout's root:
 #
 #   run(carry=["tf_adasamp/_sum_tree_ops.so", ".gpu/py"], timeout_s=600,
-#       command="source /tmp/tfenv.sh && bash benchmarks/gpu_session.sh")
+#       command="source /tmp/tfenv.sh && bash benchmarks/gpu_session.sh "
+#               "devices gpu_tests gpu_steps train_step")
+#   run(..., command="... gpu_session.sh trainer throughput")
 #
-# .gpu/py holds the trainer's one dependency the machine lacks, TensorBoard's
-# summary API (made here: pip install --no-deps --target .gpu/py tensorboard).
+# .gpu/py holds what the machine lacks: TensorBoard's summary API for the
+# trainer, and flashbax (whose JAX, chex and flax the machine has), made here:
+#   pip install --no-deps --target .gpu/py tensorboard flashbax==0.1.3
 # Here, every step at toy sizes on the CPU, to check the script:
 #
 #   bash benchmarks/gpu_session.sh --cpu
@@ -22,7 +30,9 @@ if [ "${1:-}" = "--cpu" ]; then
   SMOKE=1
   export CUDA_VISIBLE_DEVICES=""
   [ -x .venv/bin/python ] && PYTHON=.venv/bin/python
+  shift
 fi
+STEPS_WANTED=" ${*:-devices gpu_tests gpu_steps train_step trainer throughput} "
 [ -d .gpu/py ] && export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD/.gpu/py"
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
 RESULTS=${OUT:-benchmarks/results}
@@ -36,6 +46,7 @@ T0=$(date +%s)
 step() {
   local name=$1 limit=$2
   shift 2
+  [[ "$STEPS_WANTED" == *" $name "* ]] || return 0
   echo "== $name (limit ${limit} s, at $(( $(date +%s) - T0 )) s)" | tee -a "$LOG"
   timeout "$limit" "$@" 2>&1 | grep -v "^W0000\|^I0000\|^WARNING: All log" | tee -a "$LOG"
   local status=${PIPESTATUS[0]}
@@ -44,12 +55,16 @@ step() {
 
 if [ "$SMOKE" = 1 ]; then
   STEPS=5; REPEATS=2; TRAINER_STEPS=25; ROUNDS=1
+  SIZES="1000 50000"; BATCH_SIZES="128"
 else
   STEPS=200; REPEATS=7; TRAINER_STEPS=600; ROUNDS=3
+  SIZES="50000 1000000 10000000"; BATCH_SIZES="4096 65536"
 fi
 
-step devices 30 "$PYTHON" -c "import tensorflow as tf; \
-print('TensorFlow', tf.__version__, tf.config.list_logical_devices())"
+step devices 60 "$PYTHON" -c "import tensorflow as tf; \
+print('TensorFlow', tf.__version__, tf.config.list_logical_devices()); \
+from benchmarks import baselines; \
+print('flashbax', baselines.flashbax_version(), 'on', baselines.jax_backend())"
 # The kernels against the CPU, and the trainer's exact resumption with
 # --deterministic; all skipped where TensorFlow sees no GPU.
 step gpu_tests 150 "$PYTHON" -m pytest -q -m gpu tests
@@ -60,5 +75,12 @@ step train_step 120 "$PYTHON" -m benchmarks.train_step --steps "$STEPS" \
 step trainer 150 "$PYTHON" -m benchmarks.train_step --trainer \
     --steps "$TRAINER_STEPS" --rounds "$ROUNDS" \
     --output "$RESULTS/trainer_step_gpu.json"
+# Our ops (on the GPU) beside flashbax's jitted tree (on JAX's GPU), in one
+# process; each takes GPU memory as it needs it, not all of it up front.
+step throughput 150 env TF_FORCE_GPU_ALLOW_GROWTH=true \
+    XLA_PYTHON_CLIENT_PREALLOCATE=false "$PYTHON" -m \
+    benchmarks.sum_tree_throughput --sizes $SIZES --batch-sizes $BATCH_SIZES \
+    --repeats 3 --min-seconds 0.1 \
+    --output "$RESULTS/sum_tree_throughput_gpu.json"
 echo "== done in $(( $(date +%s) - T0 )) s; failed: $FAILED" | tee -a "$LOG"
 exit "$FAILED"

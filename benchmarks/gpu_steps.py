@@ -3,7 +3,8 @@
   sampler   one AdaptiveSampler step (draw B, reweight the B draws by fixed
             utilities) at n = 50000, B = 100, against the same tf.range loop
             doing nothing but a dependent add: the sampler's own cost per
-            step, launch gaps included
+            step, launch gaps included; and its parts, and the step with the
+            generator's own uniform ops (sampler_loops)
   mlp       an SGD step of an MLP 256-512-10 (ReLU) on n = 50000 random
             784-feature examples, batch 128: uniform draws against adaptive
             ones (zero-one utilities of the step's own forward pass,
@@ -34,24 +35,39 @@ NUM_EXAMPLES = 50000
 
 
 def sampler_loops(batch_size):
-  """{"empty": loop, "sampler": loop}, each a tf.function of the step count."""
+  """The sampler's loops, each a tf.function of the step count: "empty",
+  "sampler" (a whole step), its parts "draw" and "update", and
+  "separate_uniforms", the step with the generator's uniforms drawn by the
+  generator's own ops and then sampled (as before the fused draw op)."""
   sampler = AdaptiveSampler(NUM_EXAMPLES, amplitude=1.0, decay=0.5, seed=0)
-  utilities = tf.constant(np.random.default_rng(0).random(batch_size))
+  rng = np.random.default_rng(0)
+  utilities = tf.constant(rng.random(batch_size))
+  indices = tf.constant(rng.integers(NUM_EXAMPLES, size=batch_size))
   counter = tf.Variable(0, dtype=tf.int64)
 
-  @tf.function
-  def empty(count):
-    for _ in tf.range(count):
-      counter.assign_add(1)
-    return counter.read_value()
+  def loop(body):
 
-  @tf.function
-  def sampler_steps(count):
-    for _ in tf.range(count):
-      sampler.update(sampler.sample(batch_size), utilities)
-    return sampler.kl_divergence()
+    @tf.function
+    def run(count):
+      for _ in tf.range(count):
+        body()
+      return counter.read_value()
 
-  return {"empty": empty, "sampler": sampler_steps}
+    return run
+
+  return {
+      "empty":
+          loop(lambda: counter.assign_add(1)),
+      "sampler":
+          loop(lambda: sampler.update(sampler.sample(batch_size), utilities)),
+      "draw":
+          loop(lambda: sampler.sample(batch_size)),
+      "update":
+          loop(lambda: sampler.update(indices, utilities)),
+      "separate_uniforms":
+          loop(lambda: sampler.update(
+              sampler.tree.sample(sampler.uniforms(batch_size))[0], utilities)),
+  }
 
 
 def mlp_loops(batch_size):
@@ -115,12 +131,13 @@ def main():
   args = parser.parse_args()
 
   info = machine()
-  info["gpus"] = [d.name for d in tf.config.list_logical_devices("GPU")]
   print(json.dumps(info))
   sampler = median_microseconds(sampler_loops(100), args.steps, args.repeats)
-  print(f"sampler step, n = {NUM_EXAMPLES}, B = 100: "
-        f"{sampler['sampler']:.1f} us; empty loop {sampler['empty']:.1f} us; "
-        f"difference {sampler['sampler'] - sampler['empty']:.1f} us")
+  empty = sampler["empty"]
+  print(f"n = {NUM_EXAMPLES}, B = 100, us per loop iteration (over the empty "
+        f"loop's {empty:.1f} us):")
+  for name, micros in sampler.items():
+    print(f"  {name}: {micros:.1f} ({micros - empty:+.1f})")
   mlp = median_microseconds(mlp_loops(128), args.steps, args.repeats)
   ratio = mlp["adaptive"] / mlp["uniform"]
   print(f"MLP 256-512-10, B = 128: uniform {mlp['uniform']:.1f} us, "

@@ -9,8 +9,16 @@ import numpy as np
 import tensorflow as tf
 
 
+def gpus():
+  """The names of the GPUs TensorFlow sees, e.g. ["NVIDIA H200"]."""
+  return [
+      tf.config.experimental.get_device_details(gpu).get("device_name", "GPU")
+      for gpu in tf.config.list_physical_devices("GPU")
+  ]
+
+
 def machine():
-  """The CPU, core count, library versions and date, for the record."""
+  """The CPU, core count, GPUs, library versions and date, for the record."""
   model = "unknown"
   try:
     lscpu = subprocess.run(["lscpu"],
@@ -26,6 +34,7 @@ def machine():
   return {
       "cpu": model,
       "cores": os.cpu_count(),
+      "gpus": gpus(),
       "platform": platform.platform(),
       "python": platform.python_version(),
       "numpy": np.__version__,

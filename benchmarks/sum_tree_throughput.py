@@ -2,12 +2,13 @@
 
 For each n (leaves) and B (batch size), in float64:
   sample         draws/s of SumTreeSample, uniforms given
-  draw           draws/s of a tf.random.Generator's uniforms + SumTreeSample
+  draw           draws/s of SumTreeDraw, which makes a tf.random.Generator's
+                 uniforms itself (AdaptiveSampler.sample)
   sorted         SumTreeSample draws/s on sorted (stratified) uniforms
   set            unique updates/s of SumTreeSet
   reweight       unique updates/s of AdaptiveReweight
-  step           microseconds per AdaptiveSampler step: uniforms + sample +
-                 reweight
+  step           microseconds per AdaptiveSampler step: draw (its
+                 uniforms made inside) + reweight
 and, in the same run, the baselines of benchmarks/baselines.py (cpprb and
 flashbax only if installed), each as the ratio of our median rate to theirs:
 `draw` against those that make their own random numbers, `sample` against the
@@ -42,6 +43,7 @@ import tensorflow as tf
 
 import tf_adasamp
 from benchmarks import baselines
+from tf_adasamp import ops
 from benchmarks.machine import load
 from benchmarks.machine import machine
 
@@ -170,7 +172,10 @@ def measure_ours(num_leaves, batch_size, weights, rng, args):
     return tree.sample(uniforms)[0]
 
   def draw():
-    return sample(generator.uniform([batch_size], dtype=DTYPE))
+    return ops.sum_tree_draw(tree.variable.handle,
+                             generator.state.handle,
+                             batch_size,
+                             T=DTYPE)[0]
 
   def measure(batch, input_sets, units=batch_size):
     return rates(in_graph(batch, input_sets, UNROLL), UNROLL * units,
@@ -283,9 +288,12 @@ def step_breakdown(args, num_leaves=50000, batch_size=100):
           (lambda: counter.assign_add(1, read_value=False), ()),
       "uniforms (generator.uniform)":
           (lambda: sampler.uniforms(batch_size), ()),
-      "SumTreeSample": (lambda u: sampler.tree.sample(u)[0], uniforms),
+      "SumTreeSample (uniforms given)":
+          (lambda u: sampler.tree.sample(u)[0], uniforms),
+      "SumTreeDraw (uniforms made inside)":
+          (lambda: sampler.sample(batch_size), ()),
       "AdaptiveReweight": (sampler.update, (indices, *utilities)),
-      "step: uniforms + sample + reweight": (step, utilities),
+      "step: draw + reweight": (step, utilities),
   }
   result, cpu = {}, {}
   for name, (batch, inputs) in parts.items():
@@ -415,7 +423,7 @@ def print_targets(results, breakdown):
     ratio = ratio_to(row, "draw", "categorical")
     checks.append(("draws (uniforms included) vs tf.random.categorical at "
                    "n=1e6, B=128 >= 50x", ratio >= 50, f"{ratio:.0f}x"))
-  step = breakdown["step: uniforms + sample + reweight"]
+  step = breakdown["step: draw + reweight"]
   for limit in (15, 25):
     checks.append(
         (f"in-graph step at n=5e4, B=100 <= {limit} us", statistics.median(step)
@@ -448,7 +456,8 @@ def main():
       ["python -m benchmarks.sum_tree_throughput", *sys.argv[1:]])
   info = {
       **machine(), "cpprb": baselines.cpprb_version(),
-      "flashbax": baselines.flashbax_version()
+      "flashbax": baselines.flashbax_version(),
+      "jax_backend": baselines.jax_backend()
   }
   print(command, json.dumps(info), sep="\n")
   rng = np.random.default_rng(0)

@@ -132,6 +132,14 @@ void adasamp_host_set_order(int order, uint64_t seed) {
     adasamp::parallel::SumTreeSample<T>(ex, tree, capacity, uniforms, count,   \
                                         indices, probabilities);               \
   }                                                                            \
+  void adasamp_host_sum_tree_draw_##SUFFIX(                                    \
+      const T* tree, int64_t capacity, int64_t* rng_state, int64_t count,      \
+      int stratified, int64_t* indices, T* probabilities) {                    \
+    auto ex = adasamp::Executor();                                             \
+    adasamp::parallel::SumTreeDraw<T>(ex, tree, capacity, rng_state, count,    \
+                                      stratified != 0, indices,                \
+                                      probabilities);                          \
+  }                                                                            \
   size_t adasamp_host_adaptive_reweight_scratch_bytes_##SUFFIX(                \
       int64_t count, int64_t num_leaves) {                                     \
     auto ex = adasamp::Executor();                                             \

@@ -72,6 +72,45 @@ def test_build_and_sample_match_the_cpu(dtype, num_leaves):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("stratified", [False, True])
+# The one-block path, and the two launches past 1024 draws.
+@pytest.mark.parametrize("count", [1, 5, 100, 1024, 1025, 70001])
+def test_draw_matches_the_cpu_and_moves_the_state_as_it(dtype, stratified,
+                                                        count):
+  weights = random_weights(5000, dtype, seed=count)
+  results = {}
+  for device in (GPU, CPU):
+    tree = build_on(device, weights)
+    with tf.device(device):
+      generator = tf.random.Generator.from_seed(count)
+      draws = [
+          ops.sum_tree_draw(tree.handle,
+                            generator.state.handle,
+                            count,
+                            T=tf.as_dtype(dtype),
+                            stratified=stratified) for _ in range(2)
+      ]
+    if device == GPU:
+      assert "GPU" in generator.state.device
+    results[device] = [x.numpy() for draw in draws for x in draw]
+    results[device].append(generator.state.numpy())
+  for gpu, cpu in zip(results[GPU], results[CPU]):
+    np.testing.assert_array_equal(gpu, cpu)
+
+
+def test_sampler_draws_on_the_gpu_are_those_of_the_generators_uniforms():
+  with tf.device(GPU):
+    fused = AdaptiveSampler(5000, amplitude=1.0, decay=0.9, seed=3)
+    composite = AdaptiveSampler(5000, amplitude=1.0, decay=0.9, seed=3)
+    for _ in range(3):
+      np.testing.assert_array_equal(
+          fused.sample(300),
+          composite.tree.sample(composite.uniforms(300))[0])
+  np.testing.assert_array_equal(fused.generator.state,
+                                composite.generator.state)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("num_leaves,count", [(13, 40), (1000, 1),
                                               (5000, 3000)])
 def test_set_matches_the_cpu(dtype, num_leaves, count):

@@ -101,6 +101,18 @@ class HostSteps:
                                pointer(indices), pointer(probabilities))
     return indices, probabilities
 
+  def draw(self, tree, rng_state, count, stratified):
+    indices = np.empty(count, np.int64)
+    probabilities = np.empty(count, tree.dtype)
+    self._function("sum_tree_draw", tree.dtype)(pointer(tree),
+                                                ctypes.c_int64(len(tree) // 2),
+                                                pointer(rng_state),
+                                                ctypes.c_int64(count),
+                                                ctypes.c_int(stratified),
+                                                pointer(indices),
+                                                pointer(probabilities))
+    return indices, probabilities
+
   def reweight(self, state, indices, utilities, amplitude, decay):
     dtype = state.tree.dtype
     num_leaves = len(state.log_weights)
@@ -160,6 +172,30 @@ def test_build_with_bad_weights_leaves_tree_untouched(steps, dtype, bad):
     new_weights[37] = bad
   steps.build(tree, new_weights)
   np.testing.assert_array_equal(tree, cpu_build(weights).numpy())
+
+
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("stratified", [False, True])
+# Batches up to 1024 take the one-block path, larger ones two launches.
+@pytest.mark.parametrize("count", [1, 3, 100, 1024, 1025, 3001])
+def test_draw_draws_what_the_cpu_op_draws_and_moves_the_state_on(
+    steps, order, dtype, stratified, count):
+  steps.order(order, seed=count)
+  cpu_tree = cpu_build(random_weights(1000, dtype, seed=6))
+  generator = tf.random.Generator.from_seed(count)
+  rng_state = generator.state.numpy()
+  with tf.device(CPU):
+    cpu_indices, cpu_probabilities = ops.sum_tree_draw(cpu_tree.handle,
+                                                       generator.state.handle,
+                                                       count,
+                                                       T=tf.as_dtype(dtype),
+                                                       stratified=stratified)
+  indices, probabilities = steps.draw(cpu_tree.numpy(), rng_state, count,
+                                      stratified)
+  np.testing.assert_array_equal(indices, cpu_indices.numpy())
+  np.testing.assert_array_equal(probabilities, cpu_probabilities.numpy())
+  np.testing.assert_array_equal(rng_state, generator.state.numpy())
 
 
 @pytest.mark.parametrize("order", ORDERS)

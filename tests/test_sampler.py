@@ -96,9 +96,11 @@ def test_training_step_graph_has_no_host_callbacks():
 
   graph = step.get_concrete_function().graph
   op_types = {op.type for op in graph.get_operations()}
-  assert "AdaSamp>SumTreeSample" in op_types
+  assert "AdaSamp>SumTreeDraw" in op_types
   assert "AdaSamp>AdaptiveReweight" in op_types
   assert not op_types & {"PyFunc", "EagerPyFunc", "PyFuncStateless"}
+  # The draw op makes its own uniforms: no generator ops besides it.
+  assert not op_types & {"RngReadAndSkip", "StatelessRandomUniformV2"}
 
 
 @pytest.mark.parametrize(
@@ -292,6 +294,74 @@ def test_stratified_batch_takes_one_draw_per_stratum():
   uniforms = sampler.uniforms(4).numpy()
   np.testing.assert_array_equal(np.floor(uniforms * 4), [0, 1, 2, 3])
   assert np.all(uniforms < 1)
+
+
+def updated_sampler(dtype, stratified):
+  sampler = AdaptiveSampler(5000,
+                            amplitude=1.0,
+                            decay=0.5,
+                            seed=7,
+                            stratified=stratified,
+                            dtype=dtype)
+  sampler.update(np.arange(0, 5000, 3), np.linspace(-3, 3, 1667))
+  return sampler
+
+
+@pytest.mark.parametrize("dtype", [tf.float64, tf.float32])
+@pytest.mark.parametrize("stratified", [False, True])
+# One draw; a Philox block's worth of uniforms (2 doubles, 4 floats) and
+# around it; a batch the intra-op pool shares.
+@pytest.mark.parametrize("batch_size", [1, 2, 3, 4, 5, 1001, 40000])
+def test_draws_are_those_of_the_generators_uniforms(dtype, stratified,
+                                                    batch_size):
+  fused = updated_sampler(dtype, stratified)
+  composite = updated_sampler(dtype, stratified)
+  for _ in range(2):
+    indices, probabilities = fused.sample_with_probabilities(batch_size)
+    expected = composite.tree.sample(composite.uniforms(batch_size))
+    np.testing.assert_array_equal(indices, expected[0])
+    np.testing.assert_array_equal(probabilities, expected[1])
+    np.testing.assert_array_equal(fused.generator.state,
+                                  composite.generator.state)
+
+
+def test_draws_in_a_function_are_those_of_the_generators_uniforms():
+  fused = updated_sampler(tf.float64, False)
+  composite = updated_sampler(tf.float64, False)
+  draw = tf.function(lambda: fused.sample(100))
+  for _ in range(3):
+    np.testing.assert_array_equal(
+        draw(),
+        composite.tree.sample(composite.uniforms(100))[0])
+
+
+def test_a_refused_draw_leaves_the_generator_as_it_was():
+  sampler = AdaptiveSampler(10, amplitude=1.0, decay=0.5, seed=0)
+  sampler.tree.assign(np.zeros(10))
+  before = sampler.generator.state.numpy()
+  with pytest.raises(tf.errors.InvalidArgumentError, match="cannot sample"):
+    sampler.sample(4)
+  np.testing.assert_array_equal(sampler.generator.state, before)
+
+
+def test_a_draw_leaves_an_earlier_read_of_the_generator_state_as_read():
+  sampler = AdaptiveSampler(10, amplitude=1.0, decay=0.5, seed=0)
+  read = sampler.generator.state.read_value()
+  kept = read.numpy().copy()
+  sampler.sample(4)
+  np.testing.assert_array_equal(read, kept)
+  assert not np.array_equal(sampler.generator.state, kept)
+
+
+def test_draw_op_refuses_a_state_that_is_not_a_philox_generators():
+  sampler = AdaptiveSampler(10, amplitude=1.0, decay=0.5, seed=0)
+  state = tf.Variable(tf.zeros([2], tf.int64))
+  with pytest.raises(tf.errors.InvalidArgumentError, match="Philox"):
+    ops.sum_tree_draw(sampler.tree.variable.handle,
+                      state.handle,
+                      3,
+                      T=tf.float64)
+  np.testing.assert_array_equal(state, [0, 0])
 
 
 def test_seeded_samplers_draw_the_same_sequence():

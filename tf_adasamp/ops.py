@@ -79,6 +79,7 @@ def _op(name):
 sum_tree_build = _op("ada_samp_sum_tree_build")
 sum_tree_set = _op("ada_samp_sum_tree_set")
 sum_tree_sample = _op("ada_samp_sum_tree_sample")
+sum_tree_draw = _op("ada_samp_sum_tree_draw")
 adaptive_reweight = _op("ada_samp_adaptive_reweight")
 
 draw_permits_handle = _op("ada_samp_draw_permits_handle")
@@ -88,5 +89,6 @@ draw_permit_dataset = _op("ada_samp_draw_permit_dataset")
 # Draws and reweights are not differentiable: gradients stop there, as for
 # TF's own sampling ops, instead of a LookupError.
 for _op_type in ("AdaSamp>SumTreeBuild", "AdaSamp>SumTreeSet",
-                 "AdaSamp>SumTreeSample", "AdaSamp>AdaptiveReweight"):
+                 "AdaSamp>SumTreeSample", "AdaSamp>SumTreeDraw",
+                 "AdaSamp>AdaptiveReweight"):
   tf.no_gradient(_op_type)

@@ -30,6 +30,8 @@ from tf_adasamp.sum_tree import checked_tree
 
 # The most draws one call makes: TensorFlow's int32 shape limit.
 _MAX_BATCH_SIZE = 2**31 - 1
+# tf.random.Algorithm.PHILOX, the state layout the draw op reads.
+_PHILOX = tf.random.Algorithm.PHILOX.value
 # Integers of the width of each float dtype, to carry utilities bit for bit.
 _BITS = {tf.float32: tf.int32, tf.float64: tf.int64}
 
@@ -47,6 +49,14 @@ def make_generator(seed: int | None) -> tf.random.Generator:
     with tf.init_scope():
       seed = int(tf.random.uniform([], maxval=tf.int64.max, dtype=tf.int64))
   return tf.random.Generator.from_seed(seed)
+
+
+def _checked_batch_size(batch_size):
+  batch_size = _validation.positive_int(batch_size, "batch_size")
+  if batch_size > _MAX_BATCH_SIZE:
+    raise ValueError(f"batch_size must be <= {_MAX_BATCH_SIZE}, got "
+                     f"{batch_size}")
+  return batch_size
 
 
 def with_total(entropy_tree: tf.Tensor, total: tf.Tensor) -> tf.Tensor:
@@ -151,10 +161,7 @@ class AdaptiveSampler(tf.Module):
   def uniforms(self, batch_size: int) -> tf.Tensor:
     """The [batch_size] uniforms in [0, 1) behind the next draw."""
     # Checked before the generator advances: a refused call draws nothing.
-    batch_size = _validation.positive_int(batch_size, "batch_size")
-    if batch_size > _MAX_BATCH_SIZE:
-      raise ValueError(f"batch_size must be <= {_MAX_BATCH_SIZE}, got "
-                       f"{batch_size}")
+    batch_size = _checked_batch_size(batch_size)
     uniforms = self.generator.uniform([batch_size], dtype=self._dtype)
     if self._stratified:
       strata = tf.cast(tf.range(batch_size), self._dtype)
@@ -173,9 +180,26 @@ class AdaptiveSampler(tf.Module):
     """Draws `batch_size` indices and returns (indices, Q_t(indices)).
 
     The probabilities give importance weights 1 / (n Q_t(i)) for an unbiased
-    gradient estimate.
+    gradient estimate. The draws are those of `tree.sample(uniforms(B))`.
     """
-    return self.tree.sample(self.uniforms(batch_size))
+    if not self._draws_in_one_op():
+      return self.tree.sample(self.uniforms(batch_size))
+    # The same uniforms and generator state, made inside the draw op: one op
+    # per batch where the generator's own take several (about half the
+    # sampler's time per training step).
+    return ops.sum_tree_draw(self.tree.variable.handle,
+                             self.generator.state.handle,
+                             tf.constant(_checked_batch_size(batch_size),
+                                         tf.int64),
+                             T=self._dtype,
+                             stratified=self._stratified)
+
+  def _draws_in_one_op(self):
+    """Whether the draw op makes the generator's uniforms itself: for its
+    Philox state, outside tf.distribute, where a generator's draws depend on
+    the replica."""
+    return (self.generator.algorithm == _PHILOX and self.strategy is None and
+            not tf.distribute.has_strategy())
 
   @property
   def strategy(self) -> tf.distribute.Strategy | None:

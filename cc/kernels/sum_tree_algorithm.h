@@ -37,6 +37,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #if defined(__CUDACC__)
 #define ADASAMP_HOST_DEVICE __host__ __device__
@@ -122,6 +123,18 @@ struct SmallestNormal<float> {
   static constexpr float kValue = 0x1p-126f;
 };
 
+// The largest value below 1.
+template <typename T>
+struct BelowOne;
+template <>
+struct BelowOne<double> {
+  static constexpr double kValue = 0x1.fffffffffffffp-1;
+};
+template <>
+struct BelowOne<float> {
+  static constexpr float kValue = 0x1.fffffep-1f;
+};
+
 // The value a tree stores for a valid weight `w` (>= 0): 0 for a subnormal.
 template <typename T>
 ADASAMP_HOST_DEVICE inline T StoredWeight(T w) {
@@ -203,6 +216,127 @@ ADASAMP_HOST_DEVICE inline bool RescaleAfterUpdate(T total, T decay) {
 template <typename T>
 ADASAMP_HOST_DEVICE inline T RescaledLogScale(T log_sum_exp, T decay) {
   return decay == T(0) && !NeedsRescale(Exp(log_sum_exp)) ? T(0) : log_sum_exp;
+}
+
+// ---------------------------------------------------------------------------
+// The uniforms of a tf.random.Generator, for the fused draw (SumTreeDraw):
+// from a generator's Philox state, uniform i of a call of B is element i of
+// what `generator.uniform([B], dtype)` returns, and the call leaves the state
+// where that call leaves it. The state is the generator's int64 [3]: a
+// 128-bit counter (low word first) and a 64-bit key. Element i is TF's
+// UniformDistribution over the Philox-4x32-10 stream from that counter: each
+// 128-bit output gives four floats (23 random bits each) or two doubles (52),
+// and a call advances the counter by 256 * B (TF's SkipPhiloxRandom).
+
+struct Philox {
+  uint32_t counter[4];
+  uint32_t key[2];
+};
+
+ADASAMP_HOST_DEVICE inline Philox PhiloxFromState(const int64_t* state) {
+  Philox p;
+  for (int word = 0; word < 2; ++word) {
+    const uint64_t c = static_cast<uint64_t>(state[word]);
+    p.counter[2 * word] = static_cast<uint32_t>(c);
+    p.counter[2 * word + 1] = static_cast<uint32_t>(c >> 32);
+  }
+  const uint64_t key = static_cast<uint64_t>(state[2]);
+  p.key[0] = static_cast<uint32_t>(key);
+  p.key[1] = static_cast<uint32_t>(key >> 32);
+  return p;
+}
+
+// The state after a call that drew `count` uniforms: counter += 256 * count.
+ADASAMP_HOST_DEVICE inline void AdvancePhiloxState(int64_t* state,
+                                                   uint64_t count) {
+  const uint64_t low = static_cast<uint64_t>(state[0]);
+  const uint64_t delta = count * 256;
+  const uint64_t new_low = low + delta;
+  state[0] = static_cast<int64_t>(new_low);
+  if (new_low < low) {  // carry; 256 * count wraps at 2 ** 64, as in TF
+    state[1] = static_cast<int64_t>(static_cast<uint64_t>(state[1]) + 1);
+  }
+}
+
+ADASAMP_HOST_DEVICE inline void MultiplyHighLow(uint32_t a, uint32_t b,
+                                                uint32_t* low, uint32_t* high) {
+  const uint64_t product = static_cast<uint64_t>(a) * b;
+  *low = static_cast<uint32_t>(product);
+  *high = static_cast<uint32_t>(product >> 32);
+}
+
+// The 128-bit output of block `block` of the stream: Philox-4x32-10 of
+// counter + block under the key.
+ADASAMP_HOST_DEVICE inline void PhiloxBlock(const Philox& p, uint64_t block,
+                                            uint32_t out[4]) {
+  uint32_t c[4] = {p.counter[0], p.counter[1], p.counter[2], p.counter[3]};
+  const uint64_t low = (static_cast<uint64_t>(c[1]) << 32 | c[0]) + block;
+  const bool carry = low < block;
+  c[0] = static_cast<uint32_t>(low);
+  c[1] = static_cast<uint32_t>(low >> 32);
+  if (carry && ++c[2] == 0) ++c[3];
+  uint32_t k0 = p.key[0], k1 = p.key[1];
+  for (int round = 0; round < 10; ++round) {
+    uint32_t lo0, hi0, lo1, hi1;
+    MultiplyHighLow(0xD2511F53u, c[0], &lo0, &hi0);
+    MultiplyHighLow(0xCD9E8D57u, c[2], &lo1, &hi1);
+    const uint32_t next[4] = {hi1 ^ c[1] ^ k0, lo1, hi0 ^ c[3] ^ k1, lo0};
+    for (int w = 0; w < 4; ++w) c[w] = next[w];
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  for (int w = 0; w < 4; ++w) out[w] = c[w];
+}
+
+template <typename T>
+struct PhiloxUniforms;
+
+// Four floats per block, from the low 23 bits of each word.
+template <>
+struct PhiloxUniforms<float> {
+  static constexpr int kPerBlock = 4;
+  ADASAMP_HOST_DEVICE static float FromBits(const uint32_t out[4], int k) {
+    const uint32_t bits = (uint32_t{127} << 23) | (out[k] & 0x7fffffu);
+    float f;
+    memcpy(&f, &bits, sizeof(f));
+    return f - 1.0f;
+  }
+};
+
+// Two doubles per block, each from 52 bits of two words.
+template <>
+struct PhiloxUniforms<double> {
+  static constexpr int kPerBlock = 2;
+  ADASAMP_HOST_DEVICE static double FromBits(const uint32_t out[4], int k) {
+    const uint64_t mantissa =
+        static_cast<uint64_t>(out[2 * k] & 0xfffffu) << 32 | out[2 * k + 1];
+    const uint64_t bits = (uint64_t{1023} << 52) | mantissa;
+    double d;
+    memcpy(&d, &bits, sizeof(d));
+    return d - 1.0;
+  }
+};
+
+// Uniform i of a stratified batch of `count`: (i + u) / count, in stratum i
+// of [0, 1), rounded down below 1 where the division rounds up to it, as
+// AdaptiveSampler.uniforms computes it.
+template <typename T>
+ADASAMP_HOST_DEVICE inline T Stratified(T u, int64_t i, int64_t count) {
+  const T below_one = BelowOne<T>::kValue;
+  const T s = (static_cast<T>(i) + u) / static_cast<T>(count);
+  return s < below_one ? s : below_one;
+}
+
+// Uniform i of a call of `count` draws from the stream `p` (one block per
+// call: the GPU's per-thread form; the CPU fills whole blocks).
+template <typename T>
+ADASAMP_HOST_DEVICE inline T DrawUniform(const Philox& p, int64_t i,
+                                         int64_t count, bool stratified) {
+  uint32_t out[4];
+  PhiloxBlock(p, static_cast<uint64_t>(i / PhiloxUniforms<T>::kPerBlock), out);
+  const T u = PhiloxUniforms<T>::FromBits(
+      out, static_cast<int>(i % PhiloxUniforms<T>::kPerBlock));
+  return stratified ? Stratified(u, i, count) : u;
 }
 
 }  // namespace adasamp

@@ -41,6 +41,7 @@ using ::tensorflow::OpKernel;
 using ::tensorflow::OpKernelConstruction;
 using ::tensorflow::OpKernelContext;
 using ::tensorflow::Tensor;
+using ::tensorflow::TensorShape;
 using ::tensorflow::TensorShapeUtils;
 using ::tensorflow::TTypes;
 using ::tensorflow::Var;
@@ -413,6 +414,42 @@ struct SumTreeSet<CPUDevice, T> {
   }
 };
 
+// Draws leaves for `num_draws` uniforms, sharing a large batch with the
+// intra-op pool: uniforms(begin, end, buffer) returns the uniforms of draws
+// [begin, end), at most kDrawsPerChunk of them, in `buffer` or elsewhere.
+template <typename T, typename Uniforms>
+absl::Status DrawLeaves(OpKernelContext* ctx,
+                        typename TTypes<T>::ConstFlat tree, int64_t num_draws,
+                        const Uniforms& uniforms,
+                        typename TTypes<int64_t>::Flat indices,
+                        typename TTypes<T>::Flat probabilities) {
+  const T total = tree(1);
+  if (!(total > T(0))) {
+    return InvalidArgument("cannot sample: the tree's total weight is ", total);
+  }
+  const cpu::Walks<T> walks =
+      cpu::MakeWalks(tree.data(), Log2(tree.size() / 2));
+  auto draw = [&](int64_t begin, int64_t end) {
+    T buffer[kDrawsPerChunk];
+    for (int64_t chunk = begin; chunk < end; chunk += kDrawsPerChunk) {
+      const int64_t chunk_end = std::min(end, chunk + kDrawsPerChunk);
+      cpu::Descend(walks, uniforms(chunk, chunk_end, buffer), chunk_end - chunk,
+                   indices.data() + chunk, probabilities.data() + chunk);
+    }
+  };
+  const auto& workers = *ctx->device()->tensorflow_cpu_worker_threads();
+  const int64_t num_threads = std::min<int64_t>(
+      workers.num_threads, num_draws / (walks.large ? kMinDrawsPerShardLargeTree
+                                                    : kMinDrawsPerShard));
+  if (num_threads <= 1) {
+    draw(0, num_draws);
+  } else {
+    ShareWork(workers.workers, num_threads - 1, num_draws, kDrawsPerChunk,
+              draw);
+  }
+  return absl::OkStatus();
+}
+
 template <typename T>
 struct SumTreeSample<CPUDevice, T> {
   absl::Status operator()(OpKernelContext* ctx,
@@ -420,11 +457,6 @@ struct SumTreeSample<CPUDevice, T> {
                           typename TTypes<T>::ConstFlat uniforms,
                           typename TTypes<int64_t>::Flat indices,
                           typename TTypes<T>::Flat probabilities) {
-    const T total = tree(1);
-    if (!(total > T(0))) {
-      return InvalidArgument("cannot sample: the tree's total weight is ",
-                             total);
-    }
     const int64_t num_draws = uniforms.size();
     for (int64_t i = 0; i < num_draws; ++i) {
       if (!(uniforms(i) >= T(0) && uniforms(i) < T(1))) {
@@ -432,23 +464,39 @@ struct SumTreeSample<CPUDevice, T> {
                                " is outside [0, 1)");
       }
     }
-    const cpu::Walks<T> walks =
-        cpu::MakeWalks(tree.data(), Log2(tree.size() / 2));
-    auto draw = [&](int64_t begin, int64_t end) {
-      cpu::Descend(walks, uniforms.data() + begin, end - begin,
-                   indices.data() + begin, probabilities.data() + begin);
+    auto given = [&](int64_t begin, int64_t, T*) {
+      return uniforms.data() + begin;
     };
-    const auto& workers = *ctx->device()->tensorflow_cpu_worker_threads();
-    const int64_t num_threads =
-        std::min<int64_t>(workers.num_threads,
-                          num_draws / (walks.large ? kMinDrawsPerShardLargeTree
-                                                   : kMinDrawsPerShard));
-    if (num_threads <= 1) {
-      draw(0, num_draws);
-    } else {
-      ShareWork(workers.workers, num_threads - 1, num_draws, kDrawsPerChunk,
-                draw);
-    }
+    return DrawLeaves<T>(ctx, tree, num_draws, given, indices, probabilities);
+  }
+};
+
+template <typename T>
+struct SumTreeDraw<CPUDevice, T> {
+  absl::Status operator()(OpKernelContext* ctx,
+                          typename TTypes<T>::ConstFlat tree, bool stratified,
+                          typename TTypes<int64_t>::Flat rng_state,
+                          typename TTypes<int64_t>::Flat indices,
+                          typename TTypes<T>::Flat probabilities) {
+    const int64_t num_draws = indices.size();
+    const Philox philox = PhiloxFromState(rng_state.data());
+    // Whole blocks of the stream at a time, each giving kPerBlock uniforms.
+    auto generated = [&](int64_t begin, int64_t end, T* buffer) {
+      constexpr int kPerBlock = PhiloxUniforms<T>::kPerBlock;
+      uint32_t out[4];
+      for (int64_t i = begin; i < end; ++i) {
+        if (i == begin || i % kPerBlock == 0) {
+          PhiloxBlock(philox, static_cast<uint64_t>(i / kPerBlock), out);
+        }
+        const T u =
+            PhiloxUniforms<T>::FromBits(out, static_cast<int>(i % kPerBlock));
+        buffer[i - begin] = stratified ? Stratified(u, i, num_draws) : u;
+      }
+      return buffer;
+    };
+    TF_RETURN_IF_ERROR(
+        DrawLeaves<T>(ctx, tree, num_draws, generated, indices, probabilities));
+    AdvancePhiloxState(rng_state.data(), num_draws);
     return absl::OkStatus();
   }
 };
@@ -728,6 +776,66 @@ class SumTreeSampleOp : public OpKernel {
 };
 
 template <typename Device, typename T>
+class SumTreeDrawOp : public OpKernel {
+ public:
+  explicit SumTreeDrawOp(OpKernelConstruction* ctx) : OpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("stratified", &stratified_));
+  }
+
+  // As SumTreeSampleOp.
+  bool IsExpensive() override { return false; }
+
+  void Compute(OpKernelContext* ctx) override {
+    int64_t batch_size;
+    OP_REQUIRES_OK(ctx, ReadScalar(ctx->input(2), "batch_size", &batch_size));
+    OP_REQUIRES(ctx, batch_size >= 0 && batch_size <= kMaxBatchSize,
+                InvalidArgument("batch_size = ", batch_size, " must be in [0, ",
+                                kMaxBatchSize, "]"));
+    Tensor* indices = nullptr;
+    Tensor* probabilities = nullptr;
+    const TensorShape shape({batch_size});
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(0, shape, &indices));
+    OP_REQUIRES_OK(ctx, ctx->allocate_output(1, shape, &probabilities));
+    if (batch_size == 0) return;
+
+    tensorflow::core::RefCountPtr<Var> tree;
+    OP_REQUIRES_OK(ctx, LookupVariable<T>(ctx, 0, "tree", &tree));
+    tensorflow::core::RefCountPtr<Var> rng;
+    OP_REQUIRES_OK(ctx, LookupVariable<int64_t>(ctx, 1, "rng_state", &rng));
+    // The generator's state is updated in place, as TF's random ops do it:
+    // exclusively, on a buffer no tensor shares. The tree is only read.
+    auto rng_lock =
+        tensorflow::MaybeLockVariableInputMutexesInOrder<Device, int64_t>(
+            ctx, /*do_lock=*/true, /*sparse=*/false, {1});
+    Tensor rng_state;
+    OP_REQUIRES_OK(
+        ctx, tensorflow::GetInputTensorFromVariable<Device, int64_t>(
+                 ctx, 1, /*lock_held=*/true, /*sparse=*/false, &rng_state));
+    OP_REQUIRES(ctx,
+                TensorShapeUtils::IsVector(rng_state.shape()) &&
+                    rng_state.NumElements() == kPhiloxStateSize,
+                InvalidArgument("rng_state must be a Philox generator's state "
+                                "of shape [",
+                                kPhiloxStateSize, "], got shape ",
+                                rng_state.shape().DebugString()));
+    tensorflow::tf_shared_lock tree_lock(*tree->mu());
+    OP_REQUIRES_OK(ctx, CheckTreeShape(*tree->tensor(), "tree"));
+    const Tensor& tree_values = *tree->tensor();
+    OP_REQUIRES_OK(ctx, functor::SumTreeDraw<Device, T>()(
+                            ctx, tree_values.flat<T>(), stratified_,
+                            rng_state.flat<int64_t>(), indices->flat<int64_t>(),
+                            probabilities->flat<T>()));
+  }
+
+ private:
+  // TensorFlow's int32 shape limit, as for a generator's draw.
+  static constexpr int64_t kMaxBatchSize = std::numeric_limits<int32_t>::max();
+  // A tf.random.Generator's Philox state: two counter words and a key.
+  static constexpr int64_t kPhiloxStateSize = 3;
+  bool stratified_;
+};
+
+template <typename Device, typename T>
 class AdaptiveReweightOp : public OpKernel {
  public:
   explicit AdaptiveReweightOp(OpKernelConstruction* ctx) : OpKernel(ctx) {}
@@ -799,6 +907,13 @@ class AdaptiveReweightOp : public OpKernel {
                               .HostMemory("tree")          \
                               .TypeConstraint<T>("T"),     \
                           SumTreeSampleOp<D, T>);          \
+  REGISTER_KERNEL_BUILDER(Name("AdaSamp>SumTreeDraw")      \
+                              .Device(DEVICE)              \
+                              .HostMemory("tree")          \
+                              .HostMemory("rng_state")     \
+                              .HostMemory("batch_size")    \
+                              .TypeConstraint<T>("T"),     \
+                          SumTreeDrawOp<D, T>);            \
   REGISTER_KERNEL_BUILDER(Name("AdaSamp>AdaptiveReweight") \
                               .Device(DEVICE)              \
                               .HostMemory("tree")          \
@@ -820,6 +935,7 @@ REGISTER_KERNELS(DEVICE_CPU, CPUDevice, double);
   extern template struct functor::SumTreeBuild<GPUDevice, T>;  \
   extern template struct functor::SumTreeSet<GPUDevice, T>;    \
   extern template struct functor::SumTreeSample<GPUDevice, T>; \
+  extern template struct functor::SumTreeDraw<GPUDevice, T>;   \
   extern template struct functor::AdaptiveReweight<GPUDevice, T>;
 DECLARE_GPU_FUNCTORS(float);
 DECLARE_GPU_FUNCTORS(double);

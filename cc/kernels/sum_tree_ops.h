@@ -47,6 +47,20 @@ struct SumTreeSample {
                           typename TTypes<T>::Flat probabilities);
 };
 
+// As SumTreeSample on the uniforms that tf.random.Generator.uniform would
+// draw from the Philox state `rng_state` (int64 [3]), which it advances as
+// that call would (PhiloxFromState, sum_tree_algorithm.h): one op instead of
+// the generator's and the sample's. Stratified, uniform i becomes
+// (i + u_i) / B.
+template <typename Device, typename T>
+struct SumTreeDraw {
+  absl::Status operator()(OpKernelContext* ctx,
+                          typename TTypes<T>::ConstFlat tree, bool stratified,
+                          typename TTypes<int64_t>::Flat rng_state,
+                          typename TTypes<int64_t>::Flat indices,
+                          typename TTypes<T>::Flat probabilities);
+};
+
 // Algorithm 1, line 5, for the first occurrence of each index: updates the
 // log weights, the cached leaves of `tree` and `entropy_tree` and their
 // ancestors, and rescales all caches if the total leaves its safe range or

@@ -108,6 +108,23 @@ struct SumTreeSample<GPUDevice, T> {
 };
 
 template <typename T>
+struct SumTreeDraw<GPUDevice, T> {
+  absl::Status operator()(OpKernelContext* ctx,
+                          typename TTypes<T>::ConstFlat tree, bool stratified,
+                          typename TTypes<int64_t>::Flat rng_state,
+                          typename TTypes<int64_t>::Flat indices,
+                          typename TTypes<T>::Flat probabilities) {
+    gpu::Stream stream = nullptr;
+    TF_RETURN_IF_ERROR(GetStream(ctx, &stream));
+    return CudaStatus(
+        gpu::SumTreeDraw(tree.data(), tree.size() / 2, rng_state.data(),
+                         indices.size(), stratified, indices.data(),
+                         probabilities.data(), stream),
+        "SumTreeDraw");
+  }
+};
+
+template <typename T>
 struct AdaptiveReweight<GPUDevice, T> {
   absl::Status operator()(OpKernelContext* ctx, T amplitude, T decay,
                           typename TTypes<int64_t>::ConstFlat indices,
@@ -137,6 +154,7 @@ struct AdaptiveReweight<GPUDevice, T> {
   template struct SumTreeBuild<GPUDevice, T>;  \
   template struct SumTreeSet<GPUDevice, T>;    \
   template struct SumTreeSample<GPUDevice, T>; \
+  template struct SumTreeDraw<GPUDevice, T>;   \
   template struct AdaptiveReweight<GPUDevice, T>;
 ADASAMP_DEFINE_GPU_FUNCTORS(float)
 ADASAMP_DEFINE_GPU_FUNCTORS(double)

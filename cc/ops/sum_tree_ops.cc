@@ -84,6 +84,36 @@ indices: [B] drawn leaf indices.
 probabilities: [B] w_i / total of each drawn index.
 )doc");
 
+REGISTER_OP("AdaSamp>SumTreeDraw")
+    .Input("tree: resource")
+    .Input("rng_state: resource")
+    .Input("batch_size: int64")
+    .Output("indices: int64")
+    .Output("probabilities: T")
+    .Attr("T: {float, double}")
+    .Attr("stratified: bool = false")
+    .SetIsStateful()
+    .SetShapeFn([](InferenceContext* c) {
+      DimensionHandle batch_size;
+      TF_RETURN_IF_ERROR(c->MakeDimForScalarInput(2, &batch_size));
+      c->set_output(0, c->Vector(batch_size));
+      c->set_output(1, c->Vector(batch_size));
+      return absl::OkStatus();
+    })
+    .Doc(R"doc(
+Draws batch_size leaves as SumTreeSample does, on the uniforms that
+tf.random.Generator.uniform([batch_size], T) would draw from the generator
+whose Philox state is rng_state, and advances that state as the call would:
+the same draws and the same state after, in one op instead of several.
+
+rng_state: a tf.random.Generator's state variable, int64 [3] (Philox).
+batch_size: the number of draws, in [0, 2**31 - 1].
+stratified: if true, uniform i becomes (i + u_i) / batch_size (one draw per
+  stratum of [0, 1)), rounded down below 1.
+indices: [batch_size] drawn leaf indices.
+probabilities: [batch_size] w_i / total of each drawn index.
+)doc");
+
 REGISTER_OP("AdaSamp>AdaptiveReweight")
     .Input("tree: resource")
     .Input("entropy_tree: resource")

@@ -155,6 +155,16 @@ int SumTreeSample(const T* tree, int64_t capacity, const T* uniforms,
 }
 
 template <typename T>
+int SumTreeDraw(const T* tree, int64_t capacity, int64_t* rng_state,
+                int64_t count, bool stratified, int64_t* indices,
+                T* probabilities, Stream stream) {
+  CudaExecutor ex(stream);
+  parallel::SumTreeDraw<T>(ex, tree, capacity, rng_state, count, stratified,
+                           indices, probabilities);
+  return ex.status();
+}
+
+template <typename T>
 size_t AdaptiveReweightScratchBytes(int64_t count, int64_t num_leaves) {
   CudaExecutor ex(nullptr);
   return parallel::AdaptiveReweightScratchBytes<T>(ex, count, num_leaves);
@@ -186,6 +196,8 @@ const char* ErrorString(int error) {
                              int64_t, void*, Stream);                          \
   template int SumTreeSample<T>(const T*, int64_t, const T*, int64_t,          \
                                 int64_t*, T*, Stream);                         \
+  template int SumTreeDraw<T>(const T*, int64_t, int64_t*, int64_t, bool,      \
+                              int64_t*, T*, Stream);                           \
   template size_t AdaptiveReweightScratchBytes<T>(int64_t, int64_t);           \
   template int AdaptiveReweight<T>(T, T, const int64_t*, const T*, int64_t,    \
                                    T*, int64_t, T*, T*, T*, int64_t, void*,    \

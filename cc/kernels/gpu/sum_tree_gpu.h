@@ -56,6 +56,14 @@ int SumTreeSample(const T* tree, int64_t capacity, const T* uniforms,
                   int64_t count, int64_t* indices, T* probabilities,
                   Stream stream);
 
+// As SumTreeSample, on the uniforms tf.random.Generator.uniform([count], T)
+// would draw from the Philox state `rng_state` (device int64 [3]), which it
+// advances as that call would; stratified, uniform i becomes (i + u) / count.
+template <typename T>
+int SumTreeDraw(const T* tree, int64_t capacity, int64_t* rng_state,
+                int64_t count, bool stratified, int64_t* indices,
+                T* probabilities, Stream stream);
+
 // Algorithm 1, line 5, for the first occurrence of each index, on the log
 // weights, both caches and the log-scale; rescales the caches on the device
 // when their total leaves its safe range. Untouched if an index is out of

@@ -221,6 +221,24 @@ void SumTreeSample(Executor& ex, const T* tree, int64_t capacity,
              SampleOne<T>{tree, capacity, uniforms, indices, probabilities});
 }
 
+// Draws on the generator's uniforms (DrawOne); a batch of up to
+// kBlockThreads is one launch, a larger one a launch for the draws and one
+// for the state.
+template <typename T, class Executor>
+void SumTreeDraw(Executor& ex, const T* tree, int64_t capacity,
+                 int64_t* rng_state, int64_t count, bool stratified,
+                 int64_t* indices, T* probabilities) {
+  if (count == 0) return;
+  const DrawOne<T> draw{tree,       capacity, rng_state,    count,
+                        stratified, indices,  probabilities};
+  if (TakesOneBlock(count)) {
+    ex.Blocks(1, SmallDrawOp<T>{draw});
+    return;
+  }
+  ex.ForEach(count, draw);
+  ex.ForEach(1, AdvanceRngState{rng_state, count});
+}
+
 // The log-sum-exp pass reads this many log weights per thread at least: one
 // block, one launch, up to 65536 leaves (the per-step case of n = 50000).
 constexpr int64_t kLogSumExpGrain = 256;

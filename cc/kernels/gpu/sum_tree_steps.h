@@ -102,6 +102,20 @@ struct RecomputeLevel {
 // [0, 1), or a tree whose total is not positive, draws index -1 with
 // probability NaN (the CPU op's InvalidArgument cases).
 template <typename T>
+ADASAMP_HOST_DEVICE inline void DrawLeaf(const T* tree, int64_t capacity, T u,
+                                         int64_t* index, T* probability) {
+  const T total = tree[1];
+  if (!(total > T(0)) || !(u >= T(0) && u < T(1))) {
+    *index = -1;
+    *probability = static_cast<T>(NAN);
+    return;
+  }
+  const int64_t leaf = Descend(tree, capacity, u * total);
+  *index = leaf;
+  *probability = tree[capacity + leaf] / total;
+}
+
+template <typename T>
 struct SampleOne {
   const T* tree;
   int64_t capacity;
@@ -109,16 +123,33 @@ struct SampleOne {
   int64_t* indices;
   T* probabilities;
   ADASAMP_HOST_DEVICE void operator()(int64_t i) const {
-    const T total = tree[1];
-    const T u = uniforms[i];
-    if (!(total > T(0)) || !(u >= T(0) && u < T(1))) {
-      indices[i] = -1;
-      probabilities[i] = static_cast<T>(NAN);
-      return;
-    }
-    const int64_t leaf = Descend(tree, capacity, u * total);
-    indices[i] = leaf;
-    probabilities[i] = tree[capacity + leaf] / total;
+    DrawLeaf(tree, capacity, uniforms[i], &indices[i], &probabilities[i]);
+  }
+};
+
+// Draw i of `count` on its uniform from the generator's state (DrawUniform),
+// which AdvanceRngState moves on once every draw has read it.
+template <typename T>
+struct DrawOne {
+  const T* tree;
+  int64_t capacity;
+  int64_t* rng_state;  // read here, written by AdvanceRngState
+  int64_t count;
+  bool stratified;
+  int64_t* indices;
+  T* probabilities;
+  ADASAMP_HOST_DEVICE void operator()(int64_t i) const {
+    const T u =
+        DrawUniform<T>(PhiloxFromState(rng_state), i, count, stratified);
+    DrawLeaf(tree, capacity, u, &indices[i], &probabilities[i]);
+  }
+};
+
+struct AdvanceRngState {
+  int64_t* rng_state;
+  int64_t count;
+  ADASAMP_HOST_DEVICE void operator()(int64_t) const {
+    AdvancePhiloxState(rng_state, static_cast<uint64_t>(count));
   }
 };
 
@@ -369,6 +400,27 @@ struct SmallReweightOp {
     } else if (j < count) {
       RecomputeLevel<T>{s.sorted,   state.capacity,     phase - 3,
                         state.tree, state.entropy_tree, &s.invalid}(j);
+    }
+  }
+};
+
+// A draw of at most kBlockThreads in one block and one launch: the draws,
+// then the state moved on (only after every thread of the block read it).
+template <typename T>
+struct SmallDrawOp {
+  static constexpr int kThreads = kBlockThreads;
+  struct Shared {};
+
+  DrawOne<T> draw;
+
+  ADASAMP_HOST_DEVICE int NumPhases() const { return 2; }
+
+  ADASAMP_HOST_DEVICE void Phase(int phase, const BlockThread& t,
+                                 Shared&) const {
+    if (phase == 0) {
+      if (t.thread < draw.count) draw(t.thread);
+    } else if (t.thread == 0) {
+      AdvanceRngState{draw.rng_state, draw.count}(0);
     }
   }
 };
