@@ -194,6 +194,8 @@ struct ReferenceState {
     }
     tree = ReferenceTree(leaves);
     entropy_tree = ReferenceTree(entropy);
+    // The reweight keeps the tree's total there (sum_tree_algorithm.h).
+    entropy_tree[adasamp::kTreeTotalNode] = tree[1];
   }
 
   void Reweight(T amplitude, T decay, const std::vector<int64_t>& indices,

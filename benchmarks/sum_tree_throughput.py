@@ -200,15 +200,15 @@ def measure_ours(num_leaves, batch_size, weights, rng, args):
 def measure_baselines(num_leaves, batch_size, weights, rng, args):
   result = {}
   unroll = UNROLL if num_leaves <= 10**5 else UNROLL_LARGE_N
-  log_weights = tf.constant(np.log(weights))
-  result["categorical"] = rates(
-      in_graph(lambda: baselines.categorical(log_weights, batch_size), [()],
-               unroll), unroll * batch_size, args.repeats, args.min_seconds)
-
-  probabilities = weights / weights.sum()
-  result["numpy_choice"] = rates(
-      lambda: baselines.numpy_choice(rng, probabilities, batch_size),
-      batch_size, args.repeats, args.min_seconds)
+  # TF's GPU kernel of tf.random.categorical counts its n * B work in an
+  # int32 and aborts the process past it.
+  on_gpu = bool(tf.config.list_logical_devices("GPU"))
+  if "categorical" in args.baselines and not (on_gpu and
+                                              num_leaves * batch_size >= 2**31):
+    log_weights = tf.constant(np.log(weights))
+    result["categorical"] = rates(
+        in_graph(lambda: baselines.categorical(log_weights, batch_size), [()],
+                 unroll), unroll * batch_size, args.repeats, args.min_seconds)
 
   # As many distinct batches as the in-graph runs rotate through.
   def unique_updates():
@@ -216,22 +216,28 @@ def measure_baselines(num_leaves, batch_size, weights, rng, args):
                         replace=False), random_weights(batch_size, rng))
             for _ in range(INPUT_SETS * UNROLL)]
 
-  numpy_tree = baselines.NumpySumTree(weights)
-  result["numpy_tree_sample"] = rates(
-      rotating(numpy_tree.sample,
-               [(rng.random(batch_size),) for _ in range(INPUT_SETS * UNROLL)]),
-      batch_size, args.repeats, args.min_seconds)
-  result["numpy_tree_set"] = rates(rotating(numpy_tree.set, unique_updates()),
-                                   batch_size, args.repeats, args.min_seconds)
+  if "numpy" in args.baselines:
+    probabilities = weights / weights.sum()
+    result["numpy_choice"] = rates(
+        lambda: baselines.numpy_choice(rng, probabilities, batch_size),
+        batch_size, args.repeats, args.min_seconds)
+    numpy_tree = baselines.NumpySumTree(weights)
+    result["numpy_tree_sample"] = rates(
+        rotating(
+            numpy_tree.sample,
+            [(rng.random(batch_size),) for _ in range(INPUT_SETS * UNROLL)]),
+        batch_size, args.repeats, args.min_seconds)
+    result["numpy_tree_set"] = rates(rotating(numpy_tree.set, unique_updates()),
+                                     batch_size, args.repeats, args.min_seconds)
 
-  if baselines.cpprb_version() is not None:
+  if "cpprb" in args.baselines and baselines.cpprb_version() is not None:
     cpprb_tree = baselines.CpprbSumTree(weights)
     result["cpprb_sample"] = rates(lambda: cpprb_tree.sample(batch_size),
                                    batch_size, args.repeats, args.min_seconds)
     result["cpprb_set"] = rates(rotating(cpprb_tree.set, unique_updates()),
                                 batch_size, args.repeats, args.min_seconds)
 
-  if baselines.flashbax_version() is not None:
+  if "flashbax" in args.baselines and baselines.flashbax_version() is not None:
     flashbax_tree = baselines.FlashbaxSumTree(weights)
     loop = flashbax_tree.LOOP
     result["flashbax_sample"] = rates(lambda: flashbax_tree.sample(batch_size),
@@ -254,6 +260,8 @@ def measure_baselines(num_leaves, batch_size, weights, rng, args):
         args.repeats, args.min_seconds)
   return result
 
+
+BASELINES = ["categorical", "numpy", "cpprb", "flashbax"]
 
 # Which of our figures each baseline is compared with.
 COUNTERPART = {
@@ -443,6 +451,12 @@ def main():
                       nargs="+",
                       default=[128, 1024, 4096])
   parser.add_argument("--repeats", type=int, default=5)
+  parser.add_argument("--baselines",
+                      nargs="+",
+                      choices=BASELINES,
+                      default=BASELINES,
+                      help="the baselines to measure (cpprb and flashbax "
+                      "where installed)")
   parser.add_argument("--min-seconds",
                       type=float,
                       default=0.05,

@@ -276,10 +276,15 @@ size_t AdaptiveReweightScratchBytes(Executor& ex, int64_t count,
 
 // Recomputes both caches from the log weights with a new log-scale
 // (RescaledLogScale of their log-sum-exp), if RescaleNeeded; otherwise every
-// step returns at once.
+// step returns at once. Then the tree's total into node 0 of the entropy
+// tree. A tree of up to SmallRescaleOp::kMaxCapacity leaves takes one launch.
 template <typename T, class Executor>
-void RescaleIfNeeded(Executor& ex, const ReweightState<T>& state,
-                     const ReweightScratch<Executor, T>& s) {
+void RescaleIfNeededAndCopyTotal(Executor& ex, const ReweightState<T>& state,
+                                 const ReweightScratch<Executor, T>& s) {
+  if (state.capacity <= SmallRescaleOp<T>::kMaxCapacity) {
+    ex.Blocks(1, SmallRescaleOp<T>{state, s.invalid});
+    return;
+  }
   const int64_t blocks = LogSumExpBlocks<T>(state.num_leaves);
   LogSumExpOp<T> log_sum_exp{state.log_weights,
                              state.num_leaves,
@@ -299,13 +304,15 @@ void RescaleIfNeeded(Executor& ex, const ReweightState<T>& state,
   ex.ForEach(state.num_leaves, RescaleLeaf<T>{state, s.skip_rescale});
   Rebuild<Executor, T>(ex, state.tree, state.entropy_tree, state.capacity,
                        s.skip_rescale);
+  ex.ForEach(1, CopyTotal<T>{state.tree, state.entropy_tree});
 }
 
 // Algorithm 1, line 5, for the first occurrence of each index (see the CPU
 // functor). Batches of up to kBlockThreads run as one SmallReweightOp; larger
 // ones sort and run a launch per step and level. Then the rescale check, on
 // the device, and the tree's total into node 0 of the entropy tree, in the
-// same stream, so that any op after this one reads (W, H) of one state.
+// same stream, so that any op after this one reads (W, H) of one state: at
+// n = 50000, B = 100, two launches in all.
 template <typename T, class Executor>
 void AdaptiveReweight(Executor& ex, const int64_t* indices, int64_t count,
                       const ReweightState<T>& state, void* scratch_memory) {
@@ -329,8 +336,7 @@ void AdaptiveReweight(Executor& ex, const int64_t* indices, int64_t count,
                                    state.tree, state.entropy_tree, s.invalid});
     }
   }
-  RescaleIfNeeded(ex, state, s);
-  ex.ForEach(1, CopyTotal<T>{state.tree, state.entropy_tree});
+  RescaleIfNeededAndCopyTotal(ex, state, s);
 }
 
 }  // namespace parallel

@@ -663,6 +663,76 @@ struct LogSumExpOp {
   }
 };
 
+// The rescale check and, where RescaleNeeded, the whole rescale, of a tree of
+// up to kMaxCapacity leaves in one block, then the tree's total into node 0 of
+// the entropy tree: one launch after a reweight instead of five (LogSumExpOp,
+// RescaleLeaf, SumSubtreesOp twice and CopyTotal), as the per-step path. A
+// rescale is O(n) on one block's threads, but it is rare. The same sums as the
+// multi-block path: each node the sum of its two children.
+template <typename T>
+struct SmallRescaleOp {
+  static constexpr int kThreads = 1024;
+  static constexpr int kReducePhases = 10;  // log2(kThreads)
+  static constexpr int64_t kMaxCapacity = int64_t{1} << 17;
+  struct Shared {
+    LogSumExp<T> values[kThreads];
+    int skip;
+  };
+
+  ReweightState<T> state;
+  const int* invalid;
+
+  // Check, reduce, log-scale, leaves, one phase per level, total.
+  ADASAMP_HOST_DEVICE int NumPhases() const {
+    return kReducePhases + 5 + Log2(state.capacity);
+  }
+
+  ADASAMP_HOST_DEVICE void Phase(int phase, const BlockThread& t,
+                                 Shared& s) const {
+    const int last = NumPhases() - 1;
+    if (phase == 0) {
+      if (t.thread == 0) {
+        s.skip = !RescaleNeeded(invalid, state.tree, state.decay);
+      }
+    } else if (phase == last) {
+      if (t.thread == 0) CopyTotal<T>{state.tree, state.entropy_tree}(0);
+    } else if (s.skip) {
+      return;
+    } else if (phase == 1) {
+      LogSumExp<T> value = EmptyLogSumExp<T>();
+      for (int64_t i = t.thread; i < state.num_leaves; i += t.threads) {
+        value = Combine(value, LogSumExp<T>{state.log_weights[i], T(1)});
+      }
+      s.values[t.thread] = value;
+    } else if (phase < 2 + kReducePhases) {
+      const int half = kThreads >> (phase - 1);
+      if (t.thread < half) {
+        s.values[t.thread] =
+            Combine(s.values[t.thread], s.values[t.thread + half]);
+      }
+    } else if (phase == 2 + kReducePhases) {
+      if (t.thread == 0) {
+        *state.log_scale = RescaledLogScale(
+            s.values[0].max + Log(s.values[0].sum), state.decay);
+      }
+    } else if (phase == 3 + kReducePhases) {
+      for (int64_t i = t.thread; i < state.num_leaves; i += t.threads) {
+        SetScaledLeaf(state, i, state.log_weights[i] - *state.log_scale);
+      }
+    } else {
+      // Level `above` of the nodes [capacity >> above, capacity >> (above -
+      // 1)).
+      const int above = phase - (3 + kReducePhases);
+      const int64_t end = state.capacity >> (above - 1);
+      for (int64_t node = (state.capacity >> above) + t.thread; node < end;
+           node += t.threads) {
+        SumChildren(state.tree, node);
+        SumChildren(state.entropy_tree, node);
+      }
+    }
+  }
+};
+
 }  // namespace parallel
 }  // namespace adasamp
 
