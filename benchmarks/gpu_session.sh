@@ -2,8 +2,8 @@
 # The GPU halves of issues 15 and 17: the GPU tests, then the TensorFlow-level
 # GPU benchmarks and the sum-tree ops beside flashbax on the GPU, figures and a
 # log written to $OUT (the device tool brings it back), else
-# benchmarks/results/. All steps take about 10 minutes, more than one device
-# call may, so name the steps to run, in two calls:
+# benchmarks/results/. All steps took about 5 minutes on an H200 (the tests
+# 80 s, each benchmark 20-50 s); name steps to run fewer:
 #
 #   bash benchmarks/gpu_session.sh [--cpu] [STEP ...]    (default: all)
 #   steps: devices gpu_tests gpu_steps train_step trainer throughput
@@ -12,9 +12,7 @@
 # pieces, on-device.sh), from the checkout's root:
 #
 #   run(carry=["tf_adasamp/_sum_tree_ops.so", ".gpu/py"], timeout_s=600,
-#       command="source /tmp/tfenv.sh && bash benchmarks/gpu_session.sh "
-#               "devices gpu_tests gpu_steps train_step")
-#   run(..., command="... gpu_session.sh trainer throughput")
+#       command="source /tmp/tfenv.sh && bash benchmarks/gpu_session.sh")
 #
 # .gpu/py holds what the machine lacks: TensorBoard's summary API for the
 # trainer, and flashbax (whose JAX, chex and flax the machine has), made here:

@@ -33,6 +33,16 @@ from tf_adasamp.sampler import AdaptiveSampler
 
 NUM_EXAMPLES = 50000
 
+# What each of sampler_loops' loops runs per iteration.
+LOOP_BODIES = {
+    "empty": "the loop alone (AssignAddVariableOp)",
+    "sampler": "step: draw + reweight",
+    "draw": "draw (SumTreeDraw)",
+    "update": "reweight (AdaptiveReweight)",
+    "separate_uniforms": "step, the generator's own uniform ops + "
+                         "SumTreeSample + reweight",
+}
+
 
 def sampler_loops(batch_size):
   """The sampler's loops, each a tf.function of the step count: "empty",
@@ -107,8 +117,8 @@ def mlp_loops(batch_size):
   return loops
 
 
-def median_microseconds(loops, steps, repeats):
-  """{name: median microseconds per step}, the loops alternating."""
+def microseconds_per_step(loops, steps, repeats):
+  """{name: [us per step of each repeat]}, the loops alternating."""
   count = tf.constant(steps, tf.int64)
   for loop in loops.values():
     loop(count).numpy()  # traces and warms up
@@ -118,6 +128,12 @@ def median_microseconds(loops, steps, repeats):
       start = time.perf_counter()
       loop(count).numpy()  # waits for the device
       times[name].append((time.perf_counter() - start) / steps * 1e6)
+  return times
+
+
+def median_microseconds(loops, steps, repeats):
+  """{name: median microseconds per step}, the loops alternating."""
+  times = microseconds_per_step(loops, steps, repeats)
   return {name: statistics.median(values) for name, values in times.items()}
 
 
