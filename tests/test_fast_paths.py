@@ -2,8 +2,8 @@
 
 The sample kernel advances up to 32 walks in lockstep, without branches or in
 AVX-512 vectors where the CPU has them (cc/kernels/descend_cpu.h), and shares
-batches of >= 2 * 8192 draws (2 * 2048 in trees over 1 MiB) with the
-intra-op pool in chunks of 1024; the update kernels find a batch's distinct
+batches of >= 2 * 2048 draws with the intra-op pool in chunks of 1024, and
+asks for huge pages for large trees; the update kernels find a batch's distinct
 indices in a hash table on the stack for batches of <= 128, and by a radix
 sort over the index bytes above. The sizes below straddle those thresholds,
 and a draw must equal `Descend` (cc/kernels/sum_tree_algorithm.h) bit for
@@ -11,6 +11,8 @@ bit.
 """
 
 import os
+import platform
+import re
 import subprocess
 import sys
 
@@ -23,9 +25,8 @@ from tf_adasamp import SumTree
 from tf_adasamp import ops
 
 DTYPES = [tf.float64, tf.float32]
-# Groups of 32 walks; with 2 or more intra-op threads, batches from 16384 on
-# (4096 on in trees over 1 MiB, such as 2**16 + 1 float64 leaves) are shared
-# in chunks of 1024.
+# Groups of 32 walks; with 2 or more intra-op threads, batches from 4096 on
+# are shared in chunks of 1024.
 BATCH_SIZES = [1, 31, 32, 33, 100, 4095, 4096, 4097, 16383, 16384, 16385, 40000]
 # One leaf (no levels), a few, and radix sorts of 1, 2 and 3 bytes.
 SIZES = [1, 2, 3, 256, 257, 1000, 2**16 + 1]
@@ -289,3 +290,32 @@ def test_scalar_walks_equal_descend_where_avx512_would_run():
       cwd=os.path.dirname(here))
   assert result.returncode == 0, result.stdout[-3000:]
   assert " passed" in result.stdout and "failed" not in result.stdout
+
+
+def anon_huge_page_bytes():
+  with open("/proc/self/smaps_rollup") as f:
+    return 1024 * int(re.search(r"AnonHugePages:\s+(\d+) kB", f.read())[1])
+
+
+def transparent_huge_pages_usable():
+  """Whether madvise can ask this kernel for huge pages now: THP not off,
+  and MADV_COLLAPSE (Linux 6.1)."""
+  try:
+    with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+      if "[never]" in f.read():
+        return False
+    anon_huge_page_bytes()
+  except OSError:
+    return False
+  version = re.match(r"(\d+)\.(\d+)", platform.release())
+  return version is not None and tuple(map(int, version.groups())) >= (6, 1)
+
+
+@pytest.mark.skipif(not transparent_huge_pages_usable(),
+                    reason="no transparent huge pages on demand here")
+def test_a_large_tree_is_backed_by_huge_pages_once_drawn_from():
+  # 32 MiB of tree: past the TLB's reach in 4 KiB pages.
+  tree = SumTree(2**21, dtype=tf.float64)
+  before = anon_huge_page_bytes()
+  tree.sample(np.array([0.5]))
+  assert anon_huge_page_bytes() - before >= 16 << 20
