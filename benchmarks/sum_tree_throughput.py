@@ -48,7 +48,9 @@ from tf_adasamp import ops
 from benchmarks.machine import load
 from benchmarks.machine import machine
 
-UNROLL = 32
+# Batches per tf.function call: as many as flashbax's jitted loop runs
+# (baselines.FlashbaxSumTree.LOOP), over which the call's own cost spreads.
+UNROLL = 64
 # O(n)-per-batch baselines run fewer batches per call at large n, where one
 # batch already costs milliseconds.
 UNROLL_LARGE_N = 4

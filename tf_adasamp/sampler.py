@@ -185,8 +185,8 @@ class AdaptiveSampler(tf.Module):
     if not self._draws_in_one_op():
       return self.tree.sample(self.uniforms(batch_size))
     # The same uniforms and generator state, made inside the draw op: one op
-    # per batch where the generator's own take several (about half the
-    # sampler's time per training step).
+    # per batch where the generator's own take several, a quarter of a
+    # sampler step's time on the CPU and the GPU (benchmarks/RESULTS.md).
     return ops.sum_tree_draw(self.tree.variable.handle,
                              self.generator.state.handle,
                              tf.constant(_checked_batch_size(batch_size),

@@ -580,6 +580,17 @@ ADASAMP_HOST_DEVICE inline LogSumExp<T> Combine(LogSumExp<T> a,
   return {a.max, a.sum + b.sum * Exp(b.max - a.max)};
 }
 
+// Step `step` (1, 2, ...) of a tree reduction of kThreads values in shared
+// memory: each thread below kThreads >> step combines its value with the one
+// that far above it, so that after log2(kThreads) steps values[0] holds all.
+template <int kThreads, typename T>
+ADASAMP_HOST_DEVICE inline void CombineHalves(LogSumExp<T>* values, int step,
+                                              int thread) {
+  const int half = kThreads >> step;
+  if (thread < half)
+    values[thread] = Combine(values[thread], values[thread + half]);
+}
+
 // Whether the caches need a rescale: only after an update that went through,
 // and only if the cached total left its safe range or the decay is 0
 // (RescaleAfterUpdate).
@@ -646,11 +657,7 @@ struct LogSumExpOp {
       }
       s.values[t.thread] = value;
     } else if (phase < 2 + kReducePhases) {
-      const int half = kThreads >> (phase - 1);
-      if (t.thread < half) {
-        s.values[t.thread] =
-            Combine(s.values[t.thread], s.values[t.thread + half]);
-      }
+      CombineHalves<kThreads>(s.values, phase - 1, t.thread);
     } else if (t.thread == 0) {
       if (t.blocks == 1) {
         *log_scale =
@@ -705,11 +712,7 @@ struct SmallRescaleOp {
       }
       s.values[t.thread] = value;
     } else if (phase < 2 + kReducePhases) {
-      const int half = kThreads >> (phase - 1);
-      if (t.thread < half) {
-        s.values[t.thread] =
-            Combine(s.values[t.thread], s.values[t.thread + half]);
-      }
+      CombineHalves<kThreads>(s.values, phase - 1, t.thread);
     } else if (phase == 2 + kReducePhases) {
       if (t.thread == 0) {
         *state.log_scale = RescaledLogScale(
