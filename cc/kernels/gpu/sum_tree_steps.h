@@ -587,8 +587,9 @@ template <int kThreads, typename T>
 ADASAMP_HOST_DEVICE inline void CombineHalves(LogSumExp<T>* values, int step,
                                               int thread) {
   const int half = kThreads >> step;
-  if (thread < half)
+  if (thread < half) {
     values[thread] = Combine(values[thread], values[thread + half]);
+  }
 }
 
 // Whether the caches need a rescale: only after an update that went through,
@@ -723,8 +724,7 @@ struct SmallRescaleOp {
         SetScaledLeaf(state, i, state.log_weights[i] - *state.log_scale);
       }
     } else {
-      // Level `above` of the nodes [capacity >> above, capacity >> (above -
-      // 1)).
+      // The nodes `above` levels over the leaves, from capacity >> above.
       const int above = phase - (3 + kReducePhases);
       const int64_t end = state.capacity >> (above - 1);
       for (int64_t node = (state.capacity >> above) + t.thread; node < end;
