@@ -327,8 +327,9 @@ ADASAMP_HOST_DEVICE inline T Stratified(T u, int64_t i, int64_t count) {
   return s < below_one ? s : below_one;
 }
 
-// Uniform i of a call of `count` draws from the stream `p` (one block per
-// call: the GPU's per-thread form; the CPU fills whole blocks).
+// Uniform i of a call of `count` draws from the stream `p`, computing the
+// whole Philox block it is in: the GPU's form, a thread per draw (the CPU
+// uses every uniform of a block it computes).
 template <typename T>
 ADASAMP_HOST_DEVICE inline T DrawUniform(const Philox& p, int64_t i,
                                          int64_t count, bool stratified) {
