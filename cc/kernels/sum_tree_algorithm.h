@@ -327,17 +327,27 @@ ADASAMP_HOST_DEVICE inline T Stratified(T u, int64_t i, int64_t count) {
   return s < below_one ? s : below_one;
 }
 
+// Uniform i of a call of `count` draws, from `block`, the output of the
+// Philox block it is in (PhiloxBlock of i / kPerBlock).
+template <typename T>
+ADASAMP_HOST_DEVICE inline T UniformFromBlock(const uint32_t block[4],
+                                              int64_t i, int64_t count,
+                                              bool stratified) {
+  const T u = PhiloxUniforms<T>::FromBits(
+      block, static_cast<int>(i % PhiloxUniforms<T>::kPerBlock));
+  return stratified ? Stratified(u, i, count) : u;
+}
+
 // Uniform i of a call of `count` draws from the stream `p`, computing the
 // whole Philox block it is in: the GPU's form, a thread per draw (the CPU
-// uses every uniform of a block it computes).
+// computes each block once for all of its uniforms).
 template <typename T>
 ADASAMP_HOST_DEVICE inline T DrawUniform(const Philox& p, int64_t i,
                                          int64_t count, bool stratified) {
-  uint32_t out[4];
-  PhiloxBlock(p, static_cast<uint64_t>(i / PhiloxUniforms<T>::kPerBlock), out);
-  const T u = PhiloxUniforms<T>::FromBits(
-      out, static_cast<int>(i % PhiloxUniforms<T>::kPerBlock));
-  return stratified ? Stratified(u, i, count) : u;
+  uint32_t block[4];
+  PhiloxBlock(p, static_cast<uint64_t>(i / PhiloxUniforms<T>::kPerBlock),
+              block);
+  return UniformFromBlock<T>(block, i, count, stratified);
 }
 
 }  // namespace adasamp

@@ -485,14 +485,13 @@ struct SumTreeDraw<CPUDevice, T> {
     // Whole blocks of the stream at a time, each giving kPerBlock uniforms.
     auto generated = [&](int64_t begin, int64_t end, T* buffer) {
       constexpr int kPerBlock = PhiloxUniforms<T>::kPerBlock;
-      uint32_t out[4];
+      uint32_t block[4];
       for (int64_t i = begin; i < end; ++i) {
         if (i == begin || i % kPerBlock == 0) {
-          PhiloxBlock(philox, static_cast<uint64_t>(i / kPerBlock), out);
+          PhiloxBlock(philox, static_cast<uint64_t>(i / kPerBlock), block);
         }
-        const T u =
-            PhiloxUniforms<T>::FromBits(out, static_cast<int>(i % kPerBlock));
-        buffer[i - begin] = stratified ? Stratified(u, i, num_draws) : u;
+        buffer[i - begin] =
+            UniformFromBlock<T>(block, i, num_draws, stratified);
       }
       return buffer;
     };
