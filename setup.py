@@ -6,7 +6,6 @@ TensorFlow must be importable at build time, so install with
 build environment).
 """
 
-import ast
 import importlib.util
 import os
 import shutil
@@ -20,18 +19,6 @@ from setuptools.command.build_ext import build_ext
 ROOT = os.path.dirname(os.path.abspath(__file__))
 
 
-def read_build_facts(path):
-  """The assignments of bazel/build_facts.bzl, the BUILD files' own lists of
-  sources and flags: each value a Starlark literal, which is Python's."""
-  with open(path, encoding="utf-8") as facts:
-    tree = ast.parse(facts.read(), path)
-  return {
-      node.targets[0].id: ast.literal_eval(node.value)
-      for node in tree.body
-      if isinstance(node, ast.Assign)
-  }
-
-
 def load_cuda_config(path):
   """bazel/cuda_config.py, the CUDA discovery Bazel runs too."""
   spec = importlib.util.spec_from_file_location("cuda_config", path)
@@ -40,8 +27,9 @@ def load_cuda_config(path):
   return module
 
 
-FACTS = read_build_facts(os.path.join(ROOT, "bazel", "build_facts.bzl"))
 cuda_config = load_cuda_config(os.path.join(ROOT, "bazel", "cuda_config.py"))
+FACTS = cuda_config.read_build_facts(
+    os.path.join(ROOT, "bazel", "build_facts.bzl"))
 
 
 def compiled(sources):

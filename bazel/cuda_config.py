@@ -2,7 +2,8 @@
 
 The one copy of the CUDA discovery: setup.py imports this file, and Bazel's
 repository rule (bazel/cuda.bzl) runs it with the Python that has TensorFlow
-and reads the `key=value` lines it prints.
+and reads the `key=value` lines it prints. It also reads build_facts.bzl for
+setup.py and tests/test_build_facts.py.
 
 The kernels are built where nvcc is found (on PATH or in $CUDA_HOME/bin) and
 the installed TensorFlow is a CUDA build, unless TF_ADASAMP_CUDA=0;
@@ -12,11 +13,24 @@ TF_ADASAMP_CUDA_ARCHITECTURES (e.g. "90") narrows the architectures.
   python bazel/cuda_config.py 75,80,86,89,90   # the default architectures
 """
 
+import ast
 import os
 import shlex
 import shutil
 import subprocess
 import sys
+
+
+def read_build_facts(path):
+  """The assignments of bazel/build_facts.bzl, the BUILD files' own lists of
+  sources and flags: each value a Starlark literal, which is Python's."""
+  with open(path, encoding="utf-8") as facts:
+    tree = ast.parse(facts.read(), path)
+  return {
+      node.targets[0].id: ast.literal_eval(node.value)
+      for node in tree.body
+      if isinstance(node, ast.Assign)
+  }
 
 
 def find_nvcc(environ, built_with_cuda):

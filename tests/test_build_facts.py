@@ -7,7 +7,6 @@ tests pin that: every C++/CUDA file is listed once, no build file lists
 sources of its own, and setup.py builds from the facts.
 """
 
-import ast
 import glob
 import os
 import runpy
@@ -22,14 +21,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def build_facts():
-  path = os.path.join(ROOT, "bazel", "build_facts.bzl")
-  with open(path, encoding="utf-8") as facts:
-    tree = ast.parse(facts.read(), path)
-  return {
-      node.targets[0].id: ast.literal_eval(node.value)
-      for node in tree.body
-      if isinstance(node, ast.Assign)
-  }
+  return cuda_config()["read_build_facts"](os.path.join(ROOT, "bazel",
+                                                        "build_facts.bzl"))
 
 
 def listed_sources(facts):
