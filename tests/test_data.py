@@ -9,7 +9,6 @@ import threading
 import numpy as np
 import pytest
 import tensorflow as tf
-import tensorflow_datasets as tfds
 
 import reference
 from tf_adasamp import AdaptiveSampler
@@ -169,6 +168,7 @@ def test_batches_hold_the_rows_of_the_drawn_indices(kind):
 
 
 def test_array_record_data_source_batches_hold_the_drawn_records(tmp_path):
+  tfds = pytest.importorskip("tensorflow_datasets")
   builder = tfds.testing.DummyDataset(data_dir=tmp_path,
                                       file_format="array_record")
   builder.download_and_prepare()

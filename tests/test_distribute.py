@@ -55,9 +55,15 @@ def free_ports(count):
 
 
 def run_workers(mode, out, restore, num_workers):
-  """Runs the worker processes to completion, or kills them at the timeout."""
+  """Runs the worker processes to completion, or kills them at the timeout.
+
+  They run on CPUs, also where there is a GPU: their replicas are logical
+  CPU devices or workers, and `replay` checks their state bit for bit on
+  the CPU.
+  """
   env = dict(os.environ,
              TF_CPP_MIN_LOG_LEVEL="2",
+             CUDA_VISIBLE_DEVICES="",
              PYTHONPATH=os.pathsep.join(filter(None, sys.path)))
   cluster = [f"127.0.0.1:{port}" for port in free_ports(num_workers)]
   processes, logs = [], []
@@ -197,15 +203,17 @@ def restored(checkpoint):
 def replay(run):
   """Feeds the run's global batches, in replica order, to one sampler.
 
-  Returns the sampler and Q_t before each step, [steps, n].
+  Returns the sampler and Q_t before each step, [steps, n]. On the CPU, as
+  the runs.
   """
-  sampler = restored(run.start)
-  distributions = []
-  for batch in global_replicas(run, "draws"):
-    distributions.append(sampler.probabilities().numpy())
-    replicas = np.arange(len(batch))[:, np.newaxis]
-    sampler.update(batch.reshape(-1),
-                   tf.reshape(worker.utilities(batch, replicas), [-1]))
+  with tf.device("/CPU:0"):
+    sampler = restored(run.start)
+    distributions = []
+    for batch in global_replicas(run, "draws"):
+      distributions.append(sampler.probabilities().numpy())
+      replicas = np.arange(len(batch))[:, np.newaxis]
+      sampler.update(batch.reshape(-1),
+                     tf.reshape(worker.utilities(batch, replicas), [-1]))
   return sampler, np.stack(distributions)
 
 

@@ -313,7 +313,7 @@ def transparent_huge_pages_usable():
 
 @pytest.mark.skipif(not transparent_huge_pages_usable(),
                     reason="no transparent huge pages on demand here")
-def test_a_large_tree_is_backed_by_huge_pages_once_drawn_from():
+def test_a_large_tree_is_backed_by_huge_pages_once_drawn_from(on_cpu):
   # 32 MiB of tree: past the TLB's reach in 4 KiB pages.
   tree = SumTree(2**21, dtype=tf.float64)
   before = anon_huge_page_bytes()

@@ -183,9 +183,9 @@ def test_draw_draws_what_the_cpu_op_draws_and_moves_the_state_on(
     steps, order, dtype, stratified, count):
   steps.order(order, seed=count)
   cpu_tree = cpu_build(random_weights(1000, dtype, seed=6))
-  generator = tf.random.Generator.from_seed(count)
-  rng_state = generator.state.numpy()
   with tf.device(CPU):
+    generator = tf.random.Generator.from_seed(count)
+    rng_state = generator.state.numpy()
     cpu_indices, cpu_probabilities = ops.sum_tree_draw(cpu_tree.handle,
                                                        generator.state.handle,
                                                        count,

@@ -335,7 +335,7 @@ def test_draws_in_a_function_are_those_of_the_generators_uniforms():
         composite.tree.sample(composite.uniforms(100))[0])
 
 
-def test_a_refused_draw_leaves_the_generator_as_it_was():
+def test_a_refused_draw_leaves_the_generator_as_it_was(on_cpu):
   sampler = AdaptiveSampler(10, amplitude=1.0, decay=0.5, seed=0)
   sampler.tree.assign(np.zeros(10))
   before = sampler.generator.state.numpy()

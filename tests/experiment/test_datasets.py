@@ -10,7 +10,6 @@ import time
 import numpy as np
 import pytest
 from sklearn import datasets as sk_datasets
-import tensorflow_datasets as tfds
 
 from tf_adasamp.experiment import datasets
 
@@ -107,6 +106,7 @@ def test_the_trainer_imports_neither_tfds_nor_sklearn():
 
 
 def test_cifar10_loads_through_tfds_as_unit_interval_images(tmp_path):
+  tfds = pytest.importorskip("tensorflow_datasets")
   with tfds.testing.mock_data(num_examples=7):
     data = datasets.load("cifar10", data_dir=str(tmp_path))
   assert data.name == "cifar10"
@@ -131,6 +131,14 @@ def test_cifar10_without_data_or_network_fails_fast_naming_digits(
     datasets.load("cifar10", data_dir=str(tmp_path))
   # Fast means no download retries; a generous bound, not a benchmark.
   assert time.monotonic() - start < 10
+
+
+def test_cifar10_without_tfds_names_the_install_and_the_offline_options(
+    monkeypatch):
+  monkeypatch.setitem(sys.modules, "tensorflow_datasets", None)  # unimportable
+  with pytest.raises(datasets.DatasetUnavailableError,
+                     match="pip install tensorflow-datasets.*--dataset=digits"):
+    datasets.load("cifar10")
 
 
 def test_network_reachable_tells_listening_from_closed_port():

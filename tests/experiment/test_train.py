@@ -342,7 +342,7 @@ def test_bound_tracker_of_a_run_matches_host_tracker_fed_its_draws(digits):
   assert host.kl_bound_general != 0
 
 
-def test_steps_per_execution_does_not_change_the_run(digits):
+def test_steps_per_execution_does_not_change_the_run(digits, on_cpu):
   settings = dict(model="cnn", steps=7, eval_interval=3)
   one = training_loop.train(tiny_config(steps_per_execution=1, **settings),
                             data=digits)
@@ -391,7 +391,8 @@ def test_resume_ignores_a_tampered_checkpoint_entry_never_running_it(
   assert marker.exists()
 
 
-def test_a_kill_while_resuming_keeps_the_metrics(digits, tmp_path, monkeypatch):
+def test_a_kill_while_resuming_keeps_the_metrics(digits, tmp_path, monkeypatch,
+                                                 on_cpu):
   settings = dict(model="logistic", steps=6, eval_interval=2)
   whole = training_loop.train(tiny_config(output_dir=str(tmp_path / "whole"),
                                           **settings),
@@ -420,7 +421,7 @@ def test_a_kill_while_resuming_keeps_the_metrics(digits, tmp_path, monkeypatch):
   assert training_loop.train(resume, data=digits) == whole
 
 
-def test_resume_drops_a_cut_last_metrics_line(digits, tmp_path):
+def test_resume_drops_a_cut_last_metrics_line(digits, tmp_path, on_cpu):
   settings = dict(model="logistic", steps=6, eval_interval=2)
   whole = training_loop.train(tiny_config(output_dir=str(tmp_path / "whole"),
                                           **settings),

@@ -184,7 +184,13 @@ def load_cifar10(data_dir=None):
   with neither data nor network gets DatasetUnavailableError in about a
   second instead of minutes of retries.
   """
-  import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
+  offline = "Run offline with --dataset=fashion_mnist or --dataset=digits"
+  try:
+    import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
+  except ImportError:
+    raise DatasetUnavailableError(
+        "CIFAR-10 is read through tensorflow_datasets, which is not "
+        f"installed: `pip install tensorflow-datasets`. {offline}.") from None
 
   def read(download):
     splits = tfds.load("cifar10",
@@ -201,9 +207,9 @@ def load_cifar10(data_dir=None):
       raise DatasetUnavailableError(
           "CIFAR-10 is not prepared in data_dir="
           f"{data_dir or '<tfds default, ~/tensorflow_datasets>'} and "
-          f"{CIFAR10_HOST[0]} cannot be reached to download it. Run offline "
-          "with --dataset=fashion_mnist or --dataset=digits, or point --data_dir at a directory where "
-          "`tfds build cifar10` has prepared it.") from None
+          f"{CIFAR10_HOST[0]} cannot be reached to download it. {offline}, "
+          "or point --data_dir at a directory where `tfds build cifar10` has "
+          "prepared it.") from None
     train, test = read(download=True)
   return Dataset("cifar10", *train, *test, num_classes=10)
 
