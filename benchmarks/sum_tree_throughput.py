@@ -431,8 +431,8 @@ def print_targets(results, loop_steps):
           (f"{ours} vs cpprb update_priorities > 1x at every n, B", worst[2]
            > 1, f"lowest {worst[2]:.2f}x at n={worst[0]}, B={worst[1]}"))
   row = find(results, 10**6, 128)
-  if row:
-    ratio = ratio_to(row, "draw", "categorical")
+  ratio = row and ratio_to(row, "draw", "categorical")
+  if ratio:
     checks.append(("draws (uniforms included) vs tf.random.categorical at "
                    "n=1e6, B=128 >= 50x", ratio >= 50, f"{ratio:.0f}x"))
   step = loop_steps["sampler"]

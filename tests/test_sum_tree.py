@@ -119,12 +119,16 @@ def test_sample_target_past_the_children_sums_stays_off_padding():
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_set_recomputes_ancestors_exactly(dtype):
+# Batches of up to 128 (in the order given) and larger ones (sorted), with
+# repeated indices.
+@pytest.mark.parametrize("num_leaves,max_batch", [(37, 8), (1000, 129),
+                                                  (1000, 3000)])
+def test_set_recomputes_ancestors_exactly(dtype, num_leaves, max_batch):
   rng = np.random.default_rng(2)
-  weights = random_weights(37, seed=2).astype(dtype.as_numpy_dtype)
-  tree = SumTree(37, initial_weights=weights, dtype=dtype)
+  weights = random_weights(num_leaves, seed=2).astype(dtype.as_numpy_dtype)
+  tree = SumTree(num_leaves, initial_weights=weights, dtype=dtype)
   for _ in range(50):
-    indices = rng.integers(37, size=rng.integers(1, 8))
+    indices = rng.integers(num_leaves, size=rng.integers(1, max_batch))
     new = rng.gamma(1.0, size=len(indices)).astype(dtype.as_numpy_dtype)
     tree.set(indices, new)
     weights[indices] = new

