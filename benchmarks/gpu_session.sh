@@ -2,11 +2,14 @@
 # The GPU halves of issues 15 and 17: the GPU tests, then the TensorFlow-level
 # GPU benchmarks and the sum-tree ops beside flashbax on the GPU, figures and a
 # log written to $OUT (the device tool brings it back), else
-# benchmarks/results/. All steps took about 5 minutes on an H200 (the tests
-# 80 s, each benchmark 20-50 s); name steps to run fewer:
+# benchmarks/results/. The default steps took about 5 minutes on an H200
+# (the GPU tests 80 s, each benchmark 20-50 s); `suite`, the whole suite
+# under default GPU placement on 8 workers, about 4 more. Name steps to run
+# fewer:
 #
-#   bash benchmarks/gpu_session.sh [--cpu] [STEP ...]    (default: all)
-#   steps: devices gpu_tests gpu_steps train_step trainer throughput
+#   bash benchmarks/gpu_session.sh [--cpu] [STEP ...]
+#   steps: devices gpu_tests gpu_steps train_step trainer throughput (the
+#   default), suite
 #
 # On the GPU machine, after /work/shared/gpu/README.md's set-up (the six
 # pieces, on-device.sh), from the checkout's root:
@@ -15,8 +18,10 @@
 #       command="source /tmp/tfenv.sh && bash benchmarks/gpu_session.sh")
 #
 # .gpu/py holds what the machine lacks: TensorBoard's summary API for the
-# trainer, and flashbax (whose JAX, chex and flax the machine has), made here:
-#   pip install --no-deps --target .gpu/py tensorboard flashbax==0.1.3
+# trainer, flashbax (whose JAX, chex and flax the machine has) and
+# pytest-xdist for `suite`, made here:
+#   pip install --no-deps --target .gpu/py tensorboard flashbax==0.1.3 \
+#       pytest-xdist execnet
 # Here, every step at toy sizes on the CPU, to check the script:
 #
 #   bash benchmarks/gpu_session.sh --cpu
@@ -68,6 +73,10 @@ print('flashbax', baselines.flashbax_version(), 'on', baselines.jax_backend())"
 # (tensorflow_datasets, which two test files import, is not on the GPU
 # machine: those files are reported and the rest run.)
 step gpu_tests 150 "$PYTHON" -m pytest -q -m gpu --continue-on-collection-errors tests
+# Every test, where TensorFlow places ops on the GPU by default; the tests of
+# CPU contracts pin themselves to the CPU. Workers share the GPU's memory.
+step suite 330 env TF_FORCE_GPU_ALLOW_GROWTH=true "$PYTHON" -m pytest -q \
+    -n 8 -p no:cacheprovider tests
 step gpu_steps 100 "$PYTHON" -m benchmarks.gpu_steps --steps "$STEPS" \
     --repeats "$REPEATS" --output "$RESULTS/gpu_steps.json"
 step train_step 120 "$PYTHON" -m benchmarks.train_step --steps "$STEPS" \
