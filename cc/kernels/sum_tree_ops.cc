@@ -196,12 +196,13 @@ void RebuildInternalNodes(int64_t capacity, T* tree) {
 }
 
 // Recomputes every ancestor of the leaf nodes `nodes` of each tree in
-// `trees` from its two children, one leaf's path at a time: the nodes of a
-// path are still in cache from one level to the next, where a pass per level
-// fetches each again (measured 1.4x to 2x faster at B = 128 to 4096). A path
-// stops below the node where the next leaf's path meets it, so the last path
-// through a node computes it, after both its children are final; with the
-// nodes sorted, each ancestor is computed once.
+// `trees` from its two children, one leaf's path at a time: a path's nodes
+// are still in cache from one level to the next, where a pass per level
+// fetches each node again (at B = 128, sets and reweights ran 1.2x to 1.5x as
+// fast; benchmarks/RESULTS.md). A path stops below the node where the next
+// leaf's path meets it, so the last path through a node computes it, after
+// both its children are final: sorted nodes compute each ancestor once,
+// others some again, to the same value.
 template <typename T>
 void RecomputeAncestors(absl::Span<const int64_t> nodes,
                         std::initializer_list<T*> trees) {
