@@ -104,7 +104,22 @@ def test_model_checkpoint_saves_the_distribution(tmp_path, filename):
   assert os.path.getsize(path) > 0
   restored = make_trainer(seed=1)
   restored.load_weights(path)
-  assert_same_state(trainer, restored)
+  *live, live_generator = sampler_state(trainer)
+  *saved, saved_generator = sampler_state(restored)
+  for a, b in zip(live, saved, strict=True):
+    np.testing.assert_array_equal(a, b)
+  # The stage's pipeline may draw the next batch ahead, before or after the
+  # last checkpoint is written: the saved generator is then one batch behind.
+  behind = live_generator - saved_generator
+  assert not behind.any() or np.array_equal(behind, one_batch_of_draws())
+
+
+def one_batch_of_draws():
+  """How far a batch of the stage moves the sampler's generator state."""
+  sampler = tf_adasamp.AdaptiveSampler(NUM_EXAMPLES, 1.5, 0.8, seed=0)
+  before = sampler.generator.state.numpy()
+  sampler.sample(BATCH_SIZE)
+  return sampler.generator.state.numpy() - before
 
 
 class Interrupt(keras.callbacks.Callback):
