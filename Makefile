@@ -55,8 +55,9 @@ test: setup
 	  $(MAKE) --no-print-directory pytest || status=1; \
 	  $(MAKE) --no-print-directory bazel-test || status=1; exit $$status
 
+# One pytest worker per core (pytest-xdist): most tests keep one core busy.
 pytest: setup
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n auto tests
 
 bazel-test: setup
 	command -v bazel >/dev/null || { apt-get update -qq && \

@@ -176,8 +176,11 @@ setup(
     install_requires=[tensorflow_requirement(), "numpy"],
     extras_require={
         # The paper's experiment: tf_adasamp.experiment and its commands.
-        "experiment": EXPERIMENT,
-        "test": EXPERIMENT + ["pytest", "scipy", "hypothesis", "yapf"],
+        "experiment":
+            EXPERIMENT,
+        "test":
+            EXPERIMENT +
+            ["pytest", "pytest-xdist", "scipy", "hypothesis", "yapf"],
     },
     entry_points={
         "console_scripts": [
