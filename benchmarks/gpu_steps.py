@@ -44,6 +44,19 @@ LOOP_BODIES = {
 }
 
 
+def range_loop(body, result):
+  """A tf.function of a step count: body() that many times in a tf.range
+  loop, then result()."""
+
+  @tf.function
+  def run(count):
+    for _ in tf.range(count):
+      body()
+    return result()
+
+  return run
+
+
 def sampler_loops(batch_size):
   """The sampler's loops, each a tf.function of the step count: "empty",
   "sampler" (a whole step), its parts "draw" and "update", and
@@ -56,14 +69,7 @@ def sampler_loops(batch_size):
   counter = tf.Variable(0, dtype=tf.int64)
 
   def loop(body):
-
-    @tf.function
-    def run(count):
-      for _ in tf.range(count):
-        body()
-      return counter.read_value()
-
-    return run
+    return range_loop(body, counter.read_value)
 
   return {
       "empty":

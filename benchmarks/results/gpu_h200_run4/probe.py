@@ -1,15 +1,18 @@
 """Where a GPU sampler step's time goes: host dispatch or device latency.
 
-The script of runs 3 and 4 (RESULTS.md), kept as run: us per iteration of
-tf.range loops, timed when the call returns and after syncing with the
-device. Run 3 ran it without the two "old_" loops, which in run 4 were the
-ops with their constants placed by TensorFlow, as the sampler makes them.
-    SIZES=50000 NOTRACE=1 python3 probe.py 500
+The script of runs 3 and 4 (RESULTS.md), as run but for its loop, now
+gpu_steps.range_loop (it had a copy): us per iteration of tf.range loops,
+timed when the call returns and after syncing with the device. Run 3 ran it
+without the two "old_" loops, which in run 4 were the ops with their
+constants placed by TensorFlow, as the sampler makes them. From the root:
+    SIZES=50000 NOTRACE=1 PYTHONPATH=. \
+        python3 benchmarks/results/gpu_h200_run4/probe.py 500
 """
 import glob, json, os, shutil, sys, time
 import numpy as np
 import tensorflow as tf
 
+from benchmarks import gpu_steps
 from tf_adasamp.sampler import AdaptiveSampler
 
 OUT = os.environ.get("OUT", "/tmp/probe_out")
@@ -28,14 +31,7 @@ def loops_for(n, batch_size=100):
   counter2 = tf.Variable(0, dtype=tf.int64)
 
   def loop(body):
-
-    @tf.function
-    def run(count):
-      for _ in tf.range(count):
-        body()
-      return counter.read_value()
-
-    return run
+    return gpu_steps.range_loop(body, counter.read_value)
 
   from tf_adasamp import ops
 
