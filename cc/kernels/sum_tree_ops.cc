@@ -16,7 +16,6 @@
 #include <atomic>
 #include <cmath>
 #include <functional>
-#include <initializer_list>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -202,10 +201,13 @@ void RebuildInternalNodes(int64_t capacity, T* tree) {
 // fast; benchmarks/RESULTS.md). A path stops below the node where the next
 // leaf's path meets it, so the last path through a node computes it, after
 // both its children are final: sorted nodes compute each ancestor once,
-// others some again, to the same value.
-template <typename T>
+// others some again, to the same value. Each tree's sum climbs the path in a
+// register, each level adding the sibling read from memory: reloading the
+// node just stored would wait on that store at every level. Addition
+// commutes, so the sums are those of left + right, bit for bit.
+template <typename T, size_t kTrees>
 void RecomputeAncestors(absl::Span<const int64_t> nodes,
-                        std::initializer_list<T*> trees) {
+                        T* const (&trees)[kTrees]) {
   for (size_t k = 0; k < nodes.size(); ++k) {
     int64_t node = nodes[k];
     // Where the paths meet: above the highest bit in which the nodes differ.
@@ -214,9 +216,12 @@ void RecomputeAncestors(absl::Span<const int64_t> nodes,
             ? node >>
                   absl::bit_width(static_cast<uint64_t>(node ^ nodes[k + 1]))
             : 0;
-    while ((node >>= 1) > meet) {
-      for (T* tree : trees) {
-        tree[node] = tree[2 * node] + tree[2 * node + 1];
+    T sums[kTrees];
+    for (size_t t = 0; t < kTrees; ++t) sums[t] = trees[t][node];
+    for (; (node >> 1) > meet; node >>= 1) {
+      for (size_t t = 0; t < kTrees; ++t) {
+        sums[t] += trees[t][node ^ 1];
+        trees[t][node >> 1] = sums[t];
       }
     }
   }
