@@ -1,7 +1,6 @@
 """tf_adasamp.data: the adaptive tf.data stage and in-step sampling."""
 
 import math
-import os
 import subprocess
 import sys
 import threading
@@ -10,6 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import child_process
 import reference
 from tf_adasamp import AdaptiveSampler
 from tf_adasamp import data
@@ -232,10 +232,7 @@ def test_loop_ends_while_a_draw_waits_for_an_update(loop):
                           text=True,
                           timeout=120,
                           check=False,
-                          env=dict(os.environ,
-                                   TF_CPP_MIN_LOG_LEVEL="2",
-                                   PYTHONPATH=os.pathsep.join(
-                                       filter(None, sys.path))))
+                          env=child_process.environment())
   assert result.returncode == 0, result.stderr[-2000:]
   assert result.stdout.strip().endswith("ended")
 

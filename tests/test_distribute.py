@@ -11,7 +11,6 @@ The multi-worker runs carry the `multi_worker` mark.
 
 import collections
 import json
-import os
 import pathlib
 import socket
 import subprocess
@@ -23,6 +22,7 @@ import pytest
 from scipy import stats
 import tensorflow as tf
 
+import child_process
 import distribute_worker as worker
 from tf_adasamp import AdaptiveSampler
 from tf_adasamp import distribute
@@ -61,10 +61,7 @@ def run_workers(mode, out, restore, num_workers):
   CPU devices or workers, and `replay` checks their state bit for bit on
   the CPU.
   """
-  env = dict(os.environ,
-             TF_CPP_MIN_LOG_LEVEL="2",
-             CUDA_VISIBLE_DEVICES="",
-             PYTHONPATH=os.pathsep.join(filter(None, sys.path)))
+  env = child_process.environment(CUDA_VISIBLE_DEVICES="")
   cluster = [f"127.0.0.1:{port}" for port in free_ports(num_workers)]
   processes, logs = [], []
   try:

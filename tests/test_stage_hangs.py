@@ -4,13 +4,14 @@ A regression then fails its test (subprocess.TimeoutExpired) instead of
 hanging the suite.
 """
 
-import os
 import signal
 import subprocess
 import sys
 import time
 
 import pytest
+
+import child_process
 
 TIMEOUT = 120  # seconds; generous for a loaded machine, never reached if sound
 
@@ -23,20 +24,14 @@ y = np.arange(37) % 3
 """
 
 
-def environment(**overrides):
-  return dict(os.environ,
-              TF_CPP_MIN_LOG_LEVEL="2",
-              PYTHONPATH=os.pathsep.join(filter(None, sys.path)),
-              **overrides)
-
-
 def run(script, *args, **environment_overrides):
-  result = subprocess.run([sys.executable, "-c", PRELUDE + script, *args],
-                          capture_output=True,
-                          text=True,
-                          timeout=TIMEOUT,
-                          check=False,
-                          env=environment(**environment_overrides))
+  result = subprocess.run(
+      [sys.executable, "-c", PRELUDE + script, *args],
+      capture_output=True,
+      text=True,
+      timeout=TIMEOUT,
+      check=False,
+      env=child_process.environment(**environment_overrides))
   assert result.returncode == 0, result.stderr[-3000:]
   return result.stdout
 
@@ -81,7 +76,7 @@ def test_ctrl_c_interrupts_a_draw_waiting_for_an_update():
       stdout=subprocess.PIPE,
       stderr=subprocess.PIPE,
       text=True,
-      env=environment())
+      env=child_process.environment())
   try:
     assert process.stdout.readline().strip() == "waiting"
     # Time for next() to block inside TensorFlow, the case that needs the
