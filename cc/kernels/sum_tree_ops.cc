@@ -227,15 +227,15 @@ void RecomputeAncestors(absl::Span<const int64_t> nodes,
   }
 }
 
-// Starts fetching, for writing, the leaf of each of `indices` in each of
-// `leaves`: their cache misses then overlap with finding the distinct
-// indices, where the writes would wait on them one by one.
+// Starts fetching, for writing, element indices(i) of each of `arrays` (a
+// tree's leaves, the log weights): the cache misses then overlap with finding
+// the distinct indices, where the writes would wait on them one by one.
 template <typename T, size_t kArrays>
-void PrefetchLeaves(TTypes<int64_t>::ConstFlat indices,
-                    T* const (&leaves)[kArrays]) {
+void PrefetchForWriting(TTypes<int64_t>::ConstFlat indices,
+                        T* const (&arrays)[kArrays]) {
   for (int64_t i = 0; i < indices.size(); ++i) {
     for (size_t a = 0; a < kArrays; ++a) {
-      __builtin_prefetch(leaves[a] + indices(i), /*rw=*/1);
+      __builtin_prefetch(arrays[a] + indices(i), /*rw=*/1);
     }
   }
 }
@@ -406,8 +406,8 @@ struct SumTreeSet<CPUDevice, T> {
       if (!IsFinite(root)) return OverflowError<T>();
     }
 
+    PrefetchForWriting<T>(indices, {leaves});
     // The last weight of each index, then the ancestors.
-    PrefetchLeaves<T>(indices, {leaves});
     auto write = [&](const auto& updates) {
       absl::InlinedVector<int64_t, kSmallBatch> nodes;
       nodes.reserve(indices.size());
@@ -537,8 +537,8 @@ struct AdaptiveReweight<CPUDevice, T> {
     const int64_t num_leaves = log_weights.size();
     TF_RETURN_IF_ERROR(CheckIndices(indices, num_leaves));
     const int64_t capacity = tree.size() / 2;
-    PrefetchLeaves<T>(indices, {log_weights.data(), tree.data() + capacity,
-                                entropy_tree.data() + capacity});
+    PrefetchForWriting<T>(indices, {log_weights.data(), tree.data() + capacity,
+                                    entropy_tree.data() + capacity});
     if (indices.size() <= kSmallBatch) {
       TF_RETURN_IF_ERROR(Update(SmallUpdates(indices), amplitude, decay,
                                 utilities, log_weights, log_scale, tree,
