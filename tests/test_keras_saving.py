@@ -104,12 +104,18 @@ def test_model_checkpoint_saves_the_distribution(tmp_path, filename):
   assert os.path.getsize(path) > 0
   restored = make_trainer(seed=1)
   restored.load_weights(path)
-  *live, live_generator = sampler_state(trainer)
-  *saved, saved_generator = sampler_state(restored)
-  for a, b in zip(live, saved, strict=True):
+  assert_saved_during_training(sampler_state(restored), sampler_state(trainer))
+
+
+def assert_saved_during_training(saved, live):
+  """`saved`, a sampler state written at the end of a training epoch, is
+  `live`, the state after it, but for the generator, which may be one batch
+  behind: the stage's pipeline may draw the next batch before or after the
+  checkpoint is written (docs/guide.md)."""
+  *saved, saved_generator = saved
+  *live, live_generator = live
+  for a, b in zip(saved, live, strict=True):
     np.testing.assert_array_equal(a, b)
-  # The stage's pipeline may draw the next batch ahead, before or after the
-  # last checkpoint is written: the saved generator is then one batch behind.
   behind = live_generator - saved_generator
   assert not behind.any() or np.array_equal(behind, one_batch_of_draws())
 
@@ -142,7 +148,7 @@ def test_backup_and_restore_resumes_the_distribution(tmp_path):
         verbose=0,
         callbacks=[keras.callbacks.BackupAndRestore(backup),
                    Interrupt()])
-  saved = sampler_state(trainer)  # as backed up at the end of epoch 1
+  live = sampler_state(trainer)  # after the backup at the end of epoch 1
   resumed = make_trainer(seed=1)  # no manual build
   seen = []
 
@@ -158,8 +164,7 @@ def test_backup_and_restore_resumes_the_distribution(tmp_path):
               verbose=0,
               callbacks=[keras.callbacks.BackupAndRestore(backup),
                          Record()])
-  for a, b in zip(seen[0], saved, strict=True):
-    np.testing.assert_array_equal(a, b)
+  assert_saved_during_training(seen[0], live)
 
 
 def test_early_stopping_restores_the_best_epochs_distribution():
