@@ -76,7 +76,7 @@ def reweight_on(device, state, indices, utilities, amplitude, decay):
 def assert_same_state(arrays, expected, rtol=0):
   """Bit for bit, or to `rtol` (the entropy tree's to rtol of its largest
   value, as its sums mix signs)."""
-  for array, expected_array in zip(arrays, expected):
+  for array, expected_array in zip(arrays, expected, strict=True):
     if rtol:
       np.testing.assert_allclose(array,
                                  expected_array,
