@@ -435,6 +435,29 @@ def test_reweight_op_rejects_bad_amplitude_and_decay(amplitude, decay, message):
     np.testing.assert_array_equal(expected, actual)
 
 
+@pytest.mark.parametrize("twice,message", [
+    ((0, 1), "tree and entropy_tree are the same variable"),
+    ((1, 2), "entropy_tree and log_weights are the same variable"),
+])
+def test_reweight_op_rejects_one_variable_given_twice(twice, message):
+  # It would read one array as two while writing it, corrupting the state.
+  sampler = AdaptiveSampler(4, amplitude=1.0, decay=0.5)
+  before = state_of(sampler)
+  variables = [
+      sampler.tree.variable, sampler._entropy_tree, sampler.log_weights,
+      sampler._log_scale
+  ]
+  variables[twice[1]] = variables[twice[0]]
+  with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+    ops.adaptive_reweight(*[v.handle for v in variables],
+                          tf.constant([0], tf.int64),
+                          tf.constant([1.0], tf.float64),
+                          tf.constant(1.0, tf.float64),
+                          tf.constant(0.5, tf.float64))
+  for expected, actual in zip(before, state_of(sampler)):
+    np.testing.assert_array_equal(expected, actual)
+
+
 @pytest.mark.parametrize("arguments,error,message", [
     ((0, 1.0, 0.5), ValueError, "num_examples must be >= 1"),
     ((10, -0.1, 0.5), ValueError, "amplitude must be finite and >= 0"),

@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <functional>
@@ -692,6 +693,41 @@ absl::Status LookupVariable(OpKernelContext* ctx, int input,
   return absl::OkStatus();
 }
 
+// Exclusive locks on the variables an op updates in place, held until it
+// returns. Each variable is switched to copy-on-read first (which takes its
+// lock), so that the update never copies it; the locks are then taken in
+// address order, as every op that locks several variables must take them.
+template <size_t kVars>
+class UpdateLocks {
+ public:
+  // `vars` as found by LookupVariable. Distinct: an op given one variable for
+  // two of its inputs would read one array as two while it writes them.
+  template <typename Device, typename T>
+  absl::Status Acquire(OpKernelContext* ctx, Var* const (&vars)[kVars],
+                       const absl::string_view (&names)[kVars]) {
+    for (size_t i = 0; i < kVars; ++i) {
+      for (size_t j = 0; j < i; ++j) {
+        if (vars[i] == vars[j]) {
+          return InvalidArgument(names[j], " and ", names[i],
+                                 " are the same variable");
+        }
+      }
+    }
+    for (Var* var : vars) {
+      TF_RETURN_IF_ERROR(
+          tensorflow::EnsureSparseVariableAccess<Device, T>(ctx, var));
+    }
+    std::array<tensorflow::mutex*, kVars> order;
+    for (size_t i = 0; i < kVars; ++i) order[i] = vars[i]->mu();
+    std::sort(order.begin(), order.end());
+    for (tensorflow::mutex* mu : order) locks_.emplace_back(*mu);
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::InlinedVector<tensorflow::mutex_lock, kVars> locks_;
+};
+
 // A tree is a vector of 2 * capacity values, capacity a power of two; if
 // `num_leaves` is given, the one that pads it.
 absl::Status CheckTreeShape(const Tensor& tree, absl::string_view name,
@@ -759,8 +795,8 @@ class SumTreeBuildOp : public OpKernel {
                         " elements but the tree has ", num_leaves_, " leaves"));
     tensorflow::core::RefCountPtr<Var> tree;
     OP_REQUIRES_OK(ctx, LookupVariable<T>(ctx, 0, "tree", &tree));
-    auto lock = tensorflow::MaybeLockVariableInputMutexesInOrder<Device, T>(
-        ctx, /*do_lock=*/true, /*sparse=*/true, {0});
+    UpdateLocks<1> lock;
+    OP_REQUIRES_OK(ctx, (lock.Acquire<Device, T>(ctx, {tree.get()}, {"tree"})));
     OP_REQUIRES_OK(ctx, CheckTreeShape(*tree->tensor(), "tree", num_leaves_));
     OP_REQUIRES_OK(ctx, functor::SumTreeBuild<Device, T>()(
                             ctx, weights.flat<T>(), tree->tensor()->flat<T>()));
@@ -791,8 +827,8 @@ class SumTreeSetOp : public OpKernel {
                    CheckSameLength(indices, "indices", weights, "weights"));
     tensorflow::core::RefCountPtr<Var> tree;
     OP_REQUIRES_OK(ctx, LookupVariable<T>(ctx, 0, "tree", &tree));
-    auto lock = tensorflow::MaybeLockVariableInputMutexesInOrder<Device, T>(
-        ctx, /*do_lock=*/true, /*sparse=*/true, {0});
+    UpdateLocks<1> lock;
+    OP_REQUIRES_OK(ctx, (lock.Acquire<Device, T>(ctx, {tree.get()}, {"tree"})));
     OP_REQUIRES_OK(ctx, CheckTreeShape(*tree->tensor(), "tree", num_leaves_));
     huge_pages_.Advise(*tree->tensor());
     OP_REQUIRES_OK(ctx, functor::SumTreeSet<Device, T>()(
@@ -873,13 +909,10 @@ class SumTreeDrawOp : public OpKernel {
     OP_REQUIRES_OK(ctx, LookupVariable<int64_t>(ctx, 1, "rng_state", &rng));
     // The generator's state is updated in place, as TF's random ops do it:
     // exclusively, on a buffer no tensor shares. The tree is only read.
-    auto rng_lock =
-        tensorflow::MaybeLockVariableInputMutexesInOrder<Device, int64_t>(
-            ctx, /*do_lock=*/true, /*sparse=*/false, {1});
-    Tensor rng_state;
-    OP_REQUIRES_OK(
-        ctx, tensorflow::GetInputTensorFromVariable<Device, int64_t>(
-                 ctx, 1, /*lock_held=*/true, /*sparse=*/false, &rng_state));
+    tensorflow::mutex_lock rng_lock(*rng->mu());
+    OP_REQUIRES_OK(ctx, tensorflow::PrepareToUpdateVariable<Device, int64_t>(
+                            ctx, rng->tensor(), rng->copy_on_read_mode.load()));
+    Tensor& rng_state = *rng->tensor();
     OP_REQUIRES(ctx,
                 TensorShapeUtils::IsVector(rng_state.shape()) &&
                     rng_state.NumElements() == kPhiloxStateSize,
@@ -939,8 +972,13 @@ class AdaptiveReweightOp : public OpKernel {
                    LookupVariable<T>(ctx, 1, "entropy_tree", &entropy_tree));
     OP_REQUIRES_OK(ctx, LookupVariable<T>(ctx, 2, "log_weights", &log_weights));
     OP_REQUIRES_OK(ctx, LookupVariable<T>(ctx, 3, "log_scale", &log_scale));
-    auto lock = tensorflow::MaybeLockVariableInputMutexesInOrder<Device, T>(
-        ctx, /*do_lock=*/true, /*sparse=*/true, {0, 1, 2, 3});
+    UpdateLocks<4> locks;
+    OP_REQUIRES_OK(ctx,
+                   (locks.Acquire<Device, T>(
+                       ctx,
+                       {tree.get(), entropy_tree.get(), log_weights.get(),
+                        log_scale.get()},
+                       {"tree", "entropy_tree", "log_weights", "log_scale"})));
 
     const Tensor& log_w = *log_weights->tensor();
     OP_REQUIRES_OK(ctx, CheckVector(log_w, "log_weights"));
