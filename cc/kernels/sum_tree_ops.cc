@@ -693,10 +693,9 @@ absl::Status LookupVariable(OpKernelContext* ctx, int input,
   return absl::OkStatus();
 }
 
-// Exclusive locks on the variables an op updates in place, held until it
-// returns. Each variable is switched to copy-on-read first (which takes its
-// lock), so that the update never copies it; the locks are then taken in
-// address order, as every op that locks several variables must take them.
+// The exclusive locks of the variables an op updates, held while it lives:
+// taken in address order, as every op that locks several variables must
+// take them, after switching each to copy-on-read (which takes its lock).
 template <size_t kVars>
 class UpdateLocks {
  public:
