@@ -90,7 +90,7 @@ def make_steps(build, image_shape, seed=0):
 
   def train(indices):
     """One SGD step on the examples `indices`; returns their labels and
-    predicted class probabilities."""
+    logits."""
     x = tf.cast(tf.gather(images, indices), tf.float32) / 255
     y = tf.gather(labels, indices)
     with tf.GradientTape() as tape:
@@ -99,7 +99,7 @@ def make_steps(build, image_shape, seed=0):
           tf.nn.sparse_softmax_cross_entropy_with_logits(y, logits))
     gradients = tape.gradient(loss, model.trainable_variables)
     optimizer.apply_gradients(zip(gradients, model.trainable_variables))
-    return y, tf.nn.softmax(logits)
+    return y, logits
 
   @tf.function
   def uniform():
@@ -114,7 +114,8 @@ def make_steps(build, image_shape, seed=0):
   @tf.function
   def adaptive():
     indices = sampler.sample(BATCH_SIZE)
-    sampler.update(indices, tf_adasamp.utilities.zero_one(*train(indices)))
+    sampler.update(
+        indices, tf_adasamp.utilities.from_logits("zero_one", *train(indices)))
 
   return {"uniform": uniform, "sampler": sampler_only, "adaptive": adaptive}
 

@@ -42,3 +42,46 @@ def test_get_accepts_callable_and_rejects_unknown_name():
   assert utilities.get(custom) is custom
   with pytest.raises(ValueError, match="unknown utility 'hinge'"):
     utilities.get("hinge")
+
+
+@pytest.mark.parametrize("name", ["zero_one", "l1", "cross_entropy"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_from_logits_is_the_utility_of_the_softmax(name, dtype):
+  rng = np.random.default_rng(0)
+  logits = (4 * rng.normal(size=(200, 10))).astype(dtype)
+  labels = rng.integers(0, 10, 200)
+  expected = utilities.get(name)(labels, tf.nn.softmax(logits)).numpy()
+  values = utilities.from_logits(name, labels, logits)
+  assert values.dtype == dtype
+  if name == "zero_one":
+    np.testing.assert_array_equal(values, expected)
+    assert 0 < expected.mean() < 1
+  else:
+    # Up to round-off: a few ulps of the values, or of 1 near 0.
+    eps = np.finfo(dtype).eps
+    np.testing.assert_allclose(values, expected, rtol=64 * eps, atol=4 * eps)
+
+
+def test_from_logits_floors_the_true_class_probability_as_cross_entropy():
+  # p(y) = exp(-1000) is 0 in float64: both floor it at the smallest normal.
+  logits = np.array([[0.0, 1000.0]])
+  values = utilities.from_logits("cross_entropy", [0], logits).numpy()
+  np.testing.assert_allclose(values,
+                             utilities.cross_entropy(
+                                 [0], tf.nn.softmax(logits)).numpy(),
+                             rtol=1e-12)
+  assert np.isfinite(values).all() and values[0] > 700
+
+
+def test_from_logits_passes_a_custom_utility_the_probabilities():
+  logits = np.array([[0.0, np.log(3.0)]])
+  seen = []
+  custom = lambda labels, probs: seen.append(probs) or tf.zeros([1])  # pylint: disable=g-long-lambda
+  utilities.from_logits(custom, [0], logits)
+  np.testing.assert_allclose(seen[0], [[0.25, 0.75]])
+
+
+def test_from_logits_checks_labels_as_the_utilities_do():
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match="labels must be < the number of classes"):
+    utilities.from_logits("l1", [3], np.zeros([1, 3]))

@@ -261,8 +261,12 @@ class AdaptiveSamplingModel(keras.Model):
                                     self.stage.sampler.num_examples),
         self.compute_dtype)
     logs, y_pred = self._learn(x, y, sample_weight, importance)
-    probs = tf.nn.softmax(y_pred) if self.from_logits else y_pred
-    self.stage.update(indices, self.utility(_class_ids(y), probs))
+    if self.from_logits:
+      batch_utilities = utilities_lib.from_logits(self.utility, _class_ids(y),
+                                                  y_pred)
+    else:
+      batch_utilities = self.utility(_class_ids(y), y_pred)
+    self.stage.update(indices, batch_utilities)
     return {
         **logs, "kl": self.stage.sampler.kl_divergence(),
         "distinct_draws": tf.size(tf.unique(indices)[0])

@@ -1,8 +1,9 @@
 """Utility functions for adaptive sampling (London, NIPS 2017, Eq. 17).
 
 Each maps a batch of integer labels [B] (or one-hot labels [B, C]) and
-predicted class probabilities [B, C] to a [B] vector of utilities; the sampler raises the weight of an
-example by exp(amplitude * utility).
+predicted class probabilities [B, C] to a [B] vector of utilities; the
+sampler raises the weight of an example by exp(amplitude * utility).
+`from_logits` computes them from a model's logits.
 """
 
 from collections.abc import Callable
@@ -73,3 +74,26 @@ def get(utility: str | Utility) -> Utility:
     raise ValueError(f"unknown utility {utility!r}; choose one of "
                      f"{sorted(UTILITIES)} or pass a callable")
   return UTILITIES[utility]
+
+
+def from_logits(utility: str | Utility, labels: TensorLike,
+                logits: TensorLike) -> tf.Tensor:
+  """`utility(labels, tf.nn.softmax(logits))`, without the softmax for the
+  utilities above: the 0-1 loss needs only the logits' argmax (the same
+  class, but for a tie that rounding the probabilities would make), the
+  others the true class's log-probability, -sparse_softmax_cross_entropy
+  (the same values up to round-off). On a CPU, the softmax of a small
+  batch can cost more than the sampler's ops (benchmarks/RESULTS.md).
+  """
+  utility = get(utility)
+  if utility not in UTILITIES.values():
+    return utility(labels, tf.nn.softmax(logits))
+  labels, logits = _checked(labels, logits)
+  if utility is zero_one:
+    predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)
+    return tf.cast(tf.not_equal(predicted, labels), logits.dtype)
+  loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
+  if utility is l1:
+    return 1 - tf.exp(-loss)
+  # As cross_entropy floors p(y) at the smallest normal number.
+  return tf.minimum(loss, -np.log(np.finfo(loss.dtype.as_numpy_dtype).tiny))

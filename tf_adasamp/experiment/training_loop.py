@@ -286,7 +286,7 @@ def make_train_step(model,
               tf.zeros([replica_batch_size], tf.float32))
     if utility_at == "updated":
       logits = model(batch_images, training=False)
-    batch_utilities = utility_fn(batch_labels, tf.nn.softmax(logits))
+    batch_utilities = utilities.from_logits(utility_fn, batch_labels, logits)
     sampler.update(indices, batch_utilities)
     return cross_entropy, accuracy, indices, batch_utilities
 
