@@ -173,7 +173,8 @@ setup(
     ],
     cmdclass={"build_ext": BuildOpLibrary},
     python_requires=">=3.10",
-    install_requires=[tensorflow_requirement(), "numpy"],
+    # ml_dtypes comes with TensorFlow; tf_adasamp.utilities imports it.
+    install_requires=[tensorflow_requirement(), "numpy", "ml_dtypes"],
     extras_require={
         # The paper's experiment: tf_adasamp.experiment and its commands.
         "experiment":

@@ -8,6 +8,7 @@ sampler raises the weight of an example by exp(amplitude * utility).
 
 from collections.abc import Callable
 
+import ml_dtypes
 import numpy as np
 import tensorflow as tf
 
@@ -39,6 +40,12 @@ def _checked(labels, probs):
     return tf.identity(labels), probs
 
 
+def _smallest_normal(dtype):
+  """The smallest normal number of a float `tf.DType`, bfloat16 included
+  (which NumPy's finfo does not know)."""
+  return ml_dtypes.finfo(dtype.as_numpy_dtype).tiny
+
+
 def _true_class_probability(labels, probs):
   labels, probs = _checked(labels, probs)
   return tf.gather(probs, labels, axis=1, batch_dims=1)
@@ -60,7 +67,7 @@ def cross_entropy(labels: TensorLike, probs: TensorLike) -> tf.Tensor:
   """-log p(y), with p(y) floored at the dtype's smallest normal number so
   that a confident mistake gives a large but finite utility."""
   p = _true_class_probability(labels, probs)
-  return -tf.math.log(tf.maximum(p, np.finfo(p.dtype.as_numpy_dtype).tiny))
+  return -tf.math.log(tf.maximum(p, _smallest_normal(p.dtype)))
 
 
 UTILITIES = {"zero_one": zero_one, "l1": l1, "cross_entropy": cross_entropy}
@@ -96,4 +103,4 @@ def from_logits(utility: str | Utility, labels: TensorLike,
   if utility is l1:
     return 1 - tf.exp(-loss)
   # As cross_entropy floors p(y) at the smallest normal number.
-  return tf.minimum(loss, -np.log(np.finfo(loss.dtype.as_numpy_dtype).tiny))
+  return tf.minimum(loss, -np.log(_smallest_normal(loss.dtype)))
