@@ -96,3 +96,8 @@ def test_utilities_take_bfloat16_as_mixed_precision_gives_them(name):
   for v in (values, from_logits):
     assert v.dtype == tf.bfloat16
     assert np.isfinite(tf.cast(v, tf.float32).numpy()).all()
+
+
+def test_from_logits_names_logits_of_the_wrong_rank():
+  with pytest.raises(ValueError, match=r"logits must be \[batch, classes\]"):
+    utilities.from_logits("zero_one", [0], np.zeros([3]))

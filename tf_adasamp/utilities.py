@@ -17,14 +17,16 @@ TensorLike = tf.types.experimental.TensorLike
 Utility = Callable[[TensorLike, TensorLike], tf.Tensor]
 
 
-def _checked(labels, probs):
-  """(int32 labels [B], probs [B, C]), asserting labels in [0, C).
+def _checked(labels, probs, name="probs"):
+  """(int32 labels [B], probs [B, C]), asserting labels in [0, C); `name`
+  names `probs` in the error for another rank.
 
   Labels are class indices, [B] (or [B, 1]), or one-hot rows, [B, C].
   """
   probs = tf.convert_to_tensor(probs)
   if probs.shape.rank is not None and probs.shape.rank != 2:
-    raise ValueError(f"probs must be [batch, classes], got shape {probs.shape}")
+    raise ValueError(f"{name} must be [batch, classes], got shape "
+                     f"{probs.shape}")
   labels = tf.convert_to_tensor(labels)
   if labels.shape.rank == 2 and labels.shape[1] not in (None, 1):
     labels = tf.argmax(labels, axis=-1)  # One-hot.
@@ -95,7 +97,7 @@ def from_logits(utility: str | Utility, labels: TensorLike,
   utility = get(utility)
   if utility not in UTILITIES.values():
     return utility(labels, tf.nn.softmax(logits))
-  labels, logits = _checked(labels, logits)
+  labels, logits = _checked(labels, logits, "logits")
   if utility is zero_one:
     predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)
     return tf.cast(tf.not_equal(predicted, labels), logits.dtype)
