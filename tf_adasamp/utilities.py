@@ -53,11 +53,16 @@ def _true_class_probability(labels, probs):
   return tf.gather(probs, labels, axis=1, batch_dims=1)
 
 
+def _mistakes(labels, scores):
+  """1{argmax scores != labels} for checked labels; the scores are the
+  probabilities or the logits, whose argmax is the same class."""
+  predicted = tf.argmax(scores, axis=-1, output_type=tf.int32)
+  return tf.cast(tf.not_equal(predicted, labels), scores.dtype)
+
+
 def zero_one(labels: TensorLike, probs: TensorLike) -> tf.Tensor:
   """The 0-1 loss, 1{argmax_y' p(y') != y}."""
-  labels, probs = _checked(labels, probs)
-  predicted = tf.argmax(probs, axis=-1, output_type=tf.int32)
-  return tf.cast(tf.not_equal(predicted, labels), probs.dtype)
+  return _mistakes(*_checked(labels, probs))
 
 
 def l1(labels: TensorLike, probs: TensorLike) -> tf.Tensor:
@@ -99,8 +104,7 @@ def from_logits(utility: str | Utility, labels: TensorLike,
     return utility(labels, tf.nn.softmax(logits))
   labels, logits = _checked(labels, logits, "logits")
   if utility is zero_one:
-    predicted = tf.argmax(logits, axis=-1, output_type=tf.int32)
-    return tf.cast(tf.not_equal(predicted, labels), logits.dtype)
+    return _mistakes(labels, logits)
   loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
   if utility is l1:
     return 1 - tf.exp(-loss)
