@@ -23,9 +23,10 @@ batches touch different leaves, and every set changes the leaves it writes
 (baselines' sets too). Steps are ordered by their state only, so TF
 may draw a step's uniforms while the previous step reweights, as in any
 in-graph loop. NumPy and cpprb run from Python, one batch per call. Every
-figure is over --repeats runs of at least --min-seconds each: the best (min
-time) and the median; the process's CPU time (all threads) is recorded too,
-and a table per CPU-second printed, for machines that other jobs share.
+figure is over --repeats runs of at least --min-seconds each, ours and the
+baselines' at one n, B taking turns (seconds_per_call): the best (min time)
+and the median; the process's CPU time (all threads) is recorded too, and a
+table per CPU-second printed, for machines that other jobs share.
 
   python -m benchmarks.sum_tree_throughput [--sizes 10000 50000 1000000
       10000000] [--batch-sizes 128 1024 4096] [--repeats 5]
@@ -60,41 +61,55 @@ LOOP_STEPS = 1000
 DTYPE = tf.float64
 
 
-def seconds_per_call(call, repeats, min_seconds, cpu_times=None):
-  """Times `call` over `repeats` runs of >= min_seconds; seconds per call.
+def seconds_per_call(calls, repeats, min_seconds):
+  """Times each of `calls`, {name: call}, over `repeats` runs of at least
+  min_seconds: {name: (seconds per call, CPU seconds per call)}, a list of
+  one per run each.
 
-  If `cpu_times` is a list, appends to it the process's CPU seconds (all its
-  threads) per call of each run: on a machine whose cores other jobs share,
-  the wall time measures the share this process got as much as the code,
-  and the CPU time does not.
+  The calls take turns, run by run, each run after one untimed call that
+  warms the caches the others used: a slow spell of the machine then falls
+  on all of them alike, where timing one after another put it into their
+  ratios. The CPU time is the process's (all its threads): on a machine
+  whose cores other jobs share, the wall time measures the share this
+  process got as much as the code, and the CPU time does not.
   """
-  call()  # Traces and warms the caches.
-  start = time.perf_counter()
-  call()
-  calls = max(1, int(min_seconds / max(time.perf_counter() - start, 1e-9)))
-  times = []
+  counts = {}
+  for name, call in calls.items():
+    call()  # Traces and warms the caches.
+    start = time.perf_counter()
+    call()
+    counts[name] = max(
+        1, int(min_seconds / max(time.perf_counter() - start, 1e-9)))
+  times = {name: ([], []) for name in calls}
   for _ in range(repeats):
-    start, start_cpu = time.perf_counter(), time.process_time()
-    for _ in range(calls):
+    for name, call in calls.items():
       call()
-    times.append((time.perf_counter() - start) / calls)
-    if cpu_times is not None:
-      cpu_times.append((time.process_time() - start_cpu) / calls)
+      start, start_cpu = time.perf_counter(), time.process_time()
+      for _ in range(counts[name]):
+        call()
+      times[name][0].append((time.perf_counter() - start) / counts[name])
+      times[name][1].append((time.process_time() - start_cpu) / counts[name])
   return times
 
 
-def rates(call, units_per_call, repeats, min_seconds):
-  """{best, median} of units/s, the median units per CPU-second, and the
-  raw seconds per call."""
-  cpu_times = []
-  times = seconds_per_call(call, repeats, min_seconds, cpu_times)
-  return {
-      "best": units_per_call / min(times),
-      "median": units_per_call / statistics.median(times),
-      "cpu_median": units_per_call / statistics.median(cpu_times),
-      "seconds_per_call": times,
-      "cpu_seconds_per_call": cpu_times
-  }
+def rates(calls, repeats, min_seconds):
+  """{name: {best, median} units/s, the median units per CPU-second and the
+  raw seconds per call} of `calls`, {name: (call, units per call)}, timed
+  by seconds_per_call."""
+  times = seconds_per_call({
+      name: call for name, (call, _) in calls.items()
+  }, repeats, min_seconds)
+  result = {}
+  for name, (_, units) in calls.items():
+    wall, cpu = times[name]
+    result[name] = {
+        "best": units / min(wall),
+        "median": units / statistics.median(wall),
+        "cpu_median": units / statistics.median(cpu),
+        "seconds_per_call": wall,
+        "cpu_seconds_per_call": cpu
+    }
+  return result
 
 
 def in_graph(batch, input_sets, unroll):
@@ -116,8 +131,11 @@ def in_graph(batch, input_sets, unroll):
     # Returning the tensors keeps the last batch (and so all) from pruning.
     return [x for x in result if isinstance(x, tf.Tensor)]
 
+  # A concrete function's call skips tf.function's argument binding and
+  # cache lookup, half of the call's Python cost here.
+  concrete = run.get_concrete_function(input_sets[0])
   cycle = itertools.cycle(input_sets)
-  return lambda: run(next(cycle))
+  return lambda: concrete(next(cycle))
 
 
 def rotating(batch, input_sets):
@@ -150,7 +168,8 @@ def sampler_step(sampler, batch_size):
   return step
 
 
-def measure_ours(num_leaves, batch_size, weights, rng, args):
+def measure_ours(num_leaves, batch_size, weights, rng):
+  """{name: (call, units per call)} of our ops at n, B."""
   tree = tf_adasamp.SumTree(num_leaves, initial_weights=weights, dtype=DTYPE)
   sampler = tf_adasamp.AdaptiveSampler(num_leaves,
                                        amplitude=1.0,
@@ -192,8 +211,7 @@ def measure_ours(num_leaves, batch_size, weights, rng, args):
                              T=DTYPE)[0]
 
   def measure(batch, input_sets, units=batch_size):
-    return rates(in_graph(batch, input_sets, UNROLL), UNROLL * units,
-                 args.repeats, args.min_seconds)
+    return in_graph(batch, input_sets, UNROLL), UNROLL * units
 
   return {
       "sample":
@@ -211,18 +229,19 @@ def measure_ours(num_leaves, batch_size, weights, rng, args):
   }
 
 
-def measure_baselines(num_leaves, batch_size, weights, rng, args):
+def measure_baselines(num_leaves, batch_size, weights, rng, names):
+  """{name: (call, units per call)} of the baselines `names` at n, B."""
   result = {}
   unroll = UNROLL if num_leaves <= 10**5 else UNROLL_LARGE_N
   # TF's GPU kernel of tf.random.categorical counts its n * B work in an
   # int32 and aborts the process past it.
   on_gpu = bool(tf.config.list_logical_devices("GPU"))
-  if "categorical" in args.baselines and not (on_gpu and
-                                              num_leaves * batch_size >= 2**31):
+  if "categorical" in names and not (on_gpu and
+                                     num_leaves * batch_size >= 2**31):
     log_weights = tf.constant(np.log(weights))
-    result["categorical"] = rates(
-        in_graph(lambda: baselines.categorical(log_weights, batch_size), [()],
-                 unroll), unroll * batch_size, args.repeats, args.min_seconds)
+    result["categorical"] = (in_graph(
+        lambda: baselines.categorical(log_weights, batch_size), [()],
+        unroll), unroll * batch_size)
 
   # As many distinct batches as the in-graph runs rotate through.
   def unique_updates():
@@ -230,38 +249,33 @@ def measure_baselines(num_leaves, batch_size, weights, rng, args):
                         replace=False), random_weights(batch_size, rng))
             for _ in range(INPUT_SETS * UNROLL)]
 
-  if "numpy" in args.baselines:
+  if "numpy" in names:
     probabilities = weights / weights.sum()
-    result["numpy_choice"] = rates(
+    result["numpy_choice"] = (
         lambda: baselines.numpy_choice(rng, probabilities, batch_size),
-        batch_size, args.repeats, args.min_seconds)
+        batch_size)
     numpy_tree = baselines.NumpySumTree(weights)
-    result["numpy_tree_sample"] = rates(
-        rotating(
-            numpy_tree.sample,
-            [(rng.random(batch_size),) for _ in range(INPUT_SETS * UNROLL)]),
-        batch_size, args.repeats, args.min_seconds)
-    result["numpy_tree_set"] = rates(
-        rotating(numpy_tree.set, changing(unique_updates())), batch_size,
-        args.repeats, args.min_seconds)
+    result["numpy_tree_sample"] = (rotating(
+        numpy_tree.sample,
+        [(rng.random(batch_size),) for _ in range(INPUT_SETS * UNROLL)]),
+                                   batch_size)
+    result["numpy_tree_set"] = (rotating(numpy_tree.set,
+                                         changing(unique_updates())),
+                                batch_size)
 
-  if "cpprb" in args.baselines and baselines.cpprb_version() is not None:
+  if "cpprb" in names and baselines.cpprb_version() is not None:
     cpprb_tree = baselines.CpprbSumTree(weights)
-    result["cpprb_sample"] = rates(lambda: cpprb_tree.sample(batch_size),
-                                   batch_size, args.repeats, args.min_seconds)
-    result["cpprb_set"] = rates(
-        rotating(cpprb_tree.set, changing(unique_updates())), batch_size,
-        args.repeats, args.min_seconds)
+    result["cpprb_sample"] = (lambda: cpprb_tree.sample(batch_size), batch_size)
+    result["cpprb_set"] = (rotating(cpprb_tree.set,
+                                    changing(unique_updates())), batch_size)
 
-  if "flashbax" in args.baselines and baselines.flashbax_version() is not None:
+  if "flashbax" in names and baselines.flashbax_version() is not None:
     flashbax_tree = baselines.FlashbaxSumTree(weights)
     loop = flashbax_tree.LOOP
-    result["flashbax_sample"] = rates(lambda: flashbax_tree.sample(batch_size),
-                                      batch_size, args.repeats,
-                                      args.min_seconds)
-    result["flashbax_sample_jit"] = rates(
-        lambda: flashbax_tree.sample_loop(batch_size), loop * batch_size,
-        args.repeats, args.min_seconds)
+    result["flashbax_sample"] = (lambda: flashbax_tree.sample(batch_size),
+                                 batch_size)
+    result["flashbax_sample_jit"] = (
+        lambda: flashbax_tree.sample_loop(batch_size), loop * batch_size)
     loop_updates = [
         tuple(
             np.stack(column)
@@ -271,9 +285,9 @@ def measure_baselines(num_leaves, batch_size, weights, rng, args):
                   for _ in range(loop)]))
         for _ in range(INPUT_SETS)
     ]
-    result["flashbax_set_jit"] = rates(
-        rotating(flashbax_tree.set_loop, changing(loop_updates)),
-        loop * batch_size, args.repeats, args.min_seconds)
+    result["flashbax_set_jit"] = (rotating(flashbax_tree.set_loop,
+                                           changing(loop_updates)),
+                                  loop * batch_size)
   return result
 
 
@@ -319,21 +333,19 @@ def step_breakdown(args, num_leaves=50000, batch_size=100):
       "AdaptiveReweight": (sampler.update, (indices, *utilities)),
       "step: draw + reweight": (step, utilities),
   }
-  result, cpu = {}, {}
-  for name, (batch, inputs) in parts.items():
-    cpu_times = []
-    times = seconds_per_call(in_graph(batch, [inputs], UNROLL), args.repeats,
-                             args.min_seconds, cpu_times)
-    result[name] = [1e6 * t / UNROLL for t in times]
-    cpu[name] = [1e6 * t / UNROLL for t in cpu_times]
+  calls = {
+      name: in_graph(batch, [inputs], UNROLL)
+      for name, (batch, inputs) in parts.items()
+  }
   one_step = tf.function(step)
   utility = utilities[0][0]
-  cpu_times = []
-  times = seconds_per_call(lambda: one_step(utility), args.repeats,
-                           args.min_seconds, cpu_times)
-  name = "step, one tf.function call from Python"
-  result[name] = [1e6 * t for t in times]
-  cpu[name] = [1e6 * t for t in cpu_times]
+  calls["step, one tf.function call from Python"] = lambda: one_step(utility)
+  times = seconds_per_call(calls, args.repeats, args.min_seconds)
+  result, cpu = {}, {}
+  for name, (wall, cpu_seconds) in times.items():
+    batches = UNROLL if name in parts else 1
+    result[name] = [1e6 * t / batches for t in wall]
+    cpu[name] = [1e6 * t / batches for t in cpu_seconds]
   return result, cpu
 
 
@@ -497,8 +509,12 @@ def main():
     weights = random_weights(num_leaves, rng)
     for batch_size in args.batch_sizes:
       before = load()
-      ours = measure_ours(num_leaves, batch_size, weights, rng, args)
-      theirs = measure_baselines(num_leaves, batch_size, weights, rng, args)
+      ours = measure_ours(num_leaves, batch_size, weights, rng)
+      theirs = measure_baselines(num_leaves, batch_size, weights, rng,
+                                 args.baselines)
+      measured = rates({**ours, **theirs}, args.repeats, args.min_seconds)
+      ours = {name: measured[name] for name in ours}
+      theirs = {name: measured[name] for name in theirs}
       results.append({
           "n": num_leaves,
           "batch_size": batch_size,
