@@ -186,6 +186,25 @@ def test_a_bounded_stage_without_updates_fails_in_time_naming_the_fix():
   assert "max_lag=None" in output
 
 
+SAVES_THE_ITERATOR = """
+import tempfile
+stage = data.AdaptiveSampling(AdaptiveSampler(37, 1.0, 0.9, seed=0), 8,
+                              max_lag=1, wait_timeout=2)
+iterator = iter(stage.dataset((x, y)).prefetch(2))
+next(iterator)  # the pipeline now waits for its update
+try:
+  tf.train.Checkpoint(iterator=iterator).save(tempfile.mkdtemp() + "/ckpt")
+except tf.errors.FailedPreconditionError as error:
+  print("refused:", error.message)
+"""
+
+
+def test_saving_a_bounded_stages_iterator_is_refused_after_the_wait():
+  # The save waits for the draw that waits for an update (the guide's
+  # "Checkpoints"), so it must end with that draw's wait_timeout.
+  assert run(SAVES_THE_ITERATOR).startswith("refused:")
+
+
 @pytest.mark.parametrize("wait_timeout", [0, -1, float("inf"), "60", True])
 def test_bad_wait_timeouts_are_refused(wait_timeout):
   from tf_adasamp import AdaptiveSampler  # pylint: disable=import-outside-toplevel
