@@ -98,6 +98,12 @@ def main():
                   workers=options.workers)
   except (training_loop.RunError, RuntimeError) as error:
     sys.exit(f"{PROGRAM}: {error}")
+  except KeyboardInterrupt:
+    print(
+        f"\n{PROGRAM}: interrupted; the finished runs are kept, and the "
+        "same command goes on with the others from their last checkpoints",
+        file=sys.stderr)
+    sys.exit(130)  # the shell's status for a run ended by Ctrl-C
   command = " ".join(
       ["python -m tf_adasamp.experiment.reproduce", *sys.argv[1:]])
   departures = study.departures(options.dataset, model, settings,

@@ -17,6 +17,7 @@ and mostly single-threaded.
 import dataclasses
 import multiprocessing
 import os
+import sys
 import time
 
 import numpy as np
@@ -303,8 +304,17 @@ def run_all(runs, data, progress=False, workers=1):
   ]
   for process in processes:
     process.start()
-  for process in processes:
-    process.join()
+  try:
+    for process in processes:
+      process.join()
+  except KeyboardInterrupt:
+    # Ctrl-C reaches the workers too, and each stops at once (_worker); a
+    # signal to this process alone does not, so they are ended here. A run
+    # may be killed at any point: it goes on from its last checkpoint.
+    for process in processes:
+      process.terminate()
+      process.join()
+    raise
   failed = [p.exitcode for p in processes if p.exitcode]
   if failed:
     raise RuntimeError(f"{len(failed)} of {workers} workers failed (exit "
@@ -315,7 +325,11 @@ def _worker(labelled, data):
   """A worker process's share of run_all: one TensorFlow thread."""
   tf.config.threading.set_intra_op_parallelism_threads(1)
   tf.config.threading.set_inter_op_parallelism_threads(1)
-  _train_runs(labelled, data, progress=False)
+  try:
+    _train_runs(labelled, data, progress=False)
+  except KeyboardInterrupt:
+    # Quietly: the parent, interrupted too, says what happened.
+    sys.exit(130)
 
 
 def _train_runs(labelled, data, progress):

@@ -40,6 +40,14 @@ def main():
     records = training_loop.train(config, progress=FLAGS.progress)
   except (datasets.DatasetUnavailableError, training_loop.RunError) as error:
     sys.exit(f"{PROGRAM}: {error}")
+  except KeyboardInterrupt:
+    step = training_loop.last_checkpoint_step(config.output_dir)
+    print(f"\n{PROGRAM}: interrupted; " +
+          ("no checkpoint was written yet" if step is None else
+           f"the last checkpoint is of step {step}: the same command with "
+           "--resume goes on from it"),
+          file=sys.stderr)
+    sys.exit(130)  # the shell's status for a run ended by Ctrl-C
   final = records[-1]
   print(f"step {final['step']}: train loss {final['train_loss']:.4f}, "
         f"train accuracy {final['train_accuracy']:.4f}, test accuracy "

@@ -529,6 +529,12 @@ def read_metrics(output_dir):
   return records
 
 
+def last_checkpoint_step(output_dir):
+  """The step of the run's last checkpoint in `output_dir`, or None."""
+  path = tf.train.latest_checkpoint(os.path.join(output_dir, "checkpoints"))
+  return None if path is None else int(path.rsplit("-", 1)[1])
+
+
 def is_complete(output_dir, steps):
   """Whether the run in `output_dir` has recorded its metrics at `steps`."""
   records = read_metrics(output_dir)

@@ -1,0 +1,61 @@
+"""An interrupt ends the experiment runner in one line, exit status 130 and
+no traceback, its workers with it.
+
+SIGINT goes to the runner alone (as `kill -INT` sends it), which waits in
+Python for its workers, so the KeyboardInterrupt always surfaces there. A
+terminal's Ctrl-C reaches every process of the group, the workers inside
+TensorFlow's calls, where an interrupt that lands while TensorFlow raises
+one of its own errors can come out as a RuntimeError instead.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TIMEOUT = 240  # seconds; generous for a loaded machine
+
+
+def start(module, log, *args):
+  # Output goes to a file, which never fills.
+  with open(log, "w") as output:
+    return subprocess.Popen(
+        [sys.executable, "-m", f"tf_adasamp.experiment.{module}", *args],
+        cwd=ROOT,
+        stdout=output,
+        stderr=subprocess.STDOUT,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+
+
+def wait_until(process, log, written):
+  deadline = time.monotonic() + TIMEOUT
+  while not written():
+    assert process.poll() is None, log.read_text()
+    assert time.monotonic() < deadline, "no checkpoint in time"
+    time.sleep(0.2)
+
+
+def interrupt(process, log):
+  process.send_signal(signal.SIGINT)
+  process.wait(timeout=TIMEOUT)
+  output = log.read_text()
+  assert process.returncode == 130, output
+  assert "Traceback" not in output, output
+  return output
+
+
+def test_an_interrupt_of_the_runner_alone_stops_its_workers(tmp_path):
+  output_dir, log = tmp_path / "runs", tmp_path / "log"
+  process = start("reproduce", log, "--dataset=digits", "--model=logistic",
+                  "--trials=1", "--steps=1000000", "--eval_interval=1000",
+                  "--workers=2", f"--output_dir={output_dir}")
+  # Each worker's first run has written its first checkpoint.
+  wait_until(process, log,
+             lambda: len(list(output_dir.rglob("checkpoints/checkpoint"))) >= 2)
+  stderr = interrupt(process, log)
+  assert ("tf-adasamp-reproduce: interrupted; the finished runs are kept, "
+          "and the same command goes on with the others from their last "
+          "checkpoints") in stderr
