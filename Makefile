@@ -3,9 +3,11 @@
 #                    on Fashion-MNIST, with its figures and summary
 #   make test    set up, then run every test: pytest and `bazel test //...`
 # Set-up is idempotent: a virtual environment in .venv with TensorFlow and the
-# package installed in place (its op library built against that TensorFlow),
-# Fashion-MNIST from Debian (dataset-fashion-mnist) for the experiment, and
-# Bazel from Debian for the Bazel build.
+# package installed in place (its op library built against that TensorFlow,
+# with two header-only libraries from Debian that TensorFlow's XLA headers
+# include but its wheel lacks), Fashion-MNIST from Debian
+# (dataset-fashion-mnist) for the experiment, and Bazel from Debian for the
+# Bazel build.
 
 PYTHON ?= python3
 VENV := .venv
@@ -22,8 +24,8 @@ PY_FORMATTED := setup.py bazel tf_adasamp tests benchmarks
 OP_LIBRARY := tf_adasamp/_sum_tree_ops.so
 FASHION_MNIST := /usr/share/datasets/fashion-mnist
 
-.PHONY: setup fashion-mnist experiment demo test pytest bazel-test format \
-  format-check clang-format clean
+.PHONY: setup build-deps fashion-mnist experiment demo test pytest \
+  bazel-test format format-check clang-format clean
 
 setup: $(OP_LIBRARY) fashion-mnist
 
@@ -31,14 +33,19 @@ fashion-mnist:
 	test -d $(FASHION_MNIST) || { apt-get update -qq && \
 	  apt-get install -y -qq dataset-fashion-mnist; }
 
-$(VENV)/installed: setup.py pyproject.toml
+build-deps:
+	test -f /usr/include/highwayhash/arch_specific.h -a \
+	  -f /usr/include/farmhash.h || { apt-get update -qq && \
+	  apt-get install -y -qq libhighwayhash-dev libfarmhash-dev; }
+
+$(VENV)/installed: setup.py pyproject.toml | build-deps
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TENSORFLOW)" setuptools wheel
 	$(PY) -m pip install -q --no-build-isolation -e ".[test]"
 	touch $@
 
-$(OP_LIBRARY): $(VENV)/installed $(CC_SOURCES)
+$(OP_LIBRARY): $(VENV)/installed $(CC_SOURCES) | build-deps
 	$(PY) setup.py -q build_ext --inplace
 
 experiment: setup

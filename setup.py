@@ -55,8 +55,7 @@ def cuda_build(nvcc, root, build_temp):
   """Compiles the CUDA kernels; returns (sources, compile flags, link flags).
 
   The kernels link CUDA's static runtime from the same toolkit as nvcc,
-  private to the library (docs/cuda.md says why), and the GPU OpKernels
-  TensorFlow's GPU functors from libtensorflow_cc. nvcc reruns only when a
+  private to the library (docs/cuda.md says why). nvcc reruns only when a
   CUDA source is newer than its object: five architectures take a minute.
   """
   architectures = cuda_config.architectures(os.environ,
@@ -86,8 +85,33 @@ def cuda_build(nvcc, root, build_temp):
       f"-L{cuda_config.cudart_static_dir(nvcc)}",
       "-l:libcudart_static.a",
       *FACTS["CUDART_LINK_FLAGS"],
-      "-l:libtensorflow_cc.so.2",
   ])
+
+
+# Headers that TensorFlow's XLA headers include but its wheel lacks, and the
+# Debian package of each.
+XLA_HEADER_PACKAGES = {
+    "highwayhash/arch_specific.h": "libhighwayhash-dev",
+    "farmhash.h": "libfarmhash-dev",
+}
+
+
+def check_xla_headers(compiler):
+  """Fails with the packages to install if the compiler cannot find
+  XLA_HEADER_PACKAGES' headers, before a long compile fails on them."""
+  missing = [
+      package for header, package in XLA_HEADER_PACKAGES.items()
+      if subprocess.run([compiler, "-E", "-x", "c++", "-o", os.devnull, "-"],
+                        input=f"#include <{header}>\n",
+                        capture_output=True,
+                        text=True,
+                        check=False).returncode != 0
+  ]
+  if missing:
+    raise RuntimeError(
+        "tf_adasamp: the op library's XLA kernels include TensorFlow headers "
+        "that need headers its wheel lacks; install them first (Debian, "
+        f"Ubuntu: apt-get install {' '.join(missing)})")
 
 
 class BuildOpLibrary(build_ext):
@@ -103,6 +127,7 @@ class BuildOpLibrary(build_ext):
     output = self.get_ext_fullpath(ext.name)
     os.makedirs(os.path.dirname(output), exist_ok=True)
     compiler = os.environ.get("CXX", shutil.which("g++") or "c++")
+    check_xla_headers(compiler)
     nvcc = find_nvcc(tf)
     gpu_sources, gpu_flags, gpu_link_flags = (cuda_build(
         nvcc, ROOT, self.build_temp) if nvcc else ([], [], []))
@@ -118,6 +143,8 @@ class BuildOpLibrary(build_ext):
         output,
         *gpu_link_flags,
         *tf.sysconfig.get_link_flags(),
+        # The XLA kernels and the GPU OpKernels use TensorFlow's own.
+        "-l:libtensorflow_cc.so.2",
     ]
     print(" ".join(command))
     subprocess.check_call(command)

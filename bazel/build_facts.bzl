@@ -7,9 +7,9 @@ that every C++/CUDA file under cc/ is listed here and that both builds use
 these lists. Paths are relative to the repository root.
 """
 
-# The CPU op library: op registrations, OpKernels and CPU functors. Headers
-# are listed for Bazel (and for setup.py's rebuild check); only the .cc files
-# are compiled.
+# The CPU op library: op registrations, OpKernels, CPU functors and the XLA
+# kernels over them. Headers are listed for Bazel (and for setup.py's rebuild
+# check); only the .cc files are compiled.
 OP_LIBRARY_SOURCES = [
     "cc/ops/draw_permits_ops.cc",
     "cc/ops/sum_tree_ops.cc",
@@ -18,6 +18,7 @@ OP_LIBRARY_SOURCES = [
     "cc/kernels/sum_tree_algorithm.h",
     "cc/kernels/sum_tree_ops.cc",
     "cc/kernels/sum_tree_ops.h",
+    "cc/kernels/sum_tree_ops_xla.cc",
 ]
 
 # Joins the op library where the CUDA kernels are built (docs/cuda.md): the

@@ -16,8 +16,7 @@ Two parts:
   configure_cuda(repository_ctx, python, library_dir): called from
       tf_configure's implementation (CUDA_ENVIRON joins its `environ`); writes
       the package @local_config_tf//cuda: defs.bzl (CUDA_ENABLED, NVCC,
-      NVCC_GENCODE) and, when enabled, the cc_libraries cudart_static
-      and tensorflow_cc (the GPU OpKernels need TensorFlow's GPU functors).
+      NVCC_GENCODE) and, when enabled, the cc_library cudart_static.
   cuda_object(name, src, hdrs, nvcc, gencode): nvcc compiles `src` into
       a PIC object, wrapped as a cc_library to link into the op library;
       nothing where nvcc is None (CUDA_ENABLED is False).
@@ -67,10 +66,6 @@ def configure_cuda(repository_ctx, python, library_dir):
         config["cudart_static_dir"] + "/libcudart_static.a",
         "cuda/libcudart_static.a",
     )
-    repository_ctx.symlink(
-        library_dir + "/libtensorflow_cc.so.2",
-        "cuda/libtensorflow_cc.so.2",
-    )
     repository_ctx.file("cuda/BUILD", "\n".join([
         'package(default_visibility = ["//visibility:public"])',
         "",
@@ -79,11 +74,6 @@ def configure_cuda(repository_ctx, python, library_dir):
         '    name = "cudart_static",',
         '    srcs = ["libcudart_static.a"],',
         "    linkopts = %s," % CUDART_LINK_FLAGS,
-        ")",
-        "",
-        "cc_library(",
-        '    name = "tensorflow_cc",',
-        '    srcs = ["libtensorflow_cc.so.2"],',
         ")",
         "",
     ]))

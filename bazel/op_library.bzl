@@ -10,8 +10,8 @@ def source_labels(paths):
 def tf_custom_op_library(name, srcs = [], deps = [], copts = [], **kwargs):
     """A shared library of TensorFlow ops, loadable with tf.load_op_library.
 
-    Links against the installed TensorFlow's framework library, with the
-    compile flags that `tf.sysconfig.get_compile_flags()` gives (the
+    Links against the installed TensorFlow's framework and C++ libraries,
+    with the compile flags that `tf.sysconfig.get_compile_flags()` gives (the
     tf_header_lib target) and build_facts.bzl's CXX_FLAGS.
     """
     native.cc_binary(
@@ -20,6 +20,7 @@ def tf_custom_op_library(name, srcs = [], deps = [], copts = [], **kwargs):
         copts = copts + CXX_FLAGS,
         linkshared = 1,
         deps = deps + [
+            "@local_config_tf//:libtensorflow_cc",
             "@local_config_tf//:libtensorflow_framework",
             "@local_config_tf//:tf_header_lib",
         ],

@@ -18,6 +18,12 @@ cc_library(
     srcs = ["libtensorflow_framework.so.2"],
 )
 
+# TensorFlow's XLA bridge and GPU functors, for the XLA and GPU kernels.
+cc_library(
+    name = "libtensorflow_cc",
+    srcs = ["libtensorflow_cc.so.2"],
+)
+
 # The interpreter that has TensorFlow, for py_binary and py_test.
 py_runtime(
     name = "python3_runtime",

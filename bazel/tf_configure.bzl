@@ -1,5 +1,5 @@
-"""Repository rule exposing the installed TensorFlow (headers, framework
-library) and the Python interpreter that has it, as @local_config_tf.
+"""Repository rule exposing the installed TensorFlow (headers, framework and
+C++ libraries) and the Python interpreter that has it, as @local_config_tf.
 
 The interpreter is $PYTHON_BIN_PATH if set, else the workspace's .venv, else
 python3 on the PATH; TensorFlow's own `tf.sysconfig` says where the headers and
@@ -39,10 +39,8 @@ def _tf_configure_impl(repository_ctx):
     library_dir = _ask_tensorflow(repository_ctx, python, "tf.sysconfig.get_lib()")
     cxx11_abi = _ask_tensorflow(repository_ctx, python, "tf.sysconfig.CXX11_ABI_FLAG")
     repository_ctx.symlink(include_dir, "include")
-    repository_ctx.symlink(
-        library_dir + "/libtensorflow_framework.so.2",
-        "libtensorflow_framework.so.2",
-    )
+    for library in ("libtensorflow_framework.so.2", "libtensorflow_cc.so.2"):
+        repository_ctx.symlink(library_dir + "/" + library, library)
     repository_ctx.template("BUILD", Label("//bazel:tf_configure.BUILD.tpl"), {
         "%{CXX11_ABI}": cxx11_abi,
         "%{PYTHON}": python,

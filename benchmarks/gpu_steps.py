@@ -13,7 +13,8 @@
 Every variant is one tf.function running --steps steps in a tf.range loop
 (as the trainer's steps_per_execution), called --repeats times after a
 warm-up, variants alternating; the median microseconds per step are printed
-and written as JSON.
+and written as JSON. Each also runs compiled whole by XLA (jit_compile=True,
+named "... (XLA)"), unless it fails to compile (said, then left out).
 
   python -m benchmarks.gpu_steps [--steps 200] [--repeats 7]
 """
@@ -44,11 +45,11 @@ LOOP_BODIES = {
 }
 
 
-def range_loop(body, result):
+def range_loop(body, result, jit_compile):
   """A tf.function of a step count: body() that many times in a tf.range
   loop, then result()."""
 
-  @tf.function
+  @tf.function(jit_compile=jit_compile)
   def run(count):
     for _ in tf.range(count):
       body()
@@ -57,7 +58,7 @@ def range_loop(body, result):
   return run
 
 
-def sampler_loops(batch_size):
+def sampler_loops(batch_size, jit_compile=False):
   """The sampler's loops, each a tf.function of the step count: "empty",
   "sampler" (a whole step), its parts "draw" and "update", and
   "separate_uniforms", the step with the generator's uniforms drawn by the
@@ -69,7 +70,7 @@ def sampler_loops(batch_size):
   counter = tf.Variable(0, dtype=tf.int64)
 
   def loop(body):
-    return range_loop(body, counter.read_value)
+    return range_loop(body, counter.read_value, jit_compile)
 
   return {
       "empty":
@@ -86,7 +87,7 @@ def sampler_loops(batch_size):
   }
 
 
-def mlp_loops(batch_size):
+def mlp_loops(batch_size, jit_compile=False):
   """{"uniform": loop, "adaptive": loop} of MLP 256-512-10 SGD steps."""
   rng = np.random.default_rng(0)
   images = tf.constant(rng.random((NUM_EXAMPLES, 784), dtype=np.float32))
@@ -119,7 +120,22 @@ def mlp_loops(batch_size):
         loss += step()[0]
       return loss
 
-    loops[sampling] = tf.function(loop)
+    loops[sampling] = tf.function(loop, jit_compile=jit_compile)
+  return loops
+
+
+def with_xla(steps, make_loops, *args):
+  """make_loops(*args) and its loops compiled by XLA, named "... (XLA)", if
+  they compile and run for `steps` steps."""
+  loops = make_loops(*args)
+  compiled = make_loops(*args, jit_compile=True)
+  try:
+    for loop in compiled.values():
+      loop(tf.constant(steps, tf.int64)).numpy()
+  except tf.errors.OpError as error:
+    print(f"XLA left out: {error.message.splitlines()[0]}")
+    return loops
+  loops.update({f"{name} (XLA)": loop for name, loop in compiled.items()})
   return loops
 
 
@@ -154,17 +170,25 @@ def main():
 
   info = machine()
   print(json.dumps(info))
-  sampler = median_microseconds(sampler_loops(100), args.steps, args.repeats)
-  empty = sampler["empty"]
+  sampler = median_microseconds(with_xla(args.steps, sampler_loops, 100),
+                                args.steps, args.repeats)
   print(f"n = {NUM_EXAMPLES}, B = 100, us per loop iteration (over the empty "
-        f"loop's {empty:.1f} us):")
+        "loop's, compiled alike):")
   for name, micros in sampler.items():
+    empty = sampler["empty (XLA)" if name.endswith("(XLA)") else "empty"]
     print(f"  {name}: {micros:.1f} ({micros - empty:+.1f})")
-  mlp = median_microseconds(mlp_loops(128), args.steps, args.repeats)
-  ratio = mlp["adaptive"] / mlp["uniform"]
-  print(f"MLP 256-512-10, B = 128: uniform {mlp['uniform']:.1f} us, "
-        f"adaptive {mlp['adaptive']:.1f} us per step; adaptive / uniform "
-        f"{ratio:.3f}x")
+  mlp = median_microseconds(with_xla(args.steps, mlp_loops, 128), args.steps,
+                            args.repeats)
+  ratios = {}
+  for suffix in ("", " (XLA)"):
+    if "uniform" + suffix in mlp:
+      ratios["adaptive_over_uniform" +
+             suffix] = ratio = (mlp["adaptive" + suffix] /
+                                mlp["uniform" + suffix])
+      print(f"MLP 256-512-10, B = 128{suffix}: uniform "
+            f"{mlp['uniform' + suffix]:.1f} us, adaptive "
+            f"{mlp['adaptive' + suffix]:.1f} us per step; adaptive / uniform "
+            f"{ratio:.3f}x")
   os.makedirs(os.path.dirname(args.output), exist_ok=True)
   with open(args.output, "w") as f:
     json.dump(
@@ -174,7 +198,8 @@ def main():
             "machine": info,
             "sampler_us": sampler,
             "mlp_us": mlp,
-            "mlp_adaptive_over_uniform": ratio
+            "mlp_adaptive_over_uniform": ratios["adaptive_over_uniform"],
+            "mlp_ratios": ratios,
         },
         f,
         indent=2)

@@ -21,7 +21,11 @@ from tf_adasamp import ops
 
 OPS = [
     "AdaSamp>SumTreeBuild", "AdaSamp>SumTreeSet", "AdaSamp>SumTreeSample",
-    "AdaSamp>AdaptiveReweight"
+    "AdaSamp>SumTreeDraw", "AdaSamp>AdaptiveReweight"
+]
+# The ops a training step calls, which XLA compiles too (sum_tree_ops_xla.cc).
+XLA_OPS = [
+    "AdaSamp>SumTreeSample", "AdaSamp>SumTreeDraw", "AdaSamp>AdaptiveReweight"
 ]
 
 
@@ -51,7 +55,10 @@ def visible_gpus():
 def test_op_library_has_gpu_kernels_where_nvcc_is_found(op):
   ops.load()
   registered = kernels.get_registered_kernels_for_op(op).kernel
-  assert {kernel.device_type for kernel in registered} == {"CPU", "GPU"}
+  devices = {"CPU", "GPU"}
+  if op in XLA_OPS:
+    devices |= {"XLA_CPU_JIT", "XLA_GPU_JIT"}
+  assert {kernel.device_type for kernel in registered} == devices
 
 
 @pytest.mark.gpu

@@ -269,3 +269,43 @@ def test_sampler_steps_in_tf_function_match_the_cpu():
   np.testing.assert_allclose(samplers[GPU].probabilities().numpy(),
                              samplers[CPU].probabilities().numpy(),
                              rtol=1e-13)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("stratified", [False, True])
+def test_a_compiled_step_on_the_gpu_matches_the_ops_there(dtype, stratified):
+  # The ops' XLA kernels on the GPU (jit_compile=True) run the GPU kernels the
+  # ops do, on the same state: the same results, bit for bit.
+  states = []
+  for jit_compile in (False, True):
+    with tf.device(GPU):
+      sampler = AdaptiveSampler(1000,
+                                amplitude=0.5,
+                                decay=0.9,
+                                seed=7,
+                                stratified=stratified,
+                                dtype=dtype)
+
+      @tf.function(jit_compile=jit_compile)
+      def loop(steps, sampler=sampler):
+        indices = tf.zeros([32], tf.int64)
+        for _ in tf.range(steps):
+          indices = sampler.sample(32)
+          sampler.update(indices, tf.cast(indices % 3, sampler.dtype))
+        return indices
+
+      last = loop(tf.constant(60))
+    assert "GPU" in sampler.tree.variable.device
+    states.append([last.numpy()] + [v.numpy() for v in sampler.variables])
+  for graph, compiled in zip(*states):
+    np.testing.assert_array_equal(compiled, graph)
+
+
+def test_a_compiled_sample_on_the_gpu_matches_the_op():
+  tree = build_on(GPU, random_weights(100, np.float64, 0))
+  uniforms = uniforms_for(np.float64, 64, 1)
+  with tf.device(GPU):
+    compiled = tf.function(lambda: ops.sum_tree_sample(tree.handle, uniforms),
+                           jit_compile=True)()
+  for got, expected in zip(compiled, sample_on(GPU, tree, uniforms)):
+    np.testing.assert_array_equal(got.numpy(), expected)

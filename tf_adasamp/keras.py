@@ -18,10 +18,10 @@ distribution, estimated from the same batches with importance weights
 1 / (n Q_t(i)) (unbiased for the loss; self-normalized for metrics), so they
 compare with `val_loss` and `val_<metric>` as in uniform training.
 
-The sampler's ops have no XLA kernels, so with `jit_compile=True` (or
-"auto" on a GPU) XLA compiles the forward and backward pass and the
-sampler update runs after it, outside the compiled function; evaluation and
-prediction compile whole.
+The stage's update releases the pipeline's next draw, which XLA cannot
+compile, so with `jit_compile=True` (or "auto" on a GPU) XLA compiles the
+forward and backward pass and the update runs after it, outside the
+compiled function; evaluation and prediction compile whole.
 """
 
 import math
@@ -149,8 +149,8 @@ class AdaptiveSamplingModel(keras.Model):
     if self.train_function is not None and not force:
       return self.train_function
     # With XLA on, it compiles `_learn`; the step around it runs the
-    # sampler's ops, which XLA lacks. `jit_compile` stays as set, for
-    # evaluate and predict.
+    # stage's update, whose permit XLA cannot compile. `jit_compile` stays
+    # as set, for evaluate and predict.
     self._learn = (tf.function(self._learn_step, jit_compile=True)
                    if self.jit_compile else self._learn_step)
     config = self._compile_config.config

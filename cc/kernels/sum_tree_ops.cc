@@ -53,6 +53,38 @@ using ::tensorflow::errors::InvalidArgument;
 using CPUDevice = Eigen::ThreadPoolDevice;
 using GPUDevice = Eigen::GpuDevice;
 
+absl::Status CheckTreeShape(const TensorShape& tree, absl::string_view name,
+                            int64_t num_leaves) {
+  const int64_t size = tree.num_elements();
+  const bool is_tree = TensorShapeUtils::IsVector(tree) && size >= 2 &&
+                       TreeCapacity(size / 2) == size / 2 && size % 2 == 0;
+  if (!is_tree) {
+    return InvalidArgument(name, " must be a vector of 2 * capacity values, ",
+                           "capacity a power of two; got shape ",
+                           tree.DebugString());
+  }
+  if (num_leaves >= 0 && size != 2 * TreeCapacity(num_leaves)) {
+    return InvalidArgument(
+        name, " has shape ", tree.DebugString(), " but a tree over ",
+        num_leaves, " leaves has shape [", 2 * TreeCapacity(num_leaves), "]");
+  }
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status CheckReweightParameters(T amplitude, T decay) {
+  if (!(IsFinite(amplitude) && amplitude >= T(0))) {
+    return InvalidArgument("amplitude = ", amplitude,
+                           " must be finite and >= 0");
+  }
+  if (!(decay >= T(0) && decay < T(1))) {
+    return InvalidArgument("decay = ", decay, " must be in [0, 1)");
+  }
+  return absl::OkStatus();
+}
+template absl::Status CheckReweightParameters(float, float);
+template absl::Status CheckReweightParameters(double, double);
+
 namespace functor {
 namespace {
 
@@ -464,13 +496,16 @@ absl::Status DrawLeaves(OpKernelContext* ctx,
                    indices.data() + chunk, probabilities.data() + chunk);
     }
   };
-  const auto& workers = *ctx->device()->tensorflow_cpu_worker_threads();
+  const auto* workers =
+      ctx == nullptr ? nullptr : ctx->device()->tensorflow_cpu_worker_threads();
   const int64_t num_threads =
-      std::min<int64_t>(workers.num_threads, num_draws / kMinDrawsPerShard);
+      workers == nullptr ? 1
+                         : std::min<int64_t>(workers->num_threads,
+                                             num_draws / kMinDrawsPerShard);
   if (num_threads <= 1) {
     draw(0, num_draws);
   } else {
-    ShareWork(workers.workers, num_threads - 1, num_draws, kDrawsPerChunk,
+    ShareWork(workers->workers, num_threads - 1, num_draws, kDrawsPerChunk,
               draw);
   }
   return absl::OkStatus();
@@ -627,6 +662,15 @@ struct AdaptiveReweight<CPUDevice, T> {
   }
 };
 
+// For the XLA kernels (sum_tree_ops_xla.cc).
+#define DEFINE_CPU_FUNCTORS(T)                 \
+  template struct SumTreeSample<CPUDevice, T>; \
+  template struct SumTreeDraw<CPUDevice, T>;   \
+  template struct AdaptiveReweight<CPUDevice, T>;
+DEFINE_CPU_FUNCTORS(float);
+DEFINE_CPU_FUNCTORS(double);
+#undef DEFINE_CPU_FUNCTORS
+
 }  // namespace functor
 
 namespace {
@@ -727,26 +771,6 @@ class UpdateLocks {
   absl::InlinedVector<tensorflow::mutex_lock, kVars> locks_;
 };
 
-// A tree is a vector of 2 * capacity values, capacity a power of two; if
-// `num_leaves` is given, the one that pads it.
-absl::Status CheckTreeShape(const Tensor& tree, absl::string_view name,
-                            int64_t num_leaves = -1) {
-  const int64_t size = tree.NumElements();
-  const bool is_tree = TensorShapeUtils::IsVector(tree.shape()) && size >= 2 &&
-                       TreeCapacity(size / 2) == size / 2 && size % 2 == 0;
-  if (!is_tree) {
-    return InvalidArgument(name, " must be a vector of 2 * capacity values, ",
-                           "capacity a power of two; got shape ",
-                           tree.shape().DebugString());
-  }
-  if (num_leaves >= 0 && size != 2 * TreeCapacity(num_leaves)) {
-    return InvalidArgument(
-        name, " has shape ", tree.shape().DebugString(), " but a tree over ",
-        num_leaves, " leaves has shape [", 2 * TreeCapacity(num_leaves), "]");
-  }
-  return absl::OkStatus();
-}
-
 absl::Status CheckVector(const Tensor& tensor, absl::string_view name) {
   if (!TensorShapeUtils::IsVector(tensor.shape())) {
     return InvalidArgument(name, " must be a vector, got shape ",
@@ -796,7 +820,8 @@ class SumTreeBuildOp : public OpKernel {
     OP_REQUIRES_OK(ctx, LookupVariable<T>(ctx, 0, "tree", &tree));
     UpdateLocks<1> lock;
     OP_REQUIRES_OK(ctx, (lock.Acquire<Device, T>(ctx, {tree.get()}, {"tree"})));
-    OP_REQUIRES_OK(ctx, CheckTreeShape(*tree->tensor(), "tree", num_leaves_));
+    OP_REQUIRES_OK(
+        ctx, CheckTreeShape(tree->tensor()->shape(), "tree", num_leaves_));
     OP_REQUIRES_OK(ctx, functor::SumTreeBuild<Device, T>()(
                             ctx, weights.flat<T>(), tree->tensor()->flat<T>()));
   }
@@ -828,7 +853,8 @@ class SumTreeSetOp : public OpKernel {
     OP_REQUIRES_OK(ctx, LookupVariable<T>(ctx, 0, "tree", &tree));
     UpdateLocks<1> lock;
     OP_REQUIRES_OK(ctx, (lock.Acquire<Device, T>(ctx, {tree.get()}, {"tree"})));
-    OP_REQUIRES_OK(ctx, CheckTreeShape(*tree->tensor(), "tree", num_leaves_));
+    OP_REQUIRES_OK(
+        ctx, CheckTreeShape(tree->tensor()->shape(), "tree", num_leaves_));
     huge_pages_.Advise(*tree->tensor());
     OP_REQUIRES_OK(ctx, functor::SumTreeSet<Device, T>()(
                             ctx, num_leaves_, indices.flat<int64_t>(),
@@ -866,7 +892,7 @@ class SumTreeSampleOp : public OpKernel {
     OP_REQUIRES_OK(ctx, LookupVariable<T>(ctx, 0, "tree", &tree));
     // Sampling only reads: a shared lock lets draws run beside each other.
     tensorflow::tf_shared_lock lock(*tree->mu());
-    OP_REQUIRES_OK(ctx, CheckTreeShape(*tree->tensor(), "tree"));
+    OP_REQUIRES_OK(ctx, CheckTreeShape(tree->tensor()->shape(), "tree"));
     const Tensor& tree_values = *tree->tensor();
     huge_pages_.Advise(tree_values);
     OP_REQUIRES_OK(ctx,
@@ -920,7 +946,7 @@ class SumTreeDrawOp : public OpKernel {
                                 kPhiloxStateSize, "], got shape ",
                                 rng_state.shape().DebugString()));
     tensorflow::tf_shared_lock tree_lock(*tree->mu());
-    OP_REQUIRES_OK(ctx, CheckTreeShape(*tree->tensor(), "tree"));
+    OP_REQUIRES_OK(ctx, CheckTreeShape(tree->tensor()->shape(), "tree"));
     const Tensor& tree_values = *tree->tensor();
     huge_pages_.Advise(tree_values);
     OP_REQUIRES_OK(ctx, functor::SumTreeDraw<Device, T>()(
@@ -958,11 +984,7 @@ class AdaptiveReweightOp : public OpKernel {
     T amplitude, decay;
     OP_REQUIRES_OK(ctx, ReadScalar(ctx->input(6), "amplitude", &amplitude));
     OP_REQUIRES_OK(ctx, ReadScalar(ctx->input(7), "decay", &decay));
-    OP_REQUIRES(
-        ctx, IsFinite(amplitude) && amplitude >= T(0),
-        InvalidArgument("amplitude = ", amplitude, " must be finite and >= 0"));
-    OP_REQUIRES(ctx, decay >= T(0) && decay < T(1),
-                InvalidArgument("decay = ", decay, " must be in [0, 1)"));
+    OP_REQUIRES_OK(ctx, CheckReweightParameters(amplitude, decay));
 
     tensorflow::core::RefCountPtr<Var> tree, entropy_tree, log_weights,
         log_scale;
@@ -984,9 +1006,10 @@ class AdaptiveReweightOp : public OpKernel {
     const int64_t num_leaves = log_w.NumElements();
     OP_REQUIRES(ctx, num_leaves >= 1,
                 InvalidArgument("log_weights must not be empty"));
-    OP_REQUIRES_OK(ctx, CheckTreeShape(*tree->tensor(), "tree", num_leaves));
-    OP_REQUIRES_OK(ctx, CheckTreeShape(*entropy_tree->tensor(), "entropy_tree",
-                                       num_leaves));
+    OP_REQUIRES_OK(ctx,
+                   CheckTreeShape(tree->tensor()->shape(), "tree", num_leaves));
+    OP_REQUIRES_OK(ctx, CheckTreeShape(entropy_tree->tensor()->shape(),
+                                       "entropy_tree", num_leaves));
     OP_REQUIRES(ctx, TensorShapeUtils::IsScalar(log_scale->tensor()->shape()),
                 InvalidArgument("log_scale must be a scalar, got shape ",
                                 log_scale->tensor()->shape().DebugString()));

@@ -4,15 +4,30 @@
 // (indices in range, finite weights), then mutates, so bad input never leaves
 // a tree half-written. Each functor has a CPU specialisation
 // (sum_tree_ops.cc) and a GPU one (sum_tree_ops_gpu.cc, over the TF-free CUDA
-// side in gpu/).
+// side in gpu/). The XLA kernels (sum_tree_ops_xla.cc) run the CPU ones with
+// a null `ctx`: their work then stays on the calling thread.
 
 #ifndef ADASAMP_CC_KERNELS_SUM_TREE_OPS_H_
 #define ADASAMP_CC_KERNELS_SUM_TREE_OPS_H_
 
 #include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/framework/tensor_types.h"
 
 namespace adasamp {
+
+// The checks that both the OpKernels and the XLA kernels make before a
+// functor runs.
+
+// A tree is a vector of 2 * capacity values, capacity a power of two; if
+// `num_leaves` is given, the one that pads it.
+absl::Status CheckTreeShape(const tensorflow::TensorShape& tree,
+                            absl::string_view name, int64_t num_leaves = -1);
+
+// Algorithm 1's amplitude (finite, >= 0) and decay (in [0, 1)).
+template <typename T>
+absl::Status CheckReweightParameters(T amplitude, T decay);
+
 namespace functor {
 
 using ::tensorflow::OpKernelContext;
