@@ -3,13 +3,14 @@
 # GPU benchmarks and the sum-tree ops beside flashbax on the GPU, figures and a
 # log written to $OUT (the device tool brings it back), else
 # benchmarks/results/. The default steps took about 5 minutes on an H200
-# (the GPU tests 80 s, each benchmark 20-50 s); `suite`, the whole suite
+# before the XLA rows and train_step_xla joined them (the GPU tests 80 s,
+# each benchmark 20-50 s); `suite`, the whole suite
 # under default GPU placement on 8 workers, about 4 more. Name steps to run
 # fewer:
 #
 #   bash benchmarks/gpu_session.sh [--cpu] [STEP ...]
-#   steps: devices gpu_tests gpu_steps train_step trainer throughput (the
-#   default), suite
+#   steps: devices gpu_tests gpu_steps train_step train_step_xla trainer
+#   throughput (the default), suite
 #
 # On the GPU machine, after /work/shared/gpu/README.md's set-up (the six
 # pieces, on-device.sh), from the checkout's root:
@@ -35,7 +36,7 @@ if [ "${1:-}" = "--cpu" ]; then
   [ -x .venv/bin/python ] && PYTHON=.venv/bin/python
   shift
 fi
-STEPS_WANTED=" ${*:-devices gpu_tests gpu_steps train_step trainer throughput} "
+STEPS_WANTED=" ${*:-devices gpu_tests gpu_steps train_step train_step_xla trainer throughput} "
 [ -d .gpu/py ] && export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD/.gpu/py"
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
 RESULTS=${OUT:-benchmarks/results}
@@ -75,10 +76,14 @@ step gpu_tests 150 "$PYTHON" -m pytest -q -m gpu tests
 # CPU contracts pin themselves to the CPU. Workers share the GPU's memory.
 step suite 330 env TF_FORCE_GPU_ALLOW_GROWTH=true "$PYTHON" -m pytest -q \
     -n 8 -p no:cacheprovider tests
-step gpu_steps 100 "$PYTHON" -m benchmarks.gpu_steps --steps "$STEPS" \
+# Each loop also compiled whole by XLA: the "(XLA)" rows.
+step gpu_steps 150 "$PYTHON" -m benchmarks.gpu_steps --steps "$STEPS" \
     --repeats "$REPEATS" --output "$RESULTS/gpu_steps.json"
 step train_step 120 "$PYTHON" -m benchmarks.train_step --steps "$STEPS" \
     --warmup 5 --repeats "$REPEATS" --output "$RESULTS/train_step_gpu.json"
+step train_step_xla 150 "$PYTHON" -m benchmarks.train_step --jit_compile \
+    --steps "$STEPS" --warmup 5 --repeats "$REPEATS" \
+    --output "$RESULTS/train_step_xla_gpu.json"
 step trainer 150 "$PYTHON" -m benchmarks.train_step --trainer \
     --steps "$TRAINER_STEPS" --rounds "$ROUNDS" \
     --output "$RESULTS/trainer_step_gpu.json"
