@@ -181,14 +181,13 @@ def main():
                             args.repeats)
   ratios = {}
   for suffix in ("", " (XLA)"):
-    if "uniform" + suffix in mlp:
-      ratios["adaptive_over_uniform" +
-             suffix] = ratio = (mlp["adaptive" + suffix] /
-                                mlp["uniform" + suffix])
-      print(f"MLP 256-512-10, B = 128{suffix}: uniform "
-            f"{mlp['uniform' + suffix]:.1f} us, adaptive "
-            f"{mlp['adaptive' + suffix]:.1f} us per step; adaptive / uniform "
-            f"{ratio:.3f}x")
+    if "uniform" + suffix not in mlp:
+      continue
+    uniform, adaptive = mlp["uniform" + suffix], mlp["adaptive" + suffix]
+    ratios["adaptive_over_uniform" + suffix] = adaptive / uniform
+    print(f"MLP 256-512-10, B = 128{suffix}: uniform {uniform:.1f} us, "
+          f"adaptive {adaptive:.1f} us per step; adaptive / uniform "
+          f"{adaptive / uniform:.3f}x")
   os.makedirs(os.path.dirname(args.output), exist_ok=True)
   with open(args.output, "w") as f:
     json.dump(
