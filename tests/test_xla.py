@@ -115,6 +115,41 @@ def test_a_refused_compiled_reweight_raises_and_writes_nothing(
     np.testing.assert_array_equal(now, then)
 
 
+def test_a_compiled_reweight_names_an_amplitude_it_cannot_know():
+  sampler = AdaptiveSampler(num_examples=10, amplitude=1.0, decay=0.5)
+  amplitude = tf.Variable(1.0, dtype=tf.float64)
+
+  @tf.function(jit_compile=True)
+  def reweight():
+    ops.adaptive_reweight(
+        sampler.tree.variable.handle,
+        sampler._entropy_tree.handle,  # pylint: disable=protected-access
+        sampler.log_weights.handle,
+        sampler._log_scale.handle,  # pylint: disable=protected-access
+        tf.constant([1], tf.int64),
+        tf.constant([1.0], tf.float64),
+        amplitude.read_value(),
+        tf.constant(0.5, tf.float64))
+
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match="amplitude must be a constant when the step "
+                     "compiles with XLA"):
+    reweight()
+
+
+def test_a_compiled_reset_gives_the_initial_state():
+  # decay 0: the reweight's O(n) rescale, compiled.
+  states = []
+  for jit_compile in (False, True):
+    sampler = AdaptiveSampler(num_examples=100, amplitude=2.0, decay=0.5)
+    sampler.update(tf.range(10, dtype=tf.int64), tf.ones([10], tf.float64))
+    tf.function(sampler.reset, jit_compile=jit_compile)()
+    states.append(state_of(sampler))
+  for graph, compiled in zip(*states):
+    np.testing.assert_array_equal(compiled, graph)
+  np.testing.assert_array_equal(sampler.log_weights.numpy(), np.zeros(100))
+
+
 def test_a_refused_compiled_draw_raises_and_leaves_the_generator_as_it_is():
   tree = SumTree(4, initial_weights=tf.zeros([4], tf.float64))
   generator = tf.random.Generator.from_seed(3, alg="philox")

@@ -303,6 +303,23 @@ std::string FloatAttribute(double value) {
              : absl::StrFormat("%.17e : f64", value);
 }
 
+// Input `input`, a scalar that XLA must know when the step compiles.
+template <typename Scalar>
+absl::Status ConstantInput(XlaOpKernelContext* ctx, int input,
+                           absl::string_view name, Scalar* value) {
+  absl::Status status;
+  if constexpr (std::is_integral_v<Scalar>) {
+    status = ctx->ConstantInputAsIntScalar(input, value);
+  } else {
+    status = ctx->ConstantInputAsFloatScalar(input, value);
+  }
+  if (status.ok()) return status;
+  return InvalidArgument(name,
+                         " must be a constant when the step compiles with "
+                         "XLA (jit_compile=True): ",
+                         status.message());
+}
+
 // Reads variable input `input`, a tree of dtype T.
 template <typename T>
 absl::Status ReadTree(XlaOpKernelContext* ctx, int input,
@@ -354,7 +371,7 @@ class SumTreeDrawXlaOp : public XlaOpKernel {
     // XLA's shapes are static: the batch size is fixed when the step
     // compiles, as tf.random.Generator.uniform's shape is.
     int64_t batch_size;
-    OP_REQUIRES_OK(ctx, ctx->ConstantInputAsIntScalar(2, &batch_size));
+    OP_REQUIRES_OK(ctx, ConstantInput(ctx, 2, "batch_size", &batch_size));
     OP_REQUIRES(ctx, batch_size >= 0 && batch_size <= kMaxBatchSize,
                 InvalidArgument("batch_size = ", batch_size, " must be in [0, ",
                                 kMaxBatchSize, "]"));
@@ -416,8 +433,8 @@ class AdaptiveReweightXlaOp : public XlaOpKernel {
     // The GPU kernels take amplitude and decay on the host, so here they are
     // compile-time constants, checked now.
     double amplitude, decay;
-    OP_REQUIRES_OK(ctx, ctx->ConstantInputAsFloatScalar(6, &amplitude));
-    OP_REQUIRES_OK(ctx, ctx->ConstantInputAsFloatScalar(7, &decay));
+    OP_REQUIRES_OK(ctx, ConstantInput(ctx, 6, "amplitude", &amplitude));
+    OP_REQUIRES_OK(ctx, ConstantInput(ctx, 7, "decay", &decay));
     OP_REQUIRES_OK(ctx, CheckReweightParameters(static_cast<T>(amplitude),
                                                 static_cast<T>(decay)));
     OP_REQUIRES_OK(ctx, CheckDistinctVariables(ctx));
