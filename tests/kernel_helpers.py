@@ -1,10 +1,36 @@
-"""Helpers for the tests of the GPU kernels: inputs, and the ops on a device."""
+"""Helpers for the tests of the kernels: inputs, the ops on a device, a
+sampler's steps in one tf.function, and snapshots of state."""
 
 import numpy as np
 import tensorflow as tf
 
 import reference
+from tf_adasamp import AdaptiveSampler
 from tf_adasamp import ops
+
+
+def state_of(module):
+  """Every value that makes up a module's state, as NumPy arrays."""
+  values = [v.numpy().copy() for v in module.variables]
+  if isinstance(module, AdaptiveSampler):
+    values.append(module.generator.state.numpy().copy())
+  return values
+
+
+def train(sampler, steps, batch_size, jit_compile):
+  """Algorithm 1 for `steps` steps in one tf.function loop, with a utility of
+  the indices; returns the last batch's indices and probabilities."""
+
+  @tf.function(jit_compile=jit_compile)
+  def loop(steps):
+    indices = tf.zeros([batch_size], tf.int64)
+    probabilities = tf.zeros([batch_size], sampler.dtype)
+    for _ in tf.range(steps):
+      indices, probabilities = sampler.sample_with_probabilities(batch_size)
+      sampler.update(indices, tf.cast(indices % 3, sampler.dtype))
+    return indices, probabilities
+
+  return [t.numpy() for t in loop(tf.constant(steps))]
 
 
 def random_weights(num_leaves, dtype, seed):

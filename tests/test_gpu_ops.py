@@ -18,6 +18,8 @@ from kernel_helpers import assert_same_state
 from kernel_helpers import build_on
 from kernel_helpers import random_weights
 from kernel_helpers import reweight_on
+from kernel_helpers import state_of
+from kernel_helpers import train
 from kernel_helpers import variable_on
 from tf_adasamp import AdaptiveSampler
 from tf_adasamp import ops
@@ -285,18 +287,9 @@ def test_a_compiled_step_on_the_gpu_matches_the_ops_there(dtype, stratified):
                                 seed=7,
                                 stratified=stratified,
                                 dtype=dtype)
-
-      @tf.function(jit_compile=jit_compile)
-      def loop(steps, sampler=sampler):
-        indices = tf.zeros([32], tf.int64)
-        for _ in tf.range(steps):
-          indices = sampler.sample(32)
-          sampler.update(indices, tf.cast(indices % 3, sampler.dtype))
-        return indices
-
-      last = loop(tf.constant(60))
+      last_batch = train(sampler, 60, 32, jit_compile)
     assert "GPU" in sampler.tree.variable.device
-    states.append([last.numpy()] + [v.numpy() for v in sampler.variables])
+    states.append(last_batch + state_of(sampler))
   for graph, compiled in zip(*states):
     np.testing.assert_array_equal(compiled, graph)
 

@@ -5,20 +5,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from kernel_helpers import state_of
 from tf_adasamp import AdaptiveSampler
 from tf_adasamp import SumTree
 from tf_adasamp import utilities
 
 # Contracts of the CPU kernels (on a GPU, bad values are not raised).
 pytestmark = pytest.mark.usefixtures("on_cpu")
-
-
-def state_of(module):
-  """Every value that makes up a module's state, as NumPy arrays."""
-  values = [v.numpy().copy() for v in module.variables]
-  if isinstance(module, AdaptiveSampler):
-    values.append(module.generator.state.numpy().copy())
-  return values
 
 
 def assert_unchanged(module, before):

@@ -7,15 +7,11 @@ import pytest
 from scipy import stats
 import tensorflow as tf
 
+from kernel_helpers import state_of
 import reference
 import tf_adasamp
 from tf_adasamp import AdaptiveSampler
 from tf_adasamp import ops
-
-
-def state_of(sampler):
-  """Every variable of the sampler, as NumPy arrays."""
-  return [v.numpy() for v in sampler.variables]
 
 
 def run_against_reference(sampler, algorithm, steps, batch_size, utility):
