@@ -85,6 +85,25 @@ absl::Status CheckReweightParameters(T amplitude, T decay) {
 template absl::Status CheckReweightParameters(float, float);
 template absl::Status CheckReweightParameters(double, double);
 
+absl::Status CheckDrawBatchSize(int64_t batch_size) {
+  constexpr int64_t kMaxBatchSize = std::numeric_limits<int32_t>::max();
+  if (!(batch_size >= 0 && batch_size <= kMaxBatchSize)) {
+    return InvalidArgument("batch_size = ", batch_size, " must be in [0, ",
+                           kMaxBatchSize, "]");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckPhiloxStateShape(const TensorShape& rng_state) {
+  if (!(TensorShapeUtils::IsVector(rng_state) &&
+        rng_state.num_elements() == kPhiloxStateSize)) {
+    return InvalidArgument(
+        "rng_state must be a Philox generator's state of shape [",
+        kPhiloxStateSize, "], got shape ", rng_state.DebugString());
+  }
+  return absl::OkStatus();
+}
+
 namespace functor {
 namespace {
 
@@ -918,9 +937,7 @@ class SumTreeDrawOp : public OpKernel {
   void Compute(OpKernelContext* ctx) override {
     int64_t batch_size;
     OP_REQUIRES_OK(ctx, ReadScalar(ctx->input(2), "batch_size", &batch_size));
-    OP_REQUIRES(ctx, batch_size >= 0 && batch_size <= kMaxBatchSize,
-                InvalidArgument("batch_size = ", batch_size, " must be in [0, ",
-                                kMaxBatchSize, "]"));
+    OP_REQUIRES_OK(ctx, CheckDrawBatchSize(batch_size));
     Tensor* indices = nullptr;
     Tensor* probabilities = nullptr;
     const TensorShape shape({batch_size});
@@ -938,13 +955,7 @@ class SumTreeDrawOp : public OpKernel {
     OP_REQUIRES_OK(ctx, tensorflow::PrepareToUpdateVariable<Device, int64_t>(
                             ctx, rng->tensor(), rng->copy_on_read_mode.load()));
     Tensor& rng_state = *rng->tensor();
-    OP_REQUIRES(ctx,
-                TensorShapeUtils::IsVector(rng_state.shape()) &&
-                    rng_state.NumElements() == kPhiloxStateSize,
-                InvalidArgument("rng_state must be a Philox generator's state "
-                                "of shape [",
-                                kPhiloxStateSize, "], got shape ",
-                                rng_state.shape().DebugString()));
+    OP_REQUIRES_OK(ctx, CheckPhiloxStateShape(rng_state.shape()));
     tensorflow::tf_shared_lock tree_lock(*tree->mu());
     OP_REQUIRES_OK(ctx, CheckTreeShape(tree->tensor()->shape(), "tree"));
     const Tensor& tree_values = *tree->tensor();
@@ -956,10 +967,6 @@ class SumTreeDrawOp : public OpKernel {
   }
 
  private:
-  // TensorFlow's int32 shape limit, as for a generator's draw.
-  static constexpr int64_t kMaxBatchSize = std::numeric_limits<int32_t>::max();
-  // A tf.random.Generator's Philox state: two counter words and a key.
-  static constexpr int64_t kPhiloxStateSize = 3;
   bool stratified_;
   HugePages<Device> huge_pages_;
 };

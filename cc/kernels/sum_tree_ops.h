@@ -28,6 +28,14 @@ absl::Status CheckTreeShape(const tensorflow::TensorShape& tree,
 template <typename T>
 absl::Status CheckReweightParameters(T amplitude, T decay);
 
+// A tf.random.Generator's Philox state: two counter words and a key.
+constexpr int64_t kPhiloxStateSize = 3;
+
+// A draw's batch size, in [0, TensorFlow's int32 shape limit] as for a
+// generator's draw, and the shape of the generator state it advances.
+absl::Status CheckDrawBatchSize(int64_t batch_size);
+absl::Status CheckPhiloxStateShape(const tensorflow::TensorShape& rng_state);
+
 namespace functor {
 
 using ::tensorflow::OpKernelContext;

@@ -16,7 +16,6 @@
 #define EIGEN_USE_THREADS
 
 #include <cstdint>
-#include <limits>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -320,6 +319,14 @@ absl::Status ConstantInput(XlaOpKernelContext* ctx, int input,
                          status.message());
 }
 
+// Outputs no indices and no probabilities, without a custom call: as the
+// OpKernels, a draw of nothing checks no value and changes no state.
+template <typename T>
+void SetNoDraws(XlaOpKernelContext* ctx) {
+  ctx->SetOutput(0, xla::ConstantR1<int64_t>(ctx->builder(), {}));
+  ctx->SetOutput(1, xla::ConstantR1<T>(ctx->builder(), {}));
+}
+
 // Reads variable input `input`, a tree of dtype T.
 template <typename T>
 absl::Status ReadTree(XlaOpKernelContext* ctx, int input,
@@ -344,10 +351,8 @@ class SumTreeSampleXlaOp : public XlaOpKernel {
     const int64_t count = uniforms.num_elements();
     xla::XlaOp tree;
     OP_REQUIRES_OK(ctx, ReadTree<T>(ctx, 0, "tree", -1, &tree));
-    if (count == 0) {  // as the OpKernel: no draws, no check of the tree's sum
-      xla::XlaBuilder* builder = ctx->builder();
-      ctx->SetOutput(0, xla::ConstantR1<int64_t>(builder, {}));
-      ctx->SetOutput(1, xla::ConstantR1<T>(builder, {}));
+    if (count == 0) {  // no check of the tree's sum either
+      SetNoDraws<T>(ctx);
       return;
     }
     const xla::Shape shape = xla::ShapeUtil::MakeTupleShape(
@@ -372,25 +377,15 @@ class SumTreeDrawXlaOp : public XlaOpKernel {
     // compiles, as tf.random.Generator.uniform's shape is.
     int64_t batch_size;
     OP_REQUIRES_OK(ctx, ConstantInput(ctx, 2, "batch_size", &batch_size));
-    OP_REQUIRES(ctx, batch_size >= 0 && batch_size <= kMaxBatchSize,
-                InvalidArgument("batch_size = ", batch_size, " must be in [0, ",
-                                kMaxBatchSize, "]"));
+    OP_REQUIRES_OK(ctx, CheckDrawBatchSize(batch_size));
     xla::XlaOp tree, rng_state;
     OP_REQUIRES_OK(ctx, ReadTree<T>(ctx, 0, "tree", -1, &tree));
     TensorShape rng_shape;
     OP_REQUIRES_OK(ctx, ctx->ReadVariableInput(1, tensorflow::DT_INT64,
                                                &rng_shape, &rng_state));
-    OP_REQUIRES(ctx,
-                TensorShapeUtils::IsVector(rng_shape) &&
-                    rng_shape.num_elements() == kPhiloxStateSize,
-                InvalidArgument("rng_state must be a Philox generator's state "
-                                "of shape [",
-                                kPhiloxStateSize, "], got shape ",
-                                rng_shape.DebugString()));
-    if (batch_size == 0) {  // as the OpKernel: no draws, the state unmoved
-      xla::XlaBuilder* builder = ctx->builder();
-      ctx->SetOutput(0, xla::ConstantR1<int64_t>(builder, {}));
-      ctx->SetOutput(1, xla::ConstantR1<T>(builder, {}));
+    OP_REQUIRES_OK(ctx, CheckPhiloxStateShape(rng_shape));
+    if (batch_size == 0) {  // the generator's state unmoved
+      SetNoDraws<T>(ctx);
       return;
     }
     const xla::Shape shape = xla::ShapeUtil::MakeTupleShape(
@@ -407,9 +402,6 @@ class SumTreeDrawXlaOp : public XlaOpKernel {
   }
 
  private:
-  // As SumTreeDrawOp's.
-  static constexpr int64_t kMaxBatchSize = std::numeric_limits<int32_t>::max();
-  static constexpr int64_t kPhiloxStateSize = 3;
   bool stratified_;
 };
 
