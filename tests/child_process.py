@@ -1,6 +1,9 @@
-"""The environment of the Python processes that tests start."""
+"""The Python processes that tests start: their environment, and a check of
+what they import."""
 
+import json
 import os
+import subprocess
 import sys
 
 
@@ -12,3 +15,52 @@ def environment(**overrides):
               TF_CPP_MIN_LOG_LEVEL="2",
               PYTHONPATH=os.pathsep.join(filter(None, sys.path)),
               **overrides)
+
+
+# Run first in the child of `import_attempts`: a finder ahead of all others
+# that makes the modules of ABSENT missing and records who asked for them.
+_ABSENT_MODULES = """
+import importlib.abc, json, sys
+ABSENT = {absent!r}
+ATTEMPTS = []
+
+class Absent(importlib.abc.MetaPathFinder):
+
+  def find_spec(self, name, path=None, target=None):
+    if not any(name == a or name.startswith(a + ".") for a in ABSENT):
+      return None
+    frame = sys._getframe(1)
+    while frame and frame.f_globals.get("__name__", "").startswith(
+        ("importlib", "_frozen_importlib")):
+      frame = frame.f_back
+    ATTEMPTS.append([frame and frame.f_globals.get("__name__"), name])
+    raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+
+sys.meta_path.insert(0, Absent())
+import numpy, keras, tensorflow
+ATTEMPTS.clear()  # Keras's own optional imports are not the statement's.
+{statement}
+print(json.dumps(ATTEMPTS))
+"""
+
+
+def import_attempts(statement, absent):
+  """The imports of modules `absent` that running `statement` tries.
+
+  Runs `statement` in a fresh interpreter, after NumPy, Keras and
+  TensorFlow, where the modules named in `absent` (and their submodules) are
+  missing, as on a machine without them: a module that imports one, even
+  inside try/except or through another package, is caught in the act. Returns
+  a [importing module, absent module] pair per attempt.
+  """
+  result = subprocess.run([
+      sys.executable, "-c",
+      _ABSENT_MODULES.format(absent=tuple(absent), statement=statement)
+  ],
+                          capture_output=True,
+                          text=True,
+                          check=False,
+                          timeout=300,
+                          env=environment())
+  assert result.returncode == 0, result.stderr[-3000:]
+  return json.loads(result.stdout.splitlines()[-1])
