@@ -16,7 +16,7 @@ import child_process
 TIMEOUT = 120  # seconds; generous for a loaded machine, never reached if sound
 
 PRELUDE = """
-import itertools, sys
+import itertools
 import numpy as np, tensorflow as tf
 from tf_adasamp import AdaptiveSampler, data
 x = np.arange(37, dtype=np.float32)[:, None]
@@ -24,9 +24,9 @@ y = np.arange(37) % 3
 """
 
 
-def run(script, *args, **environment_overrides):
+def run(script, **environment_overrides):
   result = subprocess.run(
-      [sys.executable, "-c", PRELUDE + script, *args],
+      [sys.executable, "-c", PRELUDE + script],
       capture_output=True,
       text=True,
       timeout=TIMEOUT,
@@ -36,23 +36,22 @@ def run(script, *args, **environment_overrides):
   return result.stdout
 
 
-PEEK = """
+PEEKS = """
 stage = data.AdaptiveSampling(AdaptiveSampler(37, 1.0, 0.9, seed=0), 8)
 dataset = stage.dataset((x, y)).prefetch(2)
-peeks = {
-    "take": lambda: [b[2].numpy() for b in dataset.take(5)],
-    "list": lambda: list(dataset.take(3)),
-    "iterator": lambda: [next(iter(dataset)) for _ in range(4)],
-    "break": lambda: [b for b, _ in zip(dataset, range(6))],
-}
-print(len(peeks[sys.argv[1]]()))
+print("take", len([b[2].numpy() for b in dataset.take(5)]), flush=True)
+print("list", len(list(dataset.take(3))), flush=True)
+print("iterator", len([next(iter(dataset)) for _ in range(4)]), flush=True)
+print("break", len([b for b, _ in zip(dataset, range(6))]), flush=True)
 """
 
 
-@pytest.mark.parametrize("peek,batches", [("take", 5), ("list", 3),
-                                          ("iterator", 4), ("break", 6)])
-def test_default_stage_can_be_iterated_without_updates(peek, batches):
-  assert run(PEEK, peek).split()[-1] == str(batches)
+def test_default_stage_can_be_iterated_without_updates():
+  # One process peeks in each way, then must exit with all four pipelines
+  # left unfinished.
+  assert run(PEEKS).splitlines()[-4:] == [
+      "take 5", "list 3", "iterator 4", "break 6"
+  ]
 
 
 WAITS_FOR_AN_UPDATE = """
@@ -92,78 +91,88 @@ def test_ctrl_c_interrupts_a_draw_waiting_for_an_update():
 
 
 ENDS = """
-stage = data.AdaptiveSampling(AdaptiveSampler(37, 1.0, 0.9, seed=0), 8,
-                              max_lag=0)
-dataset = stage.dataset((x, y)).prefetch(2)
-if sys.argv[1] == "break":
-  for step, (_, _, indices, probabilities) in enumerate(dataset):
-    stage.update(indices, tf.ones_like(probabilities))
-    if step == 2:
-      break  # the prefetched next draw waits for an update
-elif sys.argv[1] == "del":
-  iterator = iter(dataset)
-  next(iterator)
-  del iterator
-print("ended")
-"""
+def bounded_dataset():
+  stage = data.AdaptiveSampling(AdaptiveSampler(37, 1.0, 0.9, seed=0), 8,
+                                max_lag=0)
+  return stage, stage.dataset((x, y)).prefetch(2)
 
-
-@pytest.mark.parametrize("ending", ["break", "del"])
-def test_leaving_a_bounded_stage_never_blocks(ending):
-  assert run(ENDS, ending).split()[-1] == "ended"
-
-
-REJECTED_UPDATE = """
-sampler = AdaptiveSampler(37, 1.0, 0.9, seed=0)
-stage = data.AdaptiveSampling(sampler, 8, max_lag=0)
-iterator = iter(stage.dataset((x, y)).prefetch(2))
-update = {"eager": stage.update,
-          "function": tf.function(stage.update)}[sys.argv[1]]
-bad = {"nan": lambda i: (i, tf.fill([8], float("nan"))),
-       "index": lambda i: (i + 100, tf.ones([8], tf.float64))}[sys.argv[2]]
-_, _, indices, _ = next(iterator)
-before = sampler.log_weights.numpy()
-try:
-  update(*bad(indices))
-except tf.errors.InvalidArgumentError as error:
-  print("rejected:", " ".join(error.message.split()))
-assert (sampler.log_weights.numpy() == before).all()
-_, _, indices, _ = next(iterator)  # the permit came back
-update(indices, tf.ones([8], tf.float64))
+stage, dataset = bounded_dataset()
+for step, (_, _, indices, probabilities) in enumerate(dataset):
+  stage.update(indices, tf.ones_like(probabilities))
+  if step == 2:
+    break  # the prefetched next draw waits for an update
+print("left by break", flush=True)
+_, dataset = bounded_dataset()
+iterator = iter(dataset)
 next(iterator)
-print("went on")
+del iterator
+print("left by del", flush=True)
 """
 
 
-@pytest.mark.parametrize("mode", ["eager", "function"])
-@pytest.mark.parametrize("bad,message", [("nan", "is not finite"),
-                                         ("index", "out of range")])
-def test_a_rejected_update_still_lets_the_next_batch_be_drawn(
-    mode, bad, message):
+def test_leaving_a_bounded_stage_never_blocks():
+  # Neither the loop nor the process's exit waits for the draws left
+  # waiting for an update.
+  assert run(ENDS).splitlines()[-2:] == ["left by break", "left by del"]
+
+
+REJECTED_UPDATES = """
+for mode, bad in itertools.product(["eager", "function"], ["nan", "index"]):
+  sampler = AdaptiveSampler(37, 1.0, 0.9, seed=0)
+  stage = data.AdaptiveSampling(sampler, 8, max_lag=0)
+  iterator = iter(stage.dataset((x, y)).prefetch(2))
+  update = {"eager": stage.update, "function": tf.function(stage.update)}[mode]
+  bad_update = {"nan": lambda i: (i, tf.fill([8], float("nan"))),
+                "index": lambda i: (i + 100, tf.ones([8], tf.float64))}[bad]
+  _, _, indices, _ = next(iterator)
+  before = sampler.log_weights.numpy()
+  try:
+    update(*bad_update(indices))
+  except tf.errors.InvalidArgumentError as error:
+    print(mode, bad, "rejected:", " ".join(error.message.split()))
+  assert (sampler.log_weights.numpy() == before).all()
+  _, _, indices, _ = next(iterator)  # the permit came back
+  update(indices, tf.ones([8], tf.float64))
+  next(iterator)
+  print(mode, bad, "went on", flush=True)
+"""
+
+
+def test_a_rejected_update_still_lets_the_next_batch_be_drawn():
   # On the CPU, where the ops raise on bad values; on a GPU they leave the
   # state untouched without raising (docs/cuda.md).
-  stdout = run(REJECTED_UPDATE, mode, bad, CUDA_VISIBLE_DEVICES="")
-  assert message in stdout
-  assert stdout.split()[-2:] == ["went", "on"]
+  cases = [("eager", "nan", "is not finite"),
+           ("eager", "index", "out of range"),
+           ("function", "nan", "is not finite"),
+           ("function", "index", "out of range")]
+  lines = iter(
+      run(REJECTED_UPDATES,
+          CUDA_VISIBLE_DEVICES="").splitlines()[-2 * len(cases):])
+  for mode, bad, message in cases:
+    rejected = next(lines)
+    assert rejected.startswith(f"{mode} {bad} rejected:"), rejected
+    assert message in rejected, rejected
+    assert next(lines) == f"{mode} {bad} went on"
 
 
-ENDLESS_SOURCE = """
+ENDLESS_SOURCES = """
 stage = data.AdaptiveSampling(AdaptiveSampler(37, 1.0, 0.9, seed=0), 8)
-source = {
-    "unknown": tf.data.Dataset.range(10).repeat().filter(lambda i: i < 5),
-    "longer": tf.data.Dataset.range(100).filter(lambda i: i >= 0),
-}[sys.argv[1]]
-assert source.cardinality() == tf.data.UNKNOWN_CARDINALITY
-try:
-  stage.dataset(source)
-except ValueError as error:
-  print(error)
+for source in [tf.data.Dataset.range(10).repeat().filter(lambda i: i < 5),
+               tf.data.Dataset.range(100).filter(lambda i: i >= 0)]:
+  assert source.cardinality() == tf.data.UNKNOWN_CARDINALITY
+  try:
+    stage.dataset(source)
+  except ValueError as error:
+    print(" ".join(str(error).split()))
 """
 
 
-@pytest.mark.parametrize("source", ["unknown", "longer"])
-def test_a_source_longer_than_the_sampler_is_refused(source):
-  assert "more than 37 elements" in run(ENDLESS_SOURCE, source)
+def test_a_source_longer_than_the_sampler_is_refused():
+  # An endless source, then a finite one too long, both of unknown length.
+  refusals = run(ENDLESS_SOURCES).splitlines()[-2:]
+  assert len(refusals) == 2
+  for refusal in refusals:
+    assert "more than 37 elements" in refusal
 
 
 TIMES_OUT = """
