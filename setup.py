@@ -6,6 +6,7 @@ TensorFlow must be importable at build time, so install with
 build environment).
 """
 
+import concurrent.futures
 import importlib.util
 import os
 import shutil
@@ -52,7 +53,8 @@ def find_nvcc(tf):
 
 
 def cuda_build(nvcc, root, build_temp):
-  """Compiles the CUDA kernels; returns (sources, compile flags, link flags).
+  """How to build the CUDA kernels: (nvcc's command, None if its object is up
+  to date; the C++ sources, compile flags and link flags they add).
 
   The kernels link CUDA's static runtime from the same toolkit as nvcc,
   private to the library (docs/cuda.md says why). nvcc reruns only when a
@@ -60,12 +62,12 @@ def cuda_build(nvcc, root, build_temp):
   """
   architectures = cuda_config.architectures(os.environ,
                                             FACTS["CUDA_ARCHITECTURES"])
-  os.makedirs(build_temp, exist_ok=True)
   kernels = os.path.join(build_temp,
                          f"sum_tree_gpu_sm{'_'.join(architectures)}.o")
   source = os.path.join(root, FACTS["CUDA_SOURCE"])
   inputs = [source
            ] + [os.path.join(root, path) for path in FACTS["CUDA_HEADERS"]]
+  command = None
   if not (os.path.exists(kernels) and os.path.getmtime(kernels) >= max(
       os.path.getmtime(path) for path in inputs)):
     command = [
@@ -78,14 +80,24 @@ def cuda_build(nvcc, root, build_temp):
         "-o",
         kernels,
     ]
-    print(" ".join(command))
-    subprocess.check_call(command)
-  return (compiled(FACTS["OP_LIBRARY_GPU_SOURCES"]), FACTS["GPU_CXX_FLAGS"], [
-      kernels,
-      f"-L{cuda_config.cudart_static_dir(nvcc)}",
-      "-l:libcudart_static.a",
-      *FACTS["CUDART_LINK_FLAGS"],
-  ])
+  return (command, compiled(FACTS["OP_LIBRARY_GPU_SOURCES"]),
+          FACTS["GPU_CXX_FLAGS"], [
+              kernels,
+              f"-L{cuda_config.cudart_static_dir(nvcc)}",
+              "-l:libcudart_static.a",
+              *FACTS["CUDART_LINK_FLAGS"],
+          ])
+
+
+def run_all(commands):
+  """Runs the commands side by side, one per core, as make -j would."""
+  with concurrent.futures.ThreadPoolExecutor(os.cpu_count()) as pool:
+    runs = []
+    for command in commands:
+      print(" ".join(command))
+      runs.append(pool.submit(subprocess.check_call, command))
+    for run in runs:
+      run.result()
 
 
 # Headers that TensorFlow's XLA headers include but its wheel lacks, and the
@@ -126,19 +138,36 @@ class BuildOpLibrary(build_ext):
 
     output = self.get_ext_fullpath(ext.name)
     os.makedirs(os.path.dirname(output), exist_ok=True)
+    os.makedirs(self.build_temp, exist_ok=True)
     compiler = os.environ.get("CXX", shutil.which("g++") or "c++")
     check_xla_headers(compiler)
     nvcc = find_nvcc(tf)
-    gpu_sources, gpu_flags, gpu_link_flags = (cuda_build(
-        nvcc, ROOT, self.build_temp) if nvcc else ([], [], []))
-    command = [
+    nvcc_command, gpu_sources, gpu_flags, gpu_link_flags = (cuda_build(
+        nvcc, ROOT, self.build_temp) if nvcc else (None, [], [], []))
+    # Each source to its object, and nvcc beside them; then one link.
+    objects = {
+        source:
+            os.path.join(self.build_temp,
+                         os.path.splitext(source)[0].replace("/", "_") + ".o")
+        for source in ext.sources + gpu_sources
+    }
+    compiles = [nvcc_command] if nvcc_command else []
+    compiles += [[
         compiler,
         *FACTS["CXX_FLAGS"],
-        "-shared",
         *gpu_flags,
         f"-I{ROOT}",
         *tf.sysconfig.get_compile_flags(),
-        *[os.path.join(ROOT, source) for source in ext.sources + gpu_sources],
+        "-c",
+        os.path.join(ROOT, source),
+        "-o",
+        target,
+    ] for source, target in objects.items()]
+    run_all(compiles)
+    link = [
+        compiler,
+        "-shared",
+        *objects.values(),
         "-o",
         output,
         *gpu_link_flags,
@@ -146,8 +175,8 @@ class BuildOpLibrary(build_ext):
         # The XLA kernels and the GPU OpKernels use TensorFlow's own.
         "-l:libtensorflow_cc.so.2",
     ]
-    print(" ".join(command))
-    subprocess.check_call(command)
+    print(" ".join(link))
+    subprocess.check_call(link)
 
 
 def tensorflow_requirement():
