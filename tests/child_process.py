@@ -53,10 +53,8 @@ def import_attempts(statement, absent):
   inside try/except or through another package, is caught in the act. Returns
   a [importing module, absent module] pair per attempt.
   """
-  result = subprocess.run([
-      sys.executable, "-c",
-      _ABSENT_MODULES.format(absent=tuple(absent), statement=statement)
-  ],
+  code = _ABSENT_MODULES.format(absent=tuple(absent), statement=statement)
+  result = subprocess.run([sys.executable, "-c", code],
                           capture_output=True,
                           text=True,
                           check=False,

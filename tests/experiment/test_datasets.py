@@ -86,7 +86,8 @@ def test_validation_split_holds_out_training_examples_only():
 
 
 def test_the_trainer_imports_neither_tfds_nor_sklearn():
-  # As on a machine without them (the GPU machine has neither).
+  # As on a machine without them (the GPU machine lacks tensorflow_datasets):
+  # each is imported only to load the data set that needs it.
   attempts = child_process.import_attempts(
       "import tf_adasamp.experiment.training_loop\n"
       "import tf_adasamp.experiment.train\n"
