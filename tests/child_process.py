@@ -3,6 +3,7 @@ what they import."""
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -15,6 +16,17 @@ def environment(**overrides):
               TF_CPP_MIN_LOG_LEVEL="2",
               PYTHONPATH=os.pathsep.join(filter(None, sys.path)),
               **overrides)
+
+
+def restore_sigint():
+  """A Popen preexec_fn: SIGINT's default action in the child.
+
+  A background job of a non-interactive shell (`make test &`, some CI
+  runners) starts with SIGINT ignored, which its children inherit, and
+  Python then never raises KeyboardInterrupt: a test that interrupts a child
+  must not depend on how the suite was started.
+  """
+  signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 # Run first in the child of `import_attempts`: a finder ahead of all others

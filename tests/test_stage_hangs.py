@@ -75,7 +75,8 @@ def test_ctrl_c_interrupts_a_draw_waiting_for_an_update():
       stdout=subprocess.PIPE,
       stderr=subprocess.PIPE,
       text=True,
-      env=child_process.environment())
+      env=child_process.environment(),
+      preexec_fn=child_process.restore_sigint)
   try:
     assert process.stdout.readline().strip() == "waiting"
     # Time for next() to block inside TensorFlow, the case that needs the
