@@ -1,5 +1,5 @@
 """An interrupt ends the experiment runner in one line, exit status 130 and
-no traceback, its workers with it.
+no traceback, its workers with it; a kill of the runner ends them too.
 
 SIGINT goes to the runner alone (as `kill -INT` sends it), which waits in
 Python for its workers, so the KeyboardInterrupt always surfaces there. A
@@ -15,6 +15,8 @@ import signal
 import subprocess
 import sys
 import time
+
+import pytest
 
 import child_process
 
@@ -79,17 +81,37 @@ def interrupt(process, log):
   return output
 
 
-def test_an_interrupt_of_the_runner_alone_stops_its_workers(tmp_path):
+@pytest.fixture
+def runner(tmp_path):
+  """The runner and its log, started on runs that take hours, once each of
+  its two workers has written a checkpoint."""
   output_dir, log = tmp_path / "runs", tmp_path / "log"
   with started("reproduce", log, "--dataset=digits", "--model=logistic",
                "--trials=1", "--steps=1000000", "--eval_interval=1000",
                "--workers=2", f"--output_dir={output_dir}") as process:
-    # Each worker's first run has written its first checkpoint.
     wait_until(
         process, log,
         lambda: len(list(output_dir.rglob("checkpoints/checkpoint"))) >= 2)
-    stderr = interrupt(process, log)
-    assert not running_in_group(process.pid), "a worker outlived the runner"
+    yield process, log
+
+
+def test_an_interrupt_of_the_runner_alone_stops_its_workers(runner):
+  process, log = runner
+  stderr = interrupt(process, log)
+  assert not running_in_group(process.pid), "a worker outlived the runner"
   assert ("tf-adasamp-reproduce: interrupted; the finished runs are kept, "
           "and the same command goes on with the others from their last "
           "checkpoints") in stderr
+
+
+@pytest.mark.parametrize("kill", ["SIGTERM", "SIGKILL"])
+def test_a_killed_runner_takes_its_workers_with_it(runner, kill):
+  # Else they would train on, writing in the runs that the next command
+  # resumes.
+  process, _ = runner
+  process.send_signal(getattr(signal, kill))
+  process.wait(timeout=TIMEOUT)
+  deadline = time.monotonic() + TIMEOUT
+  while running_in_group(process.pid):
+    assert time.monotonic() < deadline, "a worker outlived the runner"
+    time.sleep(0.2)

@@ -16,8 +16,10 @@ and mostly single-threaded.
 
 import dataclasses
 import multiprocessing
+import multiprocessing.connection
 import os
 import sys
+import threading
 import time
 
 import numpy as np
@@ -323,6 +325,7 @@ def run_all(runs, data, progress=False, workers=1):
 
 def _worker(labelled, data):
   """A worker process's share of run_all: one TensorFlow thread."""
+  threading.Thread(target=_exit_with_the_runner, daemon=True).start()
   tf.config.threading.set_intra_op_parallelism_threads(1)
   tf.config.threading.set_inter_op_parallelism_threads(1)
   try:
@@ -330,6 +333,15 @@ def _worker(labelled, data):
   except KeyboardInterrupt:
     # Quietly: the parent, interrupted too, says what happened.
     sys.exit(130)
+
+
+def _exit_with_the_runner():
+  """Ends this worker when the runner ends, however it ends: a `kill` (even
+  -9) of the runner alone must not leave workers training, and writing, in
+  runs that the next command resumes. Like terminate(), it may stop a run
+  anywhere: the run goes on from its last checkpoint."""
+  multiprocessing.connection.wait([multiprocessing.parent_process().sentinel])
+  os._exit(1)
 
 
 def _train_runs(labelled, data, progress):
