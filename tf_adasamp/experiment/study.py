@@ -336,9 +336,8 @@ def _worker(labelled, data):
 
 
 def _exit_with_the_runner():
-  """Ends this worker when the runner ends, however it ends: a `kill` (even
-  -9) of the runner alone must not leave workers training, and writing, in
-  runs that the next command resumes. Like terminate(), it may stop a run
+  """Ends this worker when the runner ends, however it ends, even by
+  `kill -9` (docs/guarantees.md). Like terminate(), it may stop a run
   anywhere: the run goes on from its last checkpoint."""
   multiprocessing.connection.wait([multiprocessing.parent_process().sentinel])
   os._exit(1)
