@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from kernel_helpers import assert_same_state
 from kernel_helpers import state_of
 from tf_adasamp import AdaptiveSampler
 from tf_adasamp import SumTree
@@ -15,8 +16,7 @@ pytestmark = pytest.mark.usefixtures("on_cpu")
 
 
 def assert_unchanged(module, before):
-  for expected, actual in zip(before, state_of(module)):
-    np.testing.assert_array_equal(actual, expected)
+  assert_same_state(state_of(module), before)
 
 
 def save(module, path):
