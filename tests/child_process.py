@@ -1,6 +1,8 @@
 """The Python processes that tests start: their environment, and a check of
 what they import."""
 
+import contextlib
+import glob
 import json
 import os
 import signal
@@ -27,6 +29,44 @@ def restore_sigint():
   must not depend on how the suite was started.
   """
   signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@contextlib.contextmanager
+def started(module, log, *args, **env):
+  """`python -m module *args`, its output in file `log` (a file never
+  fills), running until the test ends; then it and every process it started
+  are killed, whatever the test's outcome. `env`: environment overrides."""
+  with open(log, "w") as output:
+    process = subprocess.Popen(
+        [sys.executable, "-m", module, *args],
+        stdout=output,
+        stderr=subprocess.STDOUT,
+        env=environment(**env),
+        start_new_session=True,  # a process group of its own, to kill
+        preexec_fn=restore_sigint)
+  try:
+    yield process
+  finally:
+    try:
+      os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+      pass  # all ended
+    process.wait()
+
+
+def running_in_group(group):
+  """The processes of process group `group` that have not ended (Linux)."""
+  running = []
+  for stat in glob.glob("/proc/[0-9]*/stat"):
+    try:
+      with open(stat, encoding="ascii") as f:
+        # pid (command) state ppid group ...; the command may hold spaces.
+        state, _, process_group = f.read().rsplit(")", 1)[1].split()[:3]
+    except OSError:
+      continue  # ended meanwhile
+    if int(process_group) == group and state != "Z":
+      running.append(stat)
+  return running
 
 
 # Run first in the child of `import_attempts`: a finder ahead of all others
