@@ -35,6 +35,7 @@ optimizer, step, bound sums: variables only, no Python objects), and
 """
 
 import dataclasses
+import hashlib
 import json
 import math
 import os
@@ -48,6 +49,7 @@ from tf_adasamp import _validation
 from tf_adasamp import bounds
 from tf_adasamp import distribute
 from tf_adasamp import utilities
+from tf_adasamp.experiment import cluster
 from tf_adasamp.experiment import datasets
 from tf_adasamp.experiment import models
 from tf_adasamp.experiment.flags import option
@@ -180,12 +182,14 @@ class BoundTracker(tf.Module):
         })
 
 
-def make_strategy(name):
+def make_strategy(name, cluster_timeout=None):
   """The tf.distribute strategy called `name` (one of STRATEGIES).
 
   default: this process's default devices, no replication; mirrored: a
   replica per local GPU (per logical CPU device if none); multi_worker: the
-  cluster of TF_CONFIG, a replica per GPU of every worker.
+  cluster of TF_CONFIG, a replica per GPU of every worker, once every worker
+  has started (`cluster.join`, which waits `cluster_timeout` seconds at
+  most).
   """
   if name == "default":
     return tf.distribute.get_strategy()
@@ -194,7 +198,7 @@ def make_strategy(name):
                tf.config.list_logical_devices("CPU"))
     return tf.distribute.MirroredStrategy([d.name for d in devices])
   if name == "multi_worker":
-    return tf.distribute.MultiWorkerMirroredStrategy()
+    return cluster.join(cluster_timeout or TrainConfig.cluster_timeout)
   raise ValueError(f"unknown strategy {name!r}; choose one of {STRATEGIES}")
 
 
@@ -414,6 +418,9 @@ class TrainConfig:
       "batch is split among the replicas, which share one sampling "
       "distribution.",
       choices=STRATEGIES)
+  cluster_timeout: float = option(
+      300, "Seconds a multi_worker run waits for every worker of TF_CONFIG "
+      "to start before it gives up.")
 
   def __post_init__(self):
     for name, allowed in [("dataset", datasets.DATASETS),
@@ -444,6 +451,9 @@ class TrainConfig:
     # NumPy's and Keras' seeds (models.build) are 32-bit.
     if not 0 <= self.seed < 2**32:
       raise ValueError(f"seed must be in [0, 2**32), got {self.seed}")
+    if not 0 < self.cluster_timeout < math.inf:
+      raise ValueError("cluster_timeout must be finite and > 0, got "
+                       f"{self.cluster_timeout}")
     if self.resume and not self.output_dir:
       raise ValueError("resume needs an output_dir to resume from")
 
@@ -545,8 +555,14 @@ def is_complete(output_dir, steps):
 # and how it executes (neither changes the results on a CPU).
 _RESUMABLE_CHANGES = {
     "data_dir", "output_dir", "resume", "steps", "epochs",
-    "steps_per_execution", "deterministic"
+    "steps_per_execution", "deterministic", "cluster_timeout"
 }
+# Fields the workers of one multi-worker run may set differently.
+_PER_WORKER = {"data_dir", "output_dir", "cluster_timeout"}
+# How TensorFlow reports a worker that left the cluster.
+_LOST_WORKER_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError,
+                       tf.errors.CancelledError,
+                       tf.errors.DeadlineExceededError)
 
 
 def check_output_dir(config):
@@ -582,6 +598,56 @@ def check_output_dir(config):
           ", ".join(f"{name}: {saved.get(name)!r} there, {ours[name]!r} "
                     "here"
                     for name in changed) + "); choose another output_dir")
+
+
+def _common_checkpoint_step(strategy, config):
+  """The step a multi-worker run starts from: that of the latest checkpoint
+  every worker has, or None for a new run.
+
+  Raises RunError unless every worker runs the same settings, up to
+  _PER_WORKER. The workers checkpoint at the same steps, but a worker killed
+  while its peers wrote theirs misses the last one (each keeps two): they all
+  go back to the latest they share, so their copies of the model and the
+  sampler start equal.
+  """
+  settings = {
+      name: value
+      for name, value in dataclasses.asdict(config).items()
+      if name not in _PER_WORKER
+  }
+  digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
+  fingerprint = int.from_bytes(digest.digest()[:8], "little", signed=True)
+  latest = last_checkpoint_step(config.output_dir) if config.resume else None
+  rows = cluster.gather(strategy,
+                        [fingerprint, -1 if latest is None else latest])
+  if (rows[:, 0] != fingerprint).any():
+    raise RunError("the workers of TF_CONFIG's cluster have different "
+                   "settings; start them with the same flags (only "
+                   f"{', '.join('--' + n for n in sorted(_PER_WORKER))} may "
+                   "differ)")
+  step = int(rows[:, 1].min())
+  return None if step < 0 else step
+
+
+def _checkpoint_of_step(directory, step):
+  """The path of the checkpoint of `step` in `directory` (None if `step` is
+  None); RunError if there is none."""
+  if step is None:
+    return None
+  state = tf.train.get_checkpoint_state(directory)
+  for path in state.all_model_checkpoint_paths if state else []:
+    if path.endswith(f"-{step}"):
+      return path
+  raise RunError(f"{directory} has no checkpoint of step {step}, the latest "
+                 "that every worker of the cluster has; resume each worker "
+                 "from its own --output_dir")
+
+
+def _lost_worker(error, when):
+  return RunError(f"the cluster lost a worker {when} "
+                  f"({type(error).__name__}); start every worker again with "
+                  "--resume: they go on from the last checkpoint they all "
+                  "have")
 
 
 # Where each metric goes in TensorBoard: (run, tag). The splits are runs, so
@@ -726,7 +792,13 @@ def train(config, data=None, progress=False):
   if config.deterministic:
     tf.config.experimental.enable_op_determinism()
 
-  strategy = make_strategy(config.strategy)
+  strategy = make_strategy(config.strategy, config.cluster_timeout)
+  common_step = None
+  if config.strategy == "multi_worker":
+    try:
+      common_step = _common_checkpoint_step(strategy, config)
+    except _LOST_WORKER_ERRORS as error:
+      raise _lost_worker(error, "before training") from None
   with strategy.scope():
     model = models.build(config.model,
                          data.image_shape,
@@ -780,14 +852,16 @@ def train(config, data=None, progress=False):
                                          os.path.join(config.output_dir,
                                                       "checkpoints"),
                                          max_to_keep=2)
-    if config.resume and manager.latest_checkpoint:
+    path = manager.latest_checkpoint if config.resume else None
+    if config.strategy == "multi_worker":
+      path = _checkpoint_of_step(manager.directory, common_step)
+    if path:
       try:
-        checkpoint.restore(manager.latest_checkpoint).assert_consumed()
+        checkpoint.restore(path).assert_consumed()
       except (AssertionError, ValueError, tf.errors.OpError) as error:
         raise RunError(
-            f"cannot resume from {manager.latest_checkpoint}: it does not "
-            "hold this trainer's state ("
-            f"{str(error).strip().splitlines()[0][:200]})") from None
+            f"cannot resume from {path}: it does not hold this trainer's "
+            f"state ({str(error).strip().splitlines()[0][:200]})") from None
       restored = True
   log = _RunLog(config.output_dir,
                 keep_until_step=int(step) if restored else -1)
@@ -849,6 +923,10 @@ def train(config, data=None, progress=False):
     try:
       loss_sum, accuracy_sum, chunk_unique = run_steps(
           tf.constant(count, tf.int64))
+    except _LOST_WORKER_ERRORS as error:
+      if config.strategy != "multi_worker":
+        raise
+      raise _lost_worker(error, f"after step {t}") from None
     except tf.errors.InvalidArgumentError as error:
       # A model gone to inf or NaN gives the sampler non-finite utilities.
       if "utilities" not in error.message or "not finite" not in error.message:
