@@ -773,8 +773,9 @@ def train(config, data=None, progress=False):
 
   Raises:
     RunError: the run cannot start (output_dir unwritable or holding another
-      run, batch_size above the number of examples) or diverged
-      (DivergedError; the last checkpoint is kept).
+      run, batch_size above the number of examples, workers of a
+      multi_worker cluster with other settings), diverged (DivergedError;
+      the last checkpoint is kept) or lost a worker of its cluster.
   """
   if data is None:
     data = datasets.load(config.dataset, config.data_dir)
