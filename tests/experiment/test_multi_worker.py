@@ -116,6 +116,22 @@ def test_ctrl_c_ends_a_worker_waiting_for_its_cluster(tmp_path):
   assert status == -signal.SIGINT, output
 
 
+@pytest.mark.parametrize("config,message", [
+    ("{worker: 1}", "TF_CONFIG is not JSON"),
+    (tf_config([1], index=3), "TF_CONFIG's task (worker 3) is not one of"),
+])
+def test_a_bad_tf_config_is_refused_in_one_line(tmp_path, config, message):
+  with child_process.started("tf_adasamp.experiment.train",
+                             tmp_path / "log",
+                             *TRAIN,
+                             f"--output_dir={tmp_path}/w0",
+                             TF_CONFIG=config) as process:
+    status, output = finish(process, tmp_path / "log")
+  assert status == 1, output
+  assert "Traceback" not in output, output
+  assert message in output
+
+
 def test_workers_with_other_settings_refuse_to_start(tmp_path):
   with cluster([(tmp_path / "w0", []),
                 (tmp_path / "w1", ["--seed=1"])]) as workers:

@@ -19,16 +19,31 @@ _WATCHDOG = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                          "cluster_watchdog.py")
 
 
+class TFConfigError(ValueError):
+  """TF_CONFIG names no task of its cluster, or is not JSON."""
+
+
 def _peers(resolver):
-  """[name, address] of each task of the cluster but this one."""
-  peers = []
-  for job, tasks in resolver.cluster_spec().as_dict().items():
+  """[name, address] of each chief and worker of TF_CONFIG's cluster but
+  this task."""
+  try:
+    jobs = resolver.cluster_spec().as_dict()
+    me = (resolver.task_type, resolver.task_id)
+  except ValueError as error:  # json.JSONDecodeError
+    raise TFConfigError(f"TF_CONFIG is not JSON ({error})") from None
+  addresses = {}
+  for job in ("chief", "worker"):  # the jobs that train (and wait)
+    tasks = jobs.get(job, [])
     # A sparse job is a {task index: address} dict.
     for index, address in (tasks.items()
                            if isinstance(tasks, dict) else enumerate(tasks)):
-      if (job, index) != (resolver.task_type, resolver.task_id):
-        peers.append([f"{job} {index}", address])
-  return peers
+      addresses[job, index] = address
+  if addresses and me not in addresses:
+    raise TFConfigError(f"TF_CONFIG's task ({me[0]} {me[1]}) is not one of "
+                        "its cluster's")
+  return [[f"{job} {index}", address]
+          for (job, index), address in addresses.items()
+          if (job, index) != me]
 
 
 def join(timeout):
@@ -38,10 +53,13 @@ def join(timeout):
   ends the process at once (nothing has been trained yet); after `timeout`
   seconds a watchdog process names the workers that do not answer and kills
   this one (exit status 137), as nothing else ends a process waiting there.
-  Afterwards SIGINT and SIGTERM act as they did before.
+  Afterwards SIGINT and SIGTERM act as they did before. Raises
+  TFConfigError before any wait.
   """
   resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
   peers = _peers(resolver)
+  if not peers:  # a cluster of one, or none: nothing to wait for
+    return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
   me = f"{resolver.task_type} {resolver.task_id}"
   handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
   signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -198,7 +198,10 @@ def make_strategy(name, cluster_timeout=None):
                tf.config.list_logical_devices("CPU"))
     return tf.distribute.MirroredStrategy([d.name for d in devices])
   if name == "multi_worker":
-    return cluster.join(cluster_timeout or TrainConfig.cluster_timeout)
+    try:
+      return cluster.join(cluster_timeout or TrainConfig.cluster_timeout)
+    except cluster.TFConfigError as error:
+      raise RunError(str(error)) from None
   raise ValueError(f"unknown strategy {name!r}; choose one of {STRATEGIES}")
 
 
