@@ -6,6 +6,7 @@ import glob
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 
@@ -18,6 +19,19 @@ def environment(**overrides):
               TF_CPP_MIN_LOG_LEVEL="2",
               PYTHONPATH=os.pathsep.join(filter(None, sys.path)),
               **overrides)
+
+
+def free_ports(count):
+  """`count` ports of 127.0.0.1 that were free a moment ago (for a
+  TF_CONFIG)."""
+  sockets = [socket.socket() for _ in range(count)]
+  try:
+    for s in sockets:
+      s.bind(("127.0.0.1", 0))
+    return [s.getsockname()[1] for s in sockets]
+  finally:
+    for s in sockets:
+      s.close()
 
 
 def restore_sigint():

@@ -12,7 +12,6 @@ The multi-worker runs carry the `multi_worker` mark.
 import collections
 import json
 import pathlib
-import socket
 import subprocess
 import sys
 import time
@@ -43,17 +42,6 @@ def plain_sampler(**kwargs):
                          **kwargs)
 
 
-def free_ports(count):
-  sockets = [socket.socket() for _ in range(count)]
-  try:
-    for s in sockets:
-      s.bind(("127.0.0.1", 0))
-    return [s.getsockname()[1] for s in sockets]
-  finally:
-    for s in sockets:
-      s.close()
-
-
 def run_workers(mode, out, restore, num_workers):
   """Runs the worker processes to completion, or kills them at the timeout.
 
@@ -62,7 +50,9 @@ def run_workers(mode, out, restore, num_workers):
   the CPU.
   """
   env = child_process.environment(CUDA_VISIBLE_DEVICES="")
-  cluster = [f"127.0.0.1:{port}" for port in free_ports(num_workers)]
+  cluster = [
+      f"127.0.0.1:{port}" for port in child_process.free_ports(num_workers)
+  ]
   processes, logs = [], []
   try:
     for task in range(num_workers):

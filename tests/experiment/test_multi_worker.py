@@ -10,7 +10,6 @@ import json
 import os
 import pathlib
 import signal
-import socket
 import time
 
 import pytest
@@ -29,17 +28,6 @@ TRAIN = [
 ]
 
 
-def free_ports(count):
-  sockets = [socket.socket() for _ in range(count)]
-  try:
-    for s in sockets:
-      s.bind(("127.0.0.1", 0))
-    return [s.getsockname()[1] for s in sockets]
-  finally:
-    for s in sockets:
-      s.close()
-
-
 def tf_config(ports, index):
   cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
   return json.dumps({
@@ -56,7 +44,7 @@ def cluster(workers, ports=None):
   """A trainer per (output_dir, flags beyond TRAIN) of `workers`, as the
   workers of one cluster, each logging to output_dir.log; yields [(process,
   log)]."""
-  ports = ports or free_ports(len(workers))
+  ports = ports or child_process.free_ports(len(workers))
   with contextlib.ExitStack() as stack:
     started = []
     for index, (output_dir, flags) in enumerate(workers):
@@ -95,7 +83,7 @@ def run_to_the_end(output_dirs, *flags):
 
 
 def test_a_worker_whose_peer_never_starts_gives_up_at_the_timeout(tmp_path):
-  ports = free_ports(2)
+  ports = child_process.free_ports(2)
   # Worker 1 never starts.
   with cluster([(tmp_path / "w0", ["--cluster_timeout=2"])],
                ports=ports) as [(process, log)]:
@@ -108,7 +96,7 @@ def test_a_worker_whose_peer_never_starts_gives_up_at_the_timeout(tmp_path):
 
 def test_ctrl_c_ends_a_worker_waiting_for_its_cluster(tmp_path):
   with cluster([(tmp_path / "w0", [])],
-               ports=free_ports(2)) as [(process, log)]:
+               ports=child_process.free_ports(2)) as [(process, log)]:
     wait_for(lambda: "waiting for the 2 tasks" in log.read_text(),
              "wait for the cluster")
     process.send_signal(signal.SIGINT)
