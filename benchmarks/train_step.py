@@ -49,6 +49,7 @@ import tensorflow as tf
 from benchmarks.machine import machine
 from tf_adasamp.experiment import datasets
 from tf_adasamp.experiment import models
+from tf_adasamp.experiment import train_config
 from tf_adasamp.experiment import training_loop
 from tf_adasamp.sampler import AdaptiveSampler
 
@@ -161,10 +162,10 @@ def trainer_benchmark(steps, rounds, base_steps=25):
     return np.array([time.perf_counter() - wall, time.process_time() - cpu])
 
   def trainer_run(total):
-    config = training_loop.TrainConfig(dataset="digits",
-                                       model="cnn",
-                                       steps=total,
-                                       eval_interval=total)
+    config = train_config.TrainConfig(dataset="digits",
+                                      model="cnn",
+                                      steps=total,
+                                      eval_interval=total)
     seconds = timed(lambda: training_loop.train(config, data=data))
     tf.keras.backend.clear_session()
     return seconds

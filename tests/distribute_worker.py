@@ -31,6 +31,7 @@ import tensorflow as tf
 from tf_adasamp import AdaptiveSampler
 from tf_adasamp import data
 from tf_adasamp import distribute
+from tf_adasamp.experiment import train_config
 from tf_adasamp.experiment import training_loop
 from tf_adasamp.keras import AdaptiveSamplingModel
 
@@ -209,11 +210,11 @@ def run_trainer(out):
   of its own: two MirroredStrategy objects in one process share collective
   keys."""
   records = training_loop.train(
-      training_loop.TrainConfig(dataset="digits",
-                                model="logistic",
-                                steps=20,
-                                eval_interval=10,
-                                strategy="mirrored"))
+      train_config.TrainConfig(dataset="digits",
+                               model="logistic",
+                               steps=20,
+                               eval_interval=10,
+                               strategy="mirrored"))
   np.savez(
       os.path.join(out, "task0.npz"),
       replicas=training_loop.make_strategy("mirrored").num_replicas_in_sync,

@@ -2,16 +2,15 @@
 
 Each returns the checked value in the form the caller needs, or raises
 `TypeError` (wrong type) or `ValueError` (wrong value) naming the argument,
-before anything is created or changed.
+before anything is created or changed. Only the checks of dtypes and tensors
+import TensorFlow, when called: the trainer's settings use the others to
+check its flags before TensorFlow loads.
 """
 
 import math
 import numbers
 
 import numpy as np
-import tensorflow as tf
-
-FLOAT_DTYPES = (tf.float32, tf.float64)
 
 
 def positive_int(value, name):
@@ -26,18 +25,20 @@ def positive_int(value, name):
 
 def float_dtype(dtype, name="dtype"):
   """`dtype` as tf.float32 or tf.float64."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
   try:
     dtype = tf.as_dtype(dtype)
   except TypeError as error:
     raise TypeError(
         f"{name} must be float32 or float64, got {dtype!r}") from error
-  if dtype not in FLOAT_DTYPES:
+  if dtype not in (tf.float32, tf.float64):
     raise TypeError(f"{name} must be float32 or float64, got {dtype.name}")
   return dtype
 
 
 def indices(value, name="indices"):
   """`value` as an int64 tensor; int32 tensors are widened, floats refused."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
   value = tf.convert_to_tensor(value)
   if not value.dtype.is_integer:
     raise TypeError(f"{name} must be integers, got {value.dtype.name}")

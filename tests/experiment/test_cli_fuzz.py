@@ -90,3 +90,26 @@ def test_reproduce_rejects_bad_flags_in_one_line(tmp_path, args, message):
 ])
 def test_bounds_table_rejects_bad_flags_in_one_line(tmp_path, args, message):
   assert_fails_in_one_line(run_cli("bounds_table", args, tmp_path), message)
+
+
+# Run with the trainer's arguments: whether TensorFlow had loaded when the
+# trainer exited.
+_LOADED_TENSORFLOW = """
+import sys
+from tf_adasamp.experiment import train
+sys.argv[0] = train.PROGRAM
+try:
+  train.run()
+finally:
+  print("tensorflow" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--seed=-1"], ["--model=x"]])
+def test_train_answers_help_and_bad_flags_before_tensorflow_loads(args):
+  result = subprocess.run([sys.executable, "-c", _LOADED_TENSORFLOW, *args],
+                          cwd=ROOT,
+                          capture_output=True,
+                          text=True,
+                          timeout=300)
+  assert result.stdout.splitlines()[-1] == "False", result.stderr

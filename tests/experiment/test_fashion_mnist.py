@@ -8,6 +8,7 @@ import pytest
 
 from tf_adasamp.experiment import datasets
 from tf_adasamp.experiment import models
+from tf_adasamp.experiment import train_config
 from tf_adasamp.experiment import training_loop
 
 pytestmark = pytest.mark.skipif(
@@ -39,13 +40,13 @@ def test_paper_cnn_on_28x28x1_keeps_its_unpadded_convolutions():
 @pytest.mark.parametrize("model", ["cnn", "logistic"])
 def test_both_models_train_adaptively_on_fashion_mnist(small_fashion_mnist,
                                                        model):
-  config = training_loop.TrainConfig(dataset="fashion_mnist",
-                                     model=model,
-                                     steps=4,
-                                     eval_interval=2,
-                                     batch_size=32,
-                                     learning_rate=0.05,
-                                     amplitude=0.3)
+  config = train_config.TrainConfig(dataset="fashion_mnist",
+                                    model=model,
+                                    steps=4,
+                                    eval_interval=2,
+                                    batch_size=32,
+                                    learning_rate=0.05,
+                                    amplitude=0.3)
   records = training_loop.train(config, data=small_fashion_mnist)
   assert [r["step"] for r in records] == [0, 2, 4]
   assert all(np.isfinite(r["train_loss"]) for r in records)

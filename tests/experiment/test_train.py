@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from tf_adasamp.experiment import datasets
 from tf_adasamp.experiment import models
+from tf_adasamp.experiment import train_config
 from tf_adasamp.experiment import training_loop
 from tf_adasamp import bounds
 from tf_adasamp import utilities
@@ -34,7 +35,7 @@ def tiny_config(**overrides):
                   batch_size=16,
                   learning_rate=0.1)
   settings.update(overrides)
-  return training_loop.TrainConfig(**settings)
+  return train_config.TrainConfig(**settings)
 
 
 @pytest.mark.parametrize("num_examples", [1, 1500, 1024])
@@ -147,6 +148,13 @@ def test_train_records_every_eval_interval(digits, sampling):
   assert 1 <= records[-1]["unique_per_batch"] <= 16
   if sampling == "adaptive":
     assert records[-1]["ess_fraction"] < 1
+
+
+def test_the_settings_offer_the_models_and_utilities_there_are():
+  # train_config names them without importing them (and TensorFlow).
+  assert set(train_config.UTILITIES) == set(utilities.UTILITIES)
+  for name in train_config.MODELS:
+    models.build(name, (8, 8, 1), 10, seed=0)
 
 
 def test_uniform_and_adaptive_runs_start_from_the_same_model(digits):

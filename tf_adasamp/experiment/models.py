@@ -10,13 +10,15 @@
 
 import tensorflow as tf
 
-MODELS = ("cnn", "logistic")
+from tf_adasamp.experiment import train_config
+
 # Inputs at least this wide fit cifar10_cnn's unpadded second convolutions.
 _MIN_SIZE_FOR_VALID = 10
 
 
 def build(name, input_shape, num_classes, seed, l2=1e-3):
-  """Builds model `name` (one of MODELS) with initial weights fixed by `seed`.
+  """Builds model `name` (one of train_config.MODELS), its initial weights
+  fixed by `seed`.
 
   The same seed gives the same initial model and the same dropout masks, so
   every algorithm of a trial starts from one hypothesis h_0.
@@ -26,7 +28,8 @@ def build(name, input_shape, num_classes, seed, l2=1e-3):
     return paper_cnn(input_shape, num_classes)
   if name == "logistic":
     return logistic_regression(input_shape, num_classes, l2)
-  raise ValueError(f"unknown model {name!r}; choose one of {MODELS}")
+  raise ValueError(
+      f"unknown model {name!r}; choose one of {train_config.MODELS}")
 
 
 def paper_cnn(input_shape, num_classes):

@@ -23,9 +23,9 @@ from absl import logging
 
 from tf_adasamp.experiment import datasets
 from tf_adasamp.experiment import flags as flags_lib
-from tf_adasamp.experiment import models
 from tf_adasamp.experiment import report
 from tf_adasamp.experiment import study
+from tf_adasamp.experiment import train_config
 from tf_adasamp.experiment import training_loop
 from tf_adasamp.experiment.flags import option
 
@@ -44,7 +44,7 @@ class Options:
       "a prepared CIFAR-10.")
   model: str | None = option(None, "Model to train (default: the data "
                              "set's, study.DEFAULT_MODELS).",
-                             choices=models.MODELS)
+                             choices=train_config.MODELS)
   trials: int = option(10, "Trials (seeds 0..trials-1).")
   output_dir: str | None = option(
       None, "Directory of the runs (default "

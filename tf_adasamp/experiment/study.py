@@ -26,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from tf_adasamp import _validation
+from tf_adasamp.experiment import train_config
 from tf_adasamp.experiment import training_loop
 from tf_adasamp.experiment.flags import option
 
@@ -73,7 +74,7 @@ class Settings:
   batch_size: int = option(100, "Examples per step.")
   utility_at: str = option("updated", "updated (h_t, Algorithm 1) or step "
                            "(h_{t-1}, cheaper).",
-                           choices=training_loop.UTILITY_AT)
+                           choices=train_config.UTILITY_AT)
 
 
 # The model each data set runs by default.
@@ -223,7 +224,7 @@ class Run:
   algorithm: str
   amplitude: float
   trial: int
-  config: training_loop.TrainConfig
+  config: train_config.TrainConfig
 
 
 def plan(settings, trials, output_dir, dataset, data_dir=None, model="cnn"):
@@ -250,23 +251,23 @@ def plan(settings, trials, output_dir, dataset, data_dir=None, model="cnn"):
                                  else (settings.adagrad_learning_rate, 0.0))
       runs[run_dir] = Run(
           algorithm, amplitude, trial,
-          training_loop.TrainConfig(dataset=dataset,
-                                    data_dir=data_dir,
-                                    model=model,
-                                    optimizer=optimizer,
-                                    learning_rate=learning_rate,
-                                    lr_decay=lr_decay,
-                                    batch_size=settings.batch_size,
-                                    sampling=sampling,
-                                    utility=utility,
-                                    utility_at=settings.utility_at,
-                                    amplitude=amplitude,
-                                    decay=decay,
-                                    steps=settings.steps,
-                                    eval_interval=settings.eval_interval,
-                                    seed=trial,
-                                    output_dir=run_dir,
-                                    resume=True))
+          train_config.TrainConfig(dataset=dataset,
+                                   data_dir=data_dir,
+                                   model=model,
+                                   optimizer=optimizer,
+                                   learning_rate=learning_rate,
+                                   lr_decay=lr_decay,
+                                   batch_size=settings.batch_size,
+                                   sampling=sampling,
+                                   utility=utility,
+                                   utility_at=settings.utility_at,
+                                   amplitude=amplitude,
+                                   decay=decay,
+                                   steps=settings.steps,
+                                   eval_interval=settings.eval_interval,
+                                   seed=trial,
+                                   output_dir=run_dir,
+                                   resume=True))
 
   for trial in range(trials):
     for algorithm in ALGORITHMS:

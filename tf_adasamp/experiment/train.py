@@ -18,14 +18,14 @@ from absl import logging
 
 from tf_adasamp.experiment import datasets
 from tf_adasamp.experiment import flags as flags_lib
-from tf_adasamp.experiment import training_loop
+from tf_adasamp.experiment import train_config
 
 PROGRAM = "tf-adasamp-train"
 FLAGS = flags.FLAGS
 
 
 def define_flags():
-  flags_lib.define(training_loop.TrainConfig)
+  flags_lib.define(train_config.TrainConfig)
   flags.DEFINE_bool("progress", True, "Show a progress bar.")
 
 
@@ -34,8 +34,11 @@ def main():
     # Keeps TensorFlow's and tfds' INFO lines out of the progress bar.
     logging.set_verbosity(logging.WARNING)
   config = flags_lib.parse(PROGRAM,
-                           training_loop.TrainConfig,
+                           train_config.TrainConfig,
                            output_dir=FLAGS.output_dir or "runs/train")
+  # Only now, with good flags, TensorFlow loads (seconds).
+  # pylint: disable-next=import-outside-toplevel
+  from tf_adasamp.experiment import training_loop
   try:
     records = training_loop.train(config, progress=FLAGS.progress)
   except (datasets.DatasetUnavailableError, training_loop.RunError) as error:

@@ -42,9 +42,9 @@ import numpy as np
 
 from tf_adasamp.experiment import datasets
 from tf_adasamp.experiment import flags as flags_lib
-from tf_adasamp.experiment import models
 from tf_adasamp.experiment import report
 from tf_adasamp.experiment import study
+from tf_adasamp.experiment import train_config
 from tf_adasamp.experiment import training_loop
 from tf_adasamp.experiment.flags import option
 
@@ -69,7 +69,7 @@ class Options:
       "holding a prepared CIFAR-10.")
   model: str | None = option(None, "Model (default: the data set's, "
                              "study.DEFAULT_MODELS).",
-                             choices=models.MODELS)
+                             choices=train_config.MODELS)
   steps: int | None = option(None, "Steps per run (default: the preset's).")
   eval_interval: int | None = option(
       None, "Steps between evaluations "
@@ -132,15 +132,15 @@ def tune(options, full_data, settings, log=print):
   """Runs both stages; returns the results as a JSON-ready dict."""
   seeds = [int(s) for s in floats(options.seeds)]
   root = options.output_dir
-  base = training_loop.TrainConfig(dataset=options.dataset,
-                                   data_dir=options.data_dir,
-                                   model=options.model,
-                                   steps=settings.steps,
-                                   eval_interval=settings.eval_interval,
-                                   batch_size=settings.batch_size,
-                                   utility_at=settings.utility_at,
-                                   output_dir=root,
-                                   resume=True)
+  base = train_config.TrainConfig(dataset=options.dataset,
+                                  data_dir=options.data_dir,
+                                  model=options.model,
+                                  steps=settings.steps,
+                                  eval_interval=settings.eval_interval,
+                                  batch_size=settings.batch_size,
+                                  utility_at=settings.utility_at,
+                                  output_dir=root,
+                                  resume=True)
   data = functools.partial(_validation_data, full_data, options.validation_size)
 
   def train(runs):

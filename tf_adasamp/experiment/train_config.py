@@ -1,0 +1,136 @@
+"""The trainer's settings: `TrainConfig`, with its choices and checks.
+
+Free of TensorFlow, which takes seconds to load: the trainer checks its
+flags, and answers --help, before it loads TensorFlow.
+"""
+
+import dataclasses
+import math
+
+from tf_adasamp import _validation
+from tf_adasamp.experiment import datasets
+from tf_adasamp.experiment.flags import option
+
+MODELS = ("cnn", "logistic")  # models.build's
+UTILITIES = ("zero_one", "l1", "cross_entropy")  # tf_adasamp.utilities'
+SAMPLINGS = ("uniform", "adaptive")
+STRATEGIES = ("default", "mirrored", "multi_worker")
+OPTIMIZERS = ("sgd", "adagrad")
+UTILITY_AT = ("updated", "step")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+  """Everything that defines a training run.
+
+  The defaults are AdaSamp-01-SGD on digits, with the library's default
+  amplitude and decay (docs/experiment.md says why); each field is also a
+  flag of tf_adasamp.experiment.train.
+  """
+  dataset: str = option(
+      "digits", "Data set: digits (scikit-learn's) and fashion_mnist "
+      "(Debian's dataset-fashion-mnist) need no network; cifar10 comes "
+      "through tensorflow_datasets.",
+      choices=datasets.DATASETS)
+  data_dir: str | None = option(
+      None, "tensorflow_datasets directory holding a prepared CIFAR-10 "
+      "(tfds' default if unset).")
+  model: str = option("cnn", "cnn: the paper's CNN; logistic: "
+                      "L2-regularised logistic regression (strongly "
+                      "convex).",
+                      choices=MODELS)
+  l2: float = option(
+      1e-3, "L2 penalty (strong-convexity modulus) of the "
+      "logistic model.")
+  optimizer: str = option("sgd", "Update rule.", choices=OPTIMIZERS)
+  learning_rate: float = option(0.3, "Initial step size eta.")
+  lr_decay: float = option(
+      0.002, "gamma of the step size eta / (1 + gamma "
+      "t); 0 keeps it constant.")
+  batch_size: int = option(100, "Examples drawn per step.")
+  sampling: str = option("adaptive",
+                         "How training examples are drawn.",
+                         choices=SAMPLINGS)
+  utility: str = option("zero_one", "Utility that reweights drawn examples "
+                        "(adaptive only).",
+                        choices=sorted(UTILITIES))
+  utility_at: str = option(
+      "updated", "updated: utility of the model after the update, h_t, as "
+      "in Algorithm 1 (a second forward pass); step: reuse the step's own "
+      "forward pass (h_{t-1}, dropout on), cheaper.",
+      choices=UTILITY_AT)
+  amplitude: float = option(0.1, "Amplitude alpha >= 0 of the weight "
+                            "update.")
+  decay: float = option(0.5, "Decay lambda in (0, 1) of the weight update.")
+  steps: int | None = option(500, "Training steps.")
+  epochs: float | None = option(
+      None, "Training length in epochs; overrides "
+      "--steps if set.")
+  eval_interval: int = option(25, "Steps between evaluations (and "
+                              "checkpoints).")
+  steps_per_execution: int = option(
+      25, "Steps per call of the compiled training loop (as in Keras): the "
+      "host waits for the device once per call; a call never runs past an "
+      "evaluation. Does not change the results.")
+  seed: int = option(
+      0, "Seed of the initial model, dropout and sampling; "
+      "in [0, 2**32).")
+  deterministic: bool = option(
+      False, "Make TensorFlow's ops deterministic "
+      "(tf.config.experimental.enable_op_determinism, for the whole "
+      "process), so a GPU run and its resumption repeat exactly; slower.")
+  output_dir: str | None = option(
+      None, "Directory for metrics, summaries and checkpoints (the "
+      "trainer's default: runs/train).")
+  resume: bool = option(
+      False, "Continue the run in --output_dir from its "
+      "last checkpoint.")
+  strategy: str = option(
+      "default", "tf.distribute strategy: default (one device), mirrored "
+      "(every local GPU, else every logical CPU device) or multi_worker (the "
+      "cluster in TF_CONFIG; give each worker its own --output_dir). The "
+      "batch is split among the replicas, which share one sampling "
+      "distribution.",
+      choices=STRATEGIES)
+  cluster_timeout: float = option(
+      300, "Seconds a multi_worker run waits for every worker of TF_CONFIG "
+      "to start before it gives up.")
+
+  def __post_init__(self):
+    for name, allowed in [("dataset", datasets.DATASETS), ("model", MODELS),
+                          ("optimizer", OPTIMIZERS), ("sampling", SAMPLINGS),
+                          ("utility", UTILITIES), ("utility_at", UTILITY_AT),
+                          ("strategy", STRATEGIES)]:
+      if getattr(self, name) not in allowed:
+        raise ValueError(f"{name} must be one of {allowed}, got "
+                         f"{getattr(self, name)!r}")
+    _validation.amplitude(self.amplitude)
+    _validation.decay(self.decay)
+    _validation.positive_int(self.batch_size, "batch_size")
+    _validation.positive_int(self.eval_interval, "eval_interval")
+    _validation.positive_int(self.steps_per_execution, "steps_per_execution")
+    if self.epochs is None:
+      _validation.positive_int(self.steps, "steps")
+    elif not 0 < self.epochs < math.inf:
+      raise ValueError(f"epochs must be finite and > 0, got {self.epochs}")
+    if not 0 < self.learning_rate < math.inf:
+      raise ValueError("learning_rate must be finite and > 0, got "
+                       f"{self.learning_rate}")
+    if not 0 < self.l2 < math.inf:
+      raise ValueError(f"l2 must be finite and > 0, got {self.l2}")
+    if not 0 <= self.lr_decay < math.inf:
+      raise ValueError(f"lr_decay must be finite and >= 0, got "
+                       f"{self.lr_decay}")
+    # NumPy's and Keras' seeds (models.build) are 32-bit.
+    if not 0 <= self.seed < 2**32:
+      raise ValueError(f"seed must be in [0, 2**32), got {self.seed}")
+    if not 0 < self.cluster_timeout < math.inf:
+      raise ValueError("cluster_timeout must be finite and > 0, got "
+                       f"{self.cluster_timeout}")
+    if self.resume and not self.output_dir:
+      raise ValueError("resume needs an output_dir to resume from")
+
+  def num_steps(self, num_examples):
+    if self.epochs is None:
+      return self.steps
+    return math.ceil(self.epochs * num_examples / self.batch_size)
