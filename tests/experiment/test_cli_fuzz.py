@@ -5,11 +5,15 @@ own checks, by absl's flag parsing, and at run time (an unwritable
 directory, a diverging run).
 """
 
+import dataclasses
 import os
+import re
 import subprocess
 import sys
 
 import pytest
+
+from tf_adasamp.experiment import train_config
 
 ROOT = os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -113,3 +117,15 @@ def test_train_answers_help_and_bad_flags_before_tensorflow_loads(args):
                           text=True,
                           timeout=300)
   assert result.stdout.splitlines()[-1] == "False", result.stderr
+
+
+def test_train_help_lists_every_setting():
+  result = subprocess.run(
+      [sys.executable, "-m", "tf_adasamp.experiment.train", "--help"],
+      cwd=ROOT,
+      capture_output=True,
+      text=True,
+      timeout=300)
+  for field in dataclasses.fields(train_config.TrainConfig):
+    assert re.search(rf"^  --(\[no\])?{field.name}:", result.stdout,
+                     re.MULTILINE), field.name

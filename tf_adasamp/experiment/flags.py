@@ -16,6 +16,9 @@ from absl import app
 from absl import flags
 
 FLAGS = flags.FLAGS
+# The flags `define` makes are key flags of the module that calls it (the
+# command line's), as if it had called DEFINE_* itself: --help lists them.
+flags.disclaim_key_flags()
 
 
 def option(default, help, choices=None):  # pylint: disable=redefined-builtin
