@@ -17,7 +17,10 @@ import tensorflow as tf
 
 import tf_adasamp
 from tf_adasamp.experiment import datasets
+from tf_adasamp.experiment import flags as flags_lib
 from tf_adasamp.experiment import report
+
+PROGRAM = "tf-adasamp-demo"
 
 # The defaults users get (README): no worse than uniform sampling on
 # validation splits of digits and Fashion-MNIST (docs/experiment.md,
@@ -105,8 +108,9 @@ def main(steps=500, amplitude=AMPLITUDE, decay=DECAY, seeds=5):
 
 
 def run():
-  """Console-script entry point (tf-adasamp-demo)."""
-  main()
+  """Console-script entry point (tf-adasamp-demo). No flags of its own:
+  --help says what it does, and a stray argument is refused."""
+  flags_lib.run(PROGRAM, lambda: None, main)
 
 
 if __name__ == "__main__":
