@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from tf_adasamp.experiment import train
 from tf_adasamp.experiment import train_config
 
 ROOT = os.path.dirname(
@@ -117,6 +118,8 @@ def test_train_answers_help_and_bad_flags_before_tensorflow_loads(args):
                           text=True,
                           timeout=300)
   assert result.stdout.splitlines()[-1] == "False", result.stderr
+  if args == ["--help"]:  # as a console script: what the program does
+    assert result.stdout.startswith(train.__doc__), result.stdout
 
 
 def test_train_help_lists_every_setting():
@@ -129,3 +132,21 @@ def test_train_help_lists_every_setting():
   for field in dataclasses.fields(train_config.TrainConfig):
     assert re.search(rf"^  --(\[no\])?{field.name}:", result.stdout,
                      re.MULTILINE), field.name
+
+
+def test_train_help_into_a_closed_pipe_ends_quietly():
+  # As `tf-adasamp-train --help | head -1` does.
+  read, write = os.pipe()
+  os.close(read)
+  try:
+    result = subprocess.run(
+        [sys.executable, "-m", "tf_adasamp.experiment.train", "--help"],
+        cwd=ROOT,
+        stdout=write,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=300)
+  finally:
+    os.close(write)
+  assert result.returncode == 1
+  assert not result.stderr, result.stderr

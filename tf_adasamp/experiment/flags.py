@@ -8,6 +8,7 @@ reported by the dataclass's own checks.
 """
 
 import dataclasses
+import os
 import sys
 import types
 import typing
@@ -107,17 +108,27 @@ def run(program, define_flags, main):
   Flags are defined here, not at import, because the CLIs share flag names.
   absl's --help lists the flags of the module that sys.argv[0] names, which
   under a console script (tf-adasamp-train) is the script, not the module
-  defining them: so they are registered for it too. `main` takes no
+  defining them: so they are registered for it too, and --help opens with
+  that module's docstring, which absl takes from __main__. `main` takes no
   arguments; stray positional arguments end the program with one line
   naming `program`.
   """
   define_flags()
   for flag in FLAGS.get_key_flags_for_module(define_flags.__module__):
     FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+  script = sys.modules["__main__"]
+  if not script.__doc__:
+    script.__doc__ = sys.modules[define_flags.__module__].__doc__
 
   def checked_main(argv):
     if len(argv) > 1:
       sys.exit(f"{program}: unexpected arguments {argv[1:]}")
     main()
 
-  app.run(checked_main)
+  try:
+    app.run(checked_main)
+  except BrokenPipeError:
+    # The reader of stdout left (`--help | head`): end quietly, as Python's
+    # documentation advises (the signal module's note on SIGPIPE).
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(1)
