@@ -1,5 +1,6 @@
-"""An interrupt ends the experiment runner in one line, exit status 130 and
-no traceback, its workers with it; a kill of the runner ends them too.
+"""An interrupt ends the trainer, and the experiment runner with its
+workers, in one line, exit status 130 and no traceback; a kill of the runner
+ends its workers too.
 
 SIGINT goes to the runner alone (as `kill -INT` sends it), which waits in
 Python for its workers, so the KeyboardInterrupt always surfaces there. A
@@ -8,6 +9,7 @@ TensorFlow's calls, where an interrupt that lands while TensorFlow raises
 one of its own errors can come out as a RuntimeError instead.
 """
 
+import re
 import signal
 import time
 
@@ -78,3 +80,35 @@ def test_a_killed_runner_takes_its_workers_with_it(runner, kill):
   process.send_signal(getattr(signal, kill))
   process.wait(timeout=TIMEOUT)
   assert_group_ends(process.pid)
+
+
+def mapped(pid, library):
+  """Whether process `pid` has loaded shared library `library` (Linux)."""
+  with open(f"/proc/{pid}/maps", encoding="ascii", errors="replace") as f:
+    return library in f.read()
+
+
+def started_trainer(tmp_path, *args):
+  return child_process.started("tf_adasamp.experiment.train", tmp_path / "log",
+                               "--dataset=digits", "--model=logistic",
+                               "--noprogress", "--steps=1000000",
+                               f"--output_dir={tmp_path}", *args)
+
+
+def test_an_interrupt_of_the_trainer_while_it_loads_tensorflow(tmp_path):
+  with started_trainer(tmp_path) as process:
+    # The flags are checked: TensorFlow's import takes seconds from here.
+    wait_until(process, tmp_path / "log",
+               lambda: mapped(process.pid, "libtensorflow_framework"))
+    stderr = interrupt(process, tmp_path / "log")
+  assert "tf-adasamp-train: interrupted; " in stderr
+
+
+def test_an_interrupt_of_the_training_trainer_names_its_checkpoint(tmp_path):
+  with started_trainer(tmp_path, "--eval_interval=100") as process:
+    wait_until(process, tmp_path / "log", lambda:
+               (tmp_path / "checkpoints" / "checkpoint").exists())
+    stderr = interrupt(process, tmp_path / "log")
+  assert re.search(
+      r"tf-adasamp-train: interrupted; the last checkpoint is of step \d+: "
+      "the same command with --resume goes on from it", stderr), stderr

@@ -29,6 +29,12 @@ def define_flags():
   flags.DEFINE_bool("progress", True, "Show a progress bar.")
 
 
+def interrupted(outcome):
+  """Ends the program for a Ctrl-C, with one line saying `outcome`."""
+  print(f"\n{PROGRAM}: interrupted; {outcome}", file=sys.stderr)
+  sys.exit(130)  # the shell's status for a run ended by Ctrl-C
+
+
 def main():
   if not FLAGS["verbosity"].present:
     # Keeps TensorFlow's and tfds' INFO lines out of the progress bar.
@@ -36,21 +42,21 @@ def main():
   config = flags_lib.parse(PROGRAM,
                            train_config.TrainConfig,
                            output_dir=FLAGS.output_dir or "runs/train")
-  # Only now, with good flags, TensorFlow loads (seconds).
-  # pylint: disable-next=import-outside-toplevel
-  from tf_adasamp.experiment import training_loop
+  try:
+    # Only now, with good flags, TensorFlow loads (seconds).
+    # pylint: disable-next=import-outside-toplevel
+    from tf_adasamp.experiment import training_loop
+  except KeyboardInterrupt:
+    interrupted("training had not begun")
   try:
     records = training_loop.train(config, progress=FLAGS.progress)
   except (datasets.DatasetUnavailableError, training_loop.RunError) as error:
     sys.exit(f"{PROGRAM}: {error}")
   except KeyboardInterrupt:
     step = training_loop.last_checkpoint_step(config.output_dir)
-    print(f"\n{PROGRAM}: interrupted; " +
-          ("no checkpoint was written yet" if step is None else
-           f"the last checkpoint is of step {step}: the same command with "
-           "--resume goes on from it"),
-          file=sys.stderr)
-    sys.exit(130)  # the shell's status for a run ended by Ctrl-C
+    interrupted("no checkpoint was written yet" if step is None else
+                f"the last checkpoint is of step {step}: the same command "
+                "with --resume goes on from it")
   final = records[-1]
   print(f"step {final['step']}: train loss {final['train_loss']:.4f}, "
         f"train accuracy {final['train_accuracy']:.4f}, test accuracy "
