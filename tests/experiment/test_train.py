@@ -150,6 +150,25 @@ def test_train_records_every_eval_interval(digits, sampling):
     assert records[-1]["ess_fraction"] < 1
 
 
+def test_multi_worker_runs_resume_from_the_last_checkpoint_all_have(tmp_path):
+  config = tiny_config(output_dir=str(tmp_path), resume=True)
+  fingerprint, latest = training_loop.worker_state(config)
+  assert latest == -1  # no checkpoint yet
+  # The per-worker settings aside, the fingerprint is of the settings.
+  assert training_loop.worker_state(
+      dataclasses.replace(config, output_dir="elsewhere",
+                          cluster_timeout=1))[0] == fingerprint
+  other = training_loop.worker_state(dataclasses.replace(config, seed=1))[0]
+  assert other != fingerprint
+  common = training_loop.common_checkpoint_step
+  assert common([[fingerprint, 50], [fingerprint, 25]]) == 25
+  assert common([[fingerprint, -1], [fingerprint, -1]]) is None
+  with pytest.raises(training_loop.RunError, match="different settings"):
+    common([[fingerprint, 50], [other, 50]])
+  with pytest.raises(training_loop.RunError, match="and some none"):
+    common([[fingerprint, 50], [fingerprint, -1]])
+
+
 def test_the_settings_offer_the_models_and_utilities_there_are():
   # train_config names them without importing them (and TensorFlow).
   assert set(train_config.UTILITIES) == set(utilities.UTILITIES)

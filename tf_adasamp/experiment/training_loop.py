@@ -484,33 +484,46 @@ def check_output_dir(config):
                     for name in changed) + "); choose another output_dir")
 
 
-def _common_checkpoint_step(strategy, config):
-  """The step a multi-worker run starts from: that of the latest checkpoint
-  every worker has, or None for a new run.
-
-  Raises RunError unless every worker runs the same settings, up to
-  _PER_WORKER. The workers checkpoint at the same steps, but a worker killed
-  while its peers wrote theirs misses the last one (each keeps two): they all
-  go back to the latest they share, so their copies of the model and the
-  sampler start equal.
-  """
+def worker_state(config):
+  """What a worker of a multi-worker run tells the others before it starts:
+  [a fingerprint of its settings but _PER_WORKER, the step of its last
+  checkpoint if it resumes one, else -1]."""
   settings = {
       name: value
       for name, value in dataclasses.asdict(config).items()
       if name not in _PER_WORKER
   }
   digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
-  fingerprint = int.from_bytes(digest.digest()[:8], "little", signed=True)
   latest = last_checkpoint_step(config.output_dir) if config.resume else None
-  rows = cluster.gather(strategy,
-                        [fingerprint, -1 if latest is None else latest])
-  if (rows[:, 0] != fingerprint).any():
+  return [
+      int.from_bytes(digest.digest()[:8], "little", signed=True),
+      -1 if latest is None else latest
+  ]
+
+
+def common_checkpoint_step(states):
+  """The step a multi-worker run starts from, given each worker's
+  `worker_state` (a row each): that of the latest checkpoint every worker
+  has, or None for a new run.
+
+  The workers checkpoint at the same steps, but a worker killed while its
+  peers wrote theirs misses the last one (each keeps two): they all go back
+  to the latest they share, so their copies of the model and the sampler
+  start equal. Raises RunError unless they run the same settings and all or
+  none of them has a checkpoint (else the others' runs would start over).
+  """
+  states = np.asarray(states)
+  if (states[:, 0] != states[0, 0]).any():
     raise RunError("the workers of TF_CONFIG's cluster have different "
                    "settings; start them with the same flags (only "
                    f"{', '.join('--' + n for n in sorted(_PER_WORKER))} may "
                    "differ)")
-  step = int(rows[:, 1].min())
-  return None if step < 0 else step
+  steps = states[:, 1]
+  if steps.min() < 0 <= steps.max():
+    raise RunError("some workers of TF_CONFIG's cluster have a checkpoint "
+                   "to resume from, and some none; give each worker the "
+                   "--output_dir of its part of the run")
+  return None if steps.min() < 0 else int(steps.min())
 
 
 def _checkpoint_of_step(directory, step):
@@ -681,7 +694,8 @@ def train(config, data=None, progress=False):
   common_step = None
   if config.strategy == "multi_worker":
     try:
-      common_step = _common_checkpoint_step(strategy, config)
+      common_step = common_checkpoint_step(
+          cluster.gather(strategy, worker_state(config)))
     except _LOST_WORKER_ERRORS as error:
       raise _lost_worker(error, "before training") from None
   with strategy.scope():
