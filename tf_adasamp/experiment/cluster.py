@@ -1,10 +1,12 @@
 """The multi-worker cluster of TF_CONFIG, joined so that it can always be left.
 
 `tf.distribute.MultiWorkerMirroredStrategy()` waits in its constructor until
-every worker of TF_CONFIG has started: up to an hour, in C++, holding the
-GIL, so Python's Ctrl-C handler never runs. Its coordination service also
-takes SIGTERM for itself, as a preemption notice, and the process trains
-on. `join` bounds that wait, lets Ctrl-C end it, and gives SIGTERM back.
+every worker of TF_CONFIG has started (one waited 13 minutes before we
+stopped it; a register timeout for the coordination service did not shorten
+the wait), in C++ holding the GIL, so Python's Ctrl-C handler never runs.
+Its coordination service also takes SIGTERM for itself, as a preemption
+notice, and the process trains on. `join` bounds that wait, lets Ctrl-C end
+it, and gives SIGTERM back.
 """
 
 import json
