@@ -135,7 +135,10 @@ def test_train_help_lists_every_setting():
 
 
 def test_train_help_into_a_closed_pipe_ends_quietly():
-  # As `tf-adasamp-train --help | head -1` does.
+  # As `tf-adasamp-train --help | head -1` does; stdout buffered, as it is
+  # into a pipe unless PYTHONUNBUFFERED is set.
+  environment = dict(os.environ)
+  environment.pop("PYTHONUNBUFFERED", None)
   read, write = os.pipe()
   os.close(read)
   try:
@@ -145,7 +148,8 @@ def test_train_help_into_a_closed_pipe_ends_quietly():
         stdout=write,
         stderr=subprocess.PIPE,
         text=True,
-        timeout=300)
+        timeout=300,
+        env=environment)
   finally:
     os.close(write)
   assert result.returncode == 1

@@ -126,7 +126,10 @@ def run(program, define_flags, main):
     main()
 
   try:
-    app.run(checked_main)
+    try:
+      app.run(checked_main)
+    finally:
+      sys.stdout.flush()  # here, not at exit, where the error is Python's
   except BrokenPipeError:
     # The reader of stdout left (`--help | head`): end quietly, as Python's
     # documentation advises (the signal module's note on SIGPIPE).
