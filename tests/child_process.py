@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 
 
 def environment(**overrides):
@@ -32,6 +33,29 @@ def free_ports(count):
   finally:
     for s in sockets:
       s.close()
+
+
+def tf_config(ports, index):
+  """The TF_CONFIG of worker `index` of a cluster of workers at `ports` of
+  127.0.0.1."""
+  return json.dumps({
+      "cluster": {
+          "worker": [f"127.0.0.1:{port}" for port in ports]
+      },
+      "task": {
+          "type": "worker",
+          "index": index
+      }
+  })
+
+
+def wait_for(condition, what, timeout):
+  """Returns once `condition()` holds; fails, naming `what`, after `timeout`
+  seconds."""
+  deadline = time.monotonic() + timeout
+  while not condition():
+    assert time.monotonic() < deadline, f"no {what} in {timeout} s"
+    time.sleep(0.1)
 
 
 def restore_sigint():

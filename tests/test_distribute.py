@@ -10,7 +10,6 @@ The multi-worker runs carry the `multi_worker` mark.
 """
 
 import collections
-import json
 import pathlib
 import subprocess
 import sys
@@ -50,22 +49,12 @@ def run_workers(mode, out, restore, num_workers):
   the CPU.
   """
   env = child_process.environment(CUDA_VISIBLE_DEVICES="")
-  cluster = [
-      f"127.0.0.1:{port}" for port in child_process.free_ports(num_workers)
-  ]
+  ports = child_process.free_ports(num_workers)
   processes, logs = [], []
   try:
     for task in range(num_workers):
       if mode == "multi_worker":
-        env["TF_CONFIG"] = json.dumps({
-            "cluster": {
-                "worker": cluster
-            },
-            "task": {
-                "type": "worker",
-                "index": task
-            }
-        })
+        env["TF_CONFIG"] = child_process.tf_config(ports, task)
       logs.append(open(out / f"log{task}.txt", "w+"))
       command = [sys.executable, str(WORKER), mode, str(out)]
       processes.append(

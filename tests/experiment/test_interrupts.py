@@ -11,7 +11,6 @@ one of its own errors can come out as a RuntimeError instead.
 
 import re
 import signal
-import time
 
 import pytest
 
@@ -20,12 +19,14 @@ import child_process
 TIMEOUT = 240  # seconds; generous for a loaded machine
 
 
-def wait_until(process, log, written):
-  deadline = time.monotonic() + TIMEOUT
-  while not written():
+def wait_until(process, log, condition, what):
+  """Waits for `condition()` while `process` runs."""
+
+  def ready():
     assert process.poll() is None, log.read_text()
-    assert time.monotonic() < deadline, "no checkpoint in time"
-    time.sleep(0.2)
+    return condition()
+
+  child_process.wait_for(ready, what, TIMEOUT)
 
 
 def interrupt(process, log):
@@ -41,10 +42,8 @@ def assert_group_ends(group):
   """Asserts that the ended runner's process group empties: its workers
   (which train for hours) and multiprocessing's resource tracker (which
   ends soon after the runner) end too."""
-  deadline = time.monotonic() + TIMEOUT
-  while child_process.running_in_group(group):
-    assert time.monotonic() < deadline, "a worker outlived the runner"
-    time.sleep(0.2)
+  child_process.wait_for(lambda: not child_process.running_in_group(group),
+                         "end of every worker of the runner", TIMEOUT)
 
 
 @pytest.fixture
@@ -59,7 +58,8 @@ def runner(tmp_path):
                              f"--output_dir={output_dir}") as process:
     wait_until(
         process, log,
-        lambda: len(list(output_dir.rglob("checkpoints/checkpoint"))) >= 2)
+        lambda: len(list(output_dir.rglob("checkpoints/checkpoint"))) >= 2,
+        "checkpoint of each worker")
     yield process, log
 
 
@@ -92,22 +92,24 @@ def started_trainer(tmp_path, *args):
   return child_process.started("tf_adasamp.experiment.train", tmp_path / "log",
                                "--dataset=digits", "--model=logistic",
                                "--noprogress", "--steps=1000000",
-                               f"--output_dir={tmp_path}", *args)
+                               f"--output_dir={tmp_path / 'run'}", *args)
 
 
 def test_an_interrupt_of_the_trainer_while_it_loads_tensorflow(tmp_path):
   with started_trainer(tmp_path) as process:
     # The flags are checked: TensorFlow's import takes seconds from here.
     wait_until(process, tmp_path / "log",
-               lambda: mapped(process.pid, "libtensorflow_framework"))
+               lambda: mapped(process.pid, "libtensorflow_framework"),
+               "TensorFlow loading")
     stderr = interrupt(process, tmp_path / "log")
   assert "tf-adasamp-train: interrupted; " in stderr
 
 
 def test_an_interrupt_of_the_training_trainer_names_its_checkpoint(tmp_path):
   with started_trainer(tmp_path, "--eval_interval=100") as process:
-    wait_until(process, tmp_path / "log", lambda:
-               (tmp_path / "checkpoints" / "checkpoint").exists())
+    wait_until(process, tmp_path / "log",
+               (tmp_path / "run" / "checkpoints" / "checkpoint").exists,
+               "checkpoint")
     stderr = interrupt(process, tmp_path / "log")
   assert re.search(
       r"tf-adasamp-train: interrupted; the last checkpoint is of step \d+: "

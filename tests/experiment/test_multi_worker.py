@@ -6,11 +6,9 @@ ports), killed with its process group when the test ends.
 """
 
 import contextlib
-import json
 import os
 import pathlib
 import signal
-import time
 
 import pytest
 import tensorflow as tf
@@ -26,17 +24,6 @@ TRAIN = [
     "--dataset=digits", "--model=logistic", "--noprogress", f"--steps={STEPS}",
     "--eval_interval=25", "--strategy=multi_worker"
 ]
-
-
-def tf_config(ports, index):
-  cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
-  return json.dumps({
-      "cluster": cluster,
-      "task": {
-          "type": "worker",
-          "index": index
-      }
-  })
 
 
 @contextlib.contextmanager
@@ -55,7 +42,8 @@ def cluster(workers, ports=None):
                                 *TRAIN,
                                 f"--output_dir={output_dir}",
                                 *flags,
-                                TF_CONFIG=tf_config(ports, index)))
+                                TF_CONFIG=child_process.tf_config(ports,
+                                                                  index)))
       started.append((process, log))
     yield started
 
@@ -64,13 +52,6 @@ def finish(process, log):
   """The process's exit status and output, once it ends."""
   process.wait(timeout=TIMEOUT)
   return process.returncode, log.read_text()
-
-
-def wait_for(condition, what):
-  deadline = time.monotonic() + TIMEOUT
-  while not condition():
-    assert time.monotonic() < deadline, f"no {what} in {TIMEOUT} s"
-    time.sleep(0.1)
 
 
 def run_to_the_end(output_dirs, *flags):
@@ -97,8 +78,8 @@ def test_a_worker_whose_peer_never_starts_gives_up_at_the_timeout(tmp_path):
 def test_ctrl_c_ends_a_worker_waiting_for_its_cluster(tmp_path):
   with cluster([(tmp_path / "w0", [])],
                ports=child_process.free_ports(2)) as [(process, log)]:
-    wait_for(lambda: "waiting for the 2 tasks" in log.read_text(),
-             "wait for the cluster")
+    child_process.wait_for(lambda: "waiting for the 2 tasks" in log.read_text(),
+                           "wait for the cluster", TIMEOUT)
     process.send_signal(signal.SIGINT)
     status, output = finish(process, log)
   assert status == -signal.SIGINT, output
@@ -106,7 +87,8 @@ def test_ctrl_c_ends_a_worker_waiting_for_its_cluster(tmp_path):
 
 @pytest.mark.parametrize("config,message", [
     ("{worker: 1}", "TF_CONFIG is not JSON"),
-    (tf_config([1], index=3), "TF_CONFIG's task (worker 3) is not one of"),
+    (child_process.tf_config(
+        [1], index=3), "TF_CONFIG's task (worker 3) is not one of"),
 ])
 def test_a_bad_tf_config_is_refused_in_one_line(tmp_path, config, message):
   with child_process.started("tf_adasamp.experiment.train",
@@ -149,9 +131,9 @@ def test_a_cluster_that_lost_a_worker_resumes_exactly(tmp_path):
   output_dirs = [tmp_path / f"w{i}" for i in range(2)]
   with cluster([(output_dir, []) for output_dir in output_dirs]) as workers:
     (first, first_log), (second, second_log) = workers
-    wait_for(
+    child_process.wait_for(
         lambda: (training_loop.last_checkpoint_step(output_dirs[1]) or 0) >= 50,
-        "checkpoint of step 50")
+        "checkpoint of step 50", TIMEOUT)
     # SIGTERM, which TensorFlow's coordination service would take for itself.
     second.send_signal(signal.SIGTERM)
     status, output = finish(second, second_log)
