@@ -122,13 +122,8 @@ def test_train_answers_help_and_bad_flags_before_tensorflow_loads(args):
     assert result.stdout.startswith(train.__doc__), result.stdout
 
 
-def test_train_help_lists_every_setting():
-  result = subprocess.run(
-      [sys.executable, "-m", "tf_adasamp.experiment.train", "--help"],
-      cwd=ROOT,
-      capture_output=True,
-      text=True,
-      timeout=300)
+def test_train_help_lists_every_setting(tmp_path):
+  result = run_cli("train", ["--help"], tmp_path)
   for field in dataclasses.fields(train_config.TrainConfig):
     assert re.search(rf"^  --(\[no\])?{field.name}:", result.stdout,
                      re.MULTILINE), field.name
