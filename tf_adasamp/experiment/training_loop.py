@@ -178,7 +178,8 @@ class BoundTracker(tf.Module):
         })
 
 
-def make_strategy(name, cluster_timeout=None):
+def make_strategy(name,
+                  cluster_timeout=train_config.TrainConfig.cluster_timeout):
   """The tf.distribute strategy called `name` (one of train_config.STRATEGIES).
 
   default: this process's default devices, no replication; mirrored: a
@@ -195,8 +196,7 @@ def make_strategy(name, cluster_timeout=None):
     return tf.distribute.MirroredStrategy([d.name for d in devices])
   if name == "multi_worker":
     try:
-      return cluster.join(cluster_timeout or
-                          train_config.TrainConfig.cluster_timeout)
+      return cluster.join(cluster_timeout)
     except cluster.TFConfigError as error:
       raise RunError(str(error)) from None
   raise ValueError(
