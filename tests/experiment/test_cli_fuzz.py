@@ -6,6 +6,7 @@ directory, a diverging run).
 """
 
 import dataclasses
+import importlib
 import os
 import re
 import subprocess
@@ -13,8 +14,10 @@ import sys
 
 import pytest
 
-from tf_adasamp.experiment import train
+from tf_adasamp.experiment import reproduce
+from tf_adasamp.experiment import study
 from tf_adasamp.experiment import train_config
+from tf_adasamp.experiment import tuning
 
 ROOT = os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -65,8 +68,7 @@ def assert_fails_in_one_line(result, message):
         ], "the run diverged at step 2"),
     ])
 def test_train_rejects_bad_flags_in_one_line(tmp_path, args, message):
-  result = run_cli("train",
-                   [f"--output_dir={{tmp}}/run", "--noprogress", *args],
+  result = run_cli("train", ["--output_dir={tmp}/run", "--noprogress", *args],
                    tmp_path)
   assert_fails_in_one_line(result, message)
 
@@ -97,34 +99,52 @@ def test_bounds_table_rejects_bad_flags_in_one_line(tmp_path, args, message):
   assert_fails_in_one_line(run_cli("bounds_table", args, tmp_path), message)
 
 
-# Run with the trainer's arguments: whether TensorFlow had loaded when the
-# trainer exited.
+# Run with a command line's module name, then its arguments: whether
+# TensorFlow had loaded when the program exited.
 _LOADED_TENSORFLOW = """
+import importlib
 import sys
-from tf_adasamp.experiment import train
-sys.argv[0] = train.PROGRAM
+program = importlib.import_module("tf_adasamp.experiment." + sys.argv.pop(1))
+sys.argv[0] = program.PROGRAM
 try:
-  train.run()
+  program.run()
 finally:
   print("tensorflow" in sys.modules)
 """
 
 
-@pytest.mark.parametrize("args", [["--help"], ["--seed=-1"], ["--model=x"]])
-def test_train_answers_help_and_bad_flags_before_tensorflow_loads(args):
-  result = subprocess.run([sys.executable, "-c", _LOADED_TENSORFLOW, *args],
-                          cwd=ROOT,
-                          capture_output=True,
-                          text=True,
-                          timeout=300)
+@pytest.mark.parametrize("module,args", [
+    ("train", ["--help"]),
+    ("train", ["--seed=-1"]),
+    ("train", ["--model=x"]),
+    ("reproduce", ["--help"]),
+    ("reproduce", ["--trials=0"]),
+    ("tuning", ["--help"]),
+    ("tuning", ["--workers=x"]),
+])
+def test_command_lines_answer_help_and_bad_flags_before_tensorflow_loads(
+    module, args):
+  result = subprocess.run(
+      [sys.executable, "-c", _LOADED_TENSORFLOW, module, *args],
+      cwd=ROOT,
+      capture_output=True,
+      text=True,
+      timeout=300)
+  assert result.returncode == 1, result.stderr
   assert result.stdout.splitlines()[-1] == "False", result.stderr
   if args == ["--help"]:  # as a console script: what the program does
-    assert result.stdout.startswith(train.__doc__), result.stdout
+    doc = importlib.import_module(f"tf_adasamp.experiment.{module}").__doc__
+    assert result.stdout.startswith(doc), result.stdout
 
 
-def test_train_help_lists_every_setting(tmp_path):
-  result = run_cli("train", ["--help"], tmp_path)
-  for field in dataclasses.fields(train_config.TrainConfig):
+@pytest.mark.parametrize("module,settings", [
+    ("train", [train_config.TrainConfig]),
+    ("reproduce", [reproduce.Options, study.Settings]),
+    ("tuning", [tuning.Options]),
+])
+def test_help_lists_every_setting(tmp_path, module, settings):
+  result = run_cli(module, ["--help"], tmp_path)
+  for field in (f for cls in settings for f in dataclasses.fields(cls)):
     assert re.search(rf"^  --(\[no\])?{field.name}:", result.stdout,
                      re.MULTILINE), field.name
 

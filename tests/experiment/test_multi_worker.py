@@ -14,6 +14,7 @@ import pytest
 import tensorflow as tf
 
 import child_process
+from tf_adasamp.experiment import run_files
 from tf_adasamp.experiment import training_loop
 
 pytestmark = pytest.mark.multi_worker
@@ -60,7 +61,7 @@ def run_to_the_end(output_dirs, *flags):
     for process, log in workers:
       status, output = finish(process, log)
       assert status == 0, output
-  return [training_loop.read_metrics(d) for d in output_dirs]
+  return [run_files.read_metrics(d) for d in output_dirs]
 
 
 def test_a_worker_whose_peer_never_starts_gives_up_at_the_timeout(tmp_path):
@@ -111,7 +112,7 @@ def test_workers_with_other_settings_refuse_to_start(tmp_path):
       assert "Traceback" not in output, output
       assert ("the workers of TF_CONFIG's cluster have different settings"
               in output)
-  assert not training_loop.read_metrics(tmp_path / "w0")
+  assert not run_files.read_metrics(tmp_path / "w0")
 
 
 def drop_last_checkpoint(output_dir):
@@ -144,7 +145,7 @@ def test_a_cluster_that_lost_a_worker_resumes_exactly(tmp_path):
   assert "the cluster lost a worker after step" in output, output
 
   # Up to the loss, the run was uninterrupted.
-  before = [training_loop.read_metrics(d) for d in output_dirs]
+  before = [run_files.read_metrics(d) for d in output_dirs]
   steps = [training_loop.last_checkpoint_step(d) for d in output_dirs]
   assert steps[1] < STEPS
   if steps[0] == steps[1]:

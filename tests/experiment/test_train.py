@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from tf_adasamp.experiment import datasets
 from tf_adasamp.experiment import models
+from tf_adasamp.experiment import run_files
 from tf_adasamp.experiment import train_config
 from tf_adasamp.experiment import training_loop
 from tf_adasamp import bounds
@@ -163,9 +164,9 @@ def test_multi_worker_runs_resume_from_the_last_checkpoint_all_have(tmp_path):
   common = training_loop.common_checkpoint_step
   assert common([[fingerprint, 50], [fingerprint, 25]]) == 25
   assert common([[fingerprint, -1], [fingerprint, -1]]) is None
-  with pytest.raises(training_loop.RunError, match="different settings"):
+  with pytest.raises(run_files.RunError, match="different settings"):
     common([[fingerprint, 50], [other, 50]])
-  with pytest.raises(training_loop.RunError, match="and some none"):
+  with pytest.raises(run_files.RunError, match="and some none"):
     common([[fingerprint, 50], [fingerprint, -1]])
 
 
@@ -204,20 +205,20 @@ def test_resumed_run_matches_uninterrupted_run(digits, tmp_path):
                                             **settings),
                                 data=digits)
   assert resumed == whole
-  assert training_loop.read_metrics(str(tmp_path / "stopped")) == whole
+  assert run_files.read_metrics(str(tmp_path / "stopped")) == whole
 
 
 def test_run_writes_metrics_checkpoints_and_summaries(digits, tmp_path):
   training_loop.train(tiny_config(output_dir=str(tmp_path)), data=digits)
-  assert training_loop.is_complete(str(tmp_path), 4)
-  assert not training_loop.is_complete(str(tmp_path), 6)
+  assert run_files.is_complete(str(tmp_path), 4)
+  assert not run_files.is_complete(str(tmp_path), 6)
   assert tf.train.latest_checkpoint(str(tmp_path / "checkpoints"))
   assert os.listdir(tmp_path / "tensorboard")
 
 
 def test_new_run_refuses_a_directory_holding_a_run(digits, tmp_path):
   training_loop.train(tiny_config(output_dir=str(tmp_path)), data=digits)
-  with pytest.raises(training_loop.RunExistsError, match="already holds a run"):
+  with pytest.raises(run_files.RunExistsError, match="already holds a run"):
     training_loop.train(tiny_config(output_dir=str(tmp_path)), data=digits)
 
 
@@ -272,7 +273,7 @@ def test_cli_takes_a_flagfile_and_writes_metrics(tmp_path):
   ]))
   result = run_cli(f"--flagfile={flagfile}")
   assert result.returncode == 0, result.stderr
-  with open(tmp_path / "run" / training_loop.METRICS_FILE) as f:
+  with open(tmp_path / "run" / run_files.METRICS_FILE) as f:
     assert [json.loads(line)["step"] for line in f] == [0, 2, 4]
 
 
@@ -290,14 +291,14 @@ def test_deterministic_resumed_run_on_the_gpu_matches_uninterrupted_run(
                       ("stopped", ["--resume"])]:
     result = run_cli(*common, *extra, f"--output_dir={tmp_path / name}")
     assert result.returncode == 0, result.stderr
-  whole = training_loop.read_metrics(str(tmp_path / "whole"))
+  whole = run_files.read_metrics(str(tmp_path / "whole"))
   assert [r["step"] for r in whole] == [0, 2, 4, 6]
-  assert training_loop.read_metrics(str(tmp_path / "stopped")) == whole
+  assert run_files.read_metrics(str(tmp_path / "stopped")) == whole
 
 
 def test_resume_refuses_a_run_of_other_settings(digits, tmp_path):
   training_loop.train(tiny_config(output_dir=str(tmp_path)), data=digits)
-  with pytest.raises(training_loop.RunExistsError,
+  with pytest.raises(run_files.RunExistsError,
                      match="amplitude: 0.1 there, 2.0 here"):
     training_loop.train(tiny_config(output_dir=str(tmp_path),
                                     resume=True,
@@ -404,13 +405,13 @@ def test_resume_ignores_a_tampered_checkpoint_entry_never_running_it(
   tf.train.CheckpointManager(tampered,
                              str(tmp_path / "run" / "checkpoints"),
                              max_to_keep=5).save(checkpoint_number=8)
-  with pytest.raises(training_loop.RunError,
+  with pytest.raises(run_files.RunError,
                      match="does not hold this trainer's state"):
     training_loop.train(dataclasses.replace(config, resume=True, steps=8),
                         data=digits)
   assert not marker.exists()
   # The run's records were left as they were.
-  assert [r["step"] for r in training_loop.read_metrics(config.output_dir)
+  assert [r["step"] for r in run_files.read_metrics(config.output_dir)
          ] == [0, 2, 4]
   # The payload is live: unpickled, as the old trainer did, it runs.
   tf.train.Checkpoint(bound_tracker=Pickled()).restore(
@@ -431,7 +432,7 @@ def test_a_kill_while_resuming_keeps_the_metrics(digits, tmp_path, monkeypatch,
   replace = os.replace
 
   def killed(source, destination):
-    if destination.endswith(training_loop.METRICS_FILE):
+    if destination.endswith(run_files.METRICS_FILE):
       raise KeyboardInterrupt
     replace(source, destination)
 
@@ -441,7 +442,7 @@ def test_a_kill_while_resuming_keeps_the_metrics(digits, tmp_path, monkeypatch,
   with pytest.raises(KeyboardInterrupt):
     training_loop.train(resume, data=digits)
   monkeypatch.undo()
-  assert training_loop.read_metrics(stopped.output_dir) == whole[:3]
+  assert run_files.read_metrics(stopped.output_dir) == whole[:3]
   assert not [
       name for name in os.listdir(stopped.output_dir) if name.endswith(".tmp")
   ]
@@ -456,34 +457,16 @@ def test_resume_drops_a_cut_last_metrics_line(digits, tmp_path, on_cpu):
   stopped = tiny_config(output_dir=str(tmp_path / "stopped"),
                         **dict(settings, steps=4))
   training_loop.train(stopped, data=digits)
-  path = tmp_path / "stopped" / training_loop.METRICS_FILE
+  path = tmp_path / "stopped" / run_files.METRICS_FILE
   with open(path, "a") as f:
     f.write('{"step": 6, "train_lo')  # as a kill mid-append leaves it
-  assert training_loop.read_metrics(stopped.output_dir) == whole[:3]
+  assert run_files.read_metrics(stopped.output_dir) == whole[:3]
   resumed = training_loop.train(dataclasses.replace(stopped,
                                                     resume=True,
                                                     steps=6),
                                 data=digits)
   assert resumed == whole
-  assert training_loop.read_metrics(stopped.output_dir) == whole
-
-
-def test_a_bad_metrics_line_before_the_last_is_a_run_error(tmp_path):
-  (tmp_path / training_loop.METRICS_FILE
-  ).write_text('{"step": 0}\nnot json\n{"step": 2}\n')
-  with pytest.raises(training_loop.RunError, match="line 2 is not a metric"):
-    training_loop.read_metrics(str(tmp_path))
-
-
-def test_metrics_and_config_files_are_replaced_whole(tmp_path):
-  path = tmp_path / "file.json"
-  path.write_text("old")
-  training_loop.write_atomically(str(path), "new")
-  assert path.read_text() == "new"
-  assert os.listdir(tmp_path) == ["file.json"]
-  umask = os.umask(0)
-  os.umask(umask)
-  assert os.stat(path).st_mode & 0o777 == 0o666 & ~umask
+  assert run_files.read_metrics(stopped.output_dir) == whole
 
 
 @pytest.mark.parametrize("make_path,message", [
@@ -494,13 +477,13 @@ def test_metrics_and_config_files_are_replaced_whole(tmp_path):
 def test_unwritable_output_dir_is_a_run_error(digits, tmp_path, make_path,
                                               message):
   (tmp_path / "file").write_text("")
-  with pytest.raises(training_loop.RunError, match=message):
+  with pytest.raises(run_files.RunError, match=message):
     training_loop.train(tiny_config(output_dir=str(make_path(tmp_path))),
                         data=digits)
 
 
 def test_batch_larger_than_the_data_is_a_run_error(digits, tmp_path):
-  with pytest.raises(training_loop.RunError, match="larger than the 1500"):
+  with pytest.raises(run_files.RunError, match="larger than the 1500"):
     training_loop.train(tiny_config(batch_size=1501,
                                     output_dir=str(tmp_path / "run")),
                         data=digits)
@@ -521,7 +504,7 @@ def test_diverging_run_names_its_step_and_keeps_its_checkpoint(
   with pytest.raises(training_loop.DivergedError,
                      match=f"diverged at step {step} .*smaller than 1e\\+30"):
     training_loop.train(config, data=digits)
-  assert [r["step"] for r in training_loop.read_metrics(str(tmp_path))] == [0]
+  assert [r["step"] for r in run_files.read_metrics(str(tmp_path))] == [0]
 
 
 def test_tensorboard_has_train_and_test_runs_and_the_samplers_view(

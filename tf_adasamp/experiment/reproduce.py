@@ -24,9 +24,9 @@ from absl import logging
 from tf_adasamp.experiment import datasets
 from tf_adasamp.experiment import flags as flags_lib
 from tf_adasamp.experiment import report
+from tf_adasamp.experiment import run_files
 from tf_adasamp.experiment import study
 from tf_adasamp.experiment import train_config
-from tf_adasamp.experiment import training_loop
 from tf_adasamp.experiment.flags import option
 
 PROGRAM = "tf-adasamp-reproduce"
@@ -86,8 +86,8 @@ def main():
     runs = study.plan(settings, options.trials, output_dir, options.dataset,
                       options.data_dir, model)
     # Before any run, not after hours of them.
-    training_loop.ensure_writable_dir(output_dir, "output_dir")
-    training_loop.ensure_writable_dir(report_dir, "report_dir")
+    run_files.ensure_writable_dir(output_dir, "output_dir")
+    run_files.ensure_writable_dir(report_dir, "report_dir")
     data = datasets.load(options.dataset, options.data_dir)
   except (TypeError, ValueError, datasets.DatasetUnavailableError) as error:
     sys.exit(f"{PROGRAM}: {error}")
@@ -96,7 +96,7 @@ def main():
                   data,
                   progress=options.progress,
                   workers=options.workers)
-  except (training_loop.RunError, RuntimeError) as error:
+  except (run_files.RunError, RuntimeError) as error:
     sys.exit(f"{PROGRAM}: {error}")
   except KeyboardInterrupt:
     print(

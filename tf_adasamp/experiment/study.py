@@ -11,7 +11,9 @@ batch is shared too. Runs are resumable: a finished run is skipped and an
 interrupted one continues from its last checkpoint. `run_all` can split the
 runs among worker processes (one TensorFlow thread each), which on a small
 CPU uses the cores better than one process does: a run's steps are small
-and mostly single-threaded.
+and mostly single-threaded. TensorFlow loads only where runs train (in the
+workers, if any): planning, checking and reading runs need none, so the
+command lines refuse bad settings at once.
 """
 
 import dataclasses
@@ -23,11 +25,10 @@ import threading
 import time
 
 import numpy as np
-import tensorflow as tf
 
 from tf_adasamp import _validation
+from tf_adasamp.experiment import run_files
 from tf_adasamp.experiment import train_config
-from tf_adasamp.experiment import training_loop
 from tf_adasamp.experiment.flags import option
 
 ALGORITHMS = {
@@ -288,12 +289,12 @@ def run_all(runs, data, progress=False, workers=1):
     workers: processes to split the runs among, each with one TensorFlow
       thread; 1 trains them in this process.
 
-  Raises training_loop.RunExistsError where a run's directory holds a run of
+  Raises run_files.RunExistsError where a run's directory holds a run of
   other settings (before any run starts).
   """
   _validation.positive_int(workers, "workers")
   for run in runs:
-    training_loop.check_output_dir(run.config)
+    run_files.check_output_dir(run.config)
   labelled = [(f"[{number}/{len(runs)}] {run.algorithm} amplitude "
                f"{run.amplitude:g} trial {run.trial}", run)
               for number, run in enumerate(runs, 1)]
@@ -327,9 +328,10 @@ def run_all(runs, data, progress=False, workers=1):
 def _worker(labelled, data):
   """A worker process's share of run_all: one TensorFlow thread."""
   threading.Thread(target=_exit_with_the_runner, daemon=True).start()
-  tf.config.threading.set_intra_op_parallelism_threads(1)
-  tf.config.threading.set_inter_op_parallelism_threads(1)
   try:
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
     _train_runs(labelled, data, progress=False)
   except KeyboardInterrupt:
     # Quietly: the parent, interrupted too, says what happened.
@@ -345,8 +347,11 @@ def _exit_with_the_runner():
 
 
 def _train_runs(labelled, data, progress):
+  # pylint: disable=import-outside-toplevel
+  import tensorflow as tf
+  from tf_adasamp.experiment import training_loop
   for label, run in labelled:
-    if training_loop.is_complete(run.config.output_dir, run.config.steps):
+    if run_files.is_complete(run.config.output_dir, run.config.steps):
       print(f"{label}: finished before, skipped", flush=True)
       continue
     start = time.time()
@@ -377,9 +382,8 @@ def collect(runs, settings):
   """
   by_key = {}
   for run in runs:
-    by_key.setdefault(
-        (run.algorithm, run.amplitude),
-        []).append(training_loop.read_metrics(run.config.output_dir))
+    by_key.setdefault((run.algorithm, run.amplitude),
+                      []).append(run_files.read_metrics(run.config.output_dir))
 
   def curve(algorithm, amplitude):
     records = by_key[(algorithm, amplitude)]

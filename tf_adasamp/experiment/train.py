@@ -18,6 +18,7 @@ from absl import logging
 
 from tf_adasamp.experiment import datasets
 from tf_adasamp.experiment import flags as flags_lib
+from tf_adasamp.experiment import run_files
 from tf_adasamp.experiment import train_config
 
 PROGRAM = "tf-adasamp-train"
@@ -50,7 +51,7 @@ def main():
     interrupted("training had not begun")
   try:
     records = training_loop.train(config, progress=FLAGS.progress)
-  except (datasets.DatasetUnavailableError, training_loop.RunError) as error:
+  except (datasets.DatasetUnavailableError, run_files.RunError) as error:
     sys.exit(f"{PROGRAM}: {error}")
   except KeyboardInterrupt:
     step = training_loop.last_checkpoint_step(config.output_dir)

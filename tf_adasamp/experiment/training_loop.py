@@ -39,9 +39,7 @@ import hashlib
 import json
 import math
 import os
-import tempfile
 
-from absl import logging
 import numpy as np
 import tensorflow as tf
 
@@ -52,22 +50,12 @@ from tf_adasamp import utilities
 from tf_adasamp.experiment import cluster
 from tf_adasamp.experiment import datasets
 from tf_adasamp.experiment import models
+from tf_adasamp.experiment import run_files
 from tf_adasamp.experiment import train_config
 from tf_adasamp.sampler import make_generator
 
-METRICS_FILE = "metrics.jsonl"
-CONFIG_FILE = "config.json"
 
-
-class RunError(ValueError):
-  """A run cannot start or go on; the message says why, in one line."""
-
-
-class RunExistsError(RunError):
-  """A new run was asked to write where another run already is."""
-
-
-class DivergedError(RunError):
+class DivergedError(run_files.RunError):
   """The model's parameters or losses stopped being finite."""
 
 
@@ -198,7 +186,7 @@ def make_strategy(name,
     try:
       return cluster.join(cluster_timeout)
     except cluster.TFConfigError as error:
-      raise RunError(str(error)) from None
+      raise run_files.RunError(str(error)) from None
   raise ValueError(
       f"unknown strategy {name!r}; choose one of {train_config.STRATEGIES}")
 
@@ -347,141 +335,18 @@ def make_evaluate(model, batch_size=1000):
   return evaluate
 
 
-def write_atomically(path, text):
-  """Replaces file `path` by one holding `text`, all at once.
-
-  Writes a temporary file beside it, syncs it to disk and renames it over
-  `path`: a kill at any moment leaves the old file or the new, never part
-  of one.
-  """
-  directory = os.path.dirname(os.path.abspath(path))
-  fd, temporary = tempfile.mkstemp(dir=directory,
-                                   prefix=f".{os.path.basename(path)}.",
-                                   suffix=".tmp")
-  try:
-    # mkstemp's file is private (0600); give it open()'s usual mode.
-    umask = os.umask(0)
-    os.umask(umask)
-    os.fchmod(fd, 0o666 & ~umask)
-    with os.fdopen(fd, "w") as f:
-      f.write(text)
-      f.flush()
-      os.fsync(f.fileno())
-    os.replace(temporary, path)
-  except BaseException:
-    if os.path.exists(temporary):
-      os.unlink(temporary)
-    raise
-  # Makes the rename itself durable.
-  directory_fd = os.open(directory, os.O_RDONLY)
-  try:
-    os.fsync(directory_fd)
-  finally:
-    os.close(directory_fd)
-
-
-def ensure_writable_dir(path, name="output_dir"):
-  """Creates directory `path` if missing; RunError, naming flag `name`,
-  unless a file can be created in it."""
-  if os.path.exists(path) and not os.path.isdir(path):
-    raise RunError(f"{name} {path} is a file, not a directory")
-  try:
-    os.makedirs(path, exist_ok=True)
-    tempfile.TemporaryFile(dir=path).close()
-  except OSError as error:
-    raise RunError(f"cannot write to {name} {path}: "
-                   f"{error.strerror or error}") from None
-
-
-def read_metrics(output_dir):
-  """The metric records a run wrote to `output_dir`, oldest first.
-
-  A last line cut short (by a kill while an older version appended it; the
-  trainer now replaces the file whole) is dropped with a warning, and the
-  run's next record rewrites the file without it. Any other line that is
-  not a record raises RunError.
-  """
-  path = os.path.join(output_dir, METRICS_FILE)
-  if not os.path.exists(path):
-    return []
-  with open(path, encoding="utf-8", errors="replace") as f:
-    lines = [(number, line) for number, line in enumerate(f, 1) if line.strip()]
-  records = []
-  for number, line in lines:
-    try:
-      record = json.loads(line)
-    except ValueError:
-      record = None
-    if not (isinstance(record, dict) and isinstance(record.get("step"), int)):
-      if number == lines[-1][0]:
-        logging.warning("%s: dropped its last line, %d, cut short: %.60r", path,
-                        number, line)
-        break
-      raise RunError(f"{path} line {number} is not a metric record; move the "
-                     "file away to start the run over")
-    records.append(record)
-  return records
-
-
 def last_checkpoint_step(output_dir):
   """The step of the run's last checkpoint in `output_dir`, or None."""
   path = tf.train.latest_checkpoint(os.path.join(output_dir, "checkpoints"))
   return None if path is None else int(path.rsplit("-", 1)[1])
 
 
-def is_complete(output_dir, steps):
-  """Whether the run in `output_dir` has recorded its metrics at `steps`."""
-  records = read_metrics(output_dir)
-  return bool(records) and records[-1]["step"] >= steps
-
-
-# Fields a resumed run may change: where it reads and writes, how long it is,
-# and how it executes (neither changes the results on a CPU).
-_RESUMABLE_CHANGES = {
-    "data_dir", "output_dir", "resume", "steps", "epochs",
-    "steps_per_execution", "deterministic", "cluster_timeout"
-}
 # Fields the workers of one multi-worker run may set differently.
 _PER_WORKER = {"data_dir", "output_dir", "cluster_timeout"}
 # How TensorFlow reports a worker that left the cluster.
 _LOST_WORKER_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError,
                        tf.errors.CancelledError,
                        tf.errors.DeadlineExceededError)
-
-
-def check_output_dir(config):
-  """Raises RunExistsError unless `config` may write to its output_dir.
-
-  A new run needs a directory without a run; a resumed one, a run of the
-  same configuration (config.json, written by `train`), up to the fields a
-  resumption may change.
-  """
-  if not config.output_dir:
-    return
-  has_run = (os.path.exists(os.path.join(config.output_dir, "checkpoints")) or
-             read_metrics(config.output_dir))
-  if has_run and not config.resume:
-    raise RunExistsError(f"{config.output_dir} already holds a run; resume "
-                         "it or choose another output_dir")
-  path = os.path.join(config.output_dir, CONFIG_FILE)
-  if config.resume and os.path.exists(path):
-    with open(path, encoding="utf-8", errors="replace") as f:
-      try:
-        saved = json.load(f)
-      except ValueError:
-        saved = None
-    if not isinstance(saved, dict):
-      raise RunExistsError(f"{path} does not hold a run's settings; choose "
-                           "another output_dir")
-    ours = dataclasses.asdict(config)
-    changed = sorted(name for name in ours.keys() - _RESUMABLE_CHANGES
-                     if saved.get(name) != ours[name])
-    if changed:
-      raise RunExistsError(
-          f"{config.output_dir} holds a run with other settings (" +
-          ", ".join(f"{name}: {saved.get(name)!r} there, {ours[name]!r} "
-                    "here"
-                    for name in changed) + "); choose another output_dir")
 
 
 def worker_state(config):
@@ -514,15 +379,17 @@ def common_checkpoint_step(states):
   """
   states = np.asarray(states)
   if (states[:, 0] != states[0, 0]).any():
-    raise RunError("the workers of TF_CONFIG's cluster have different "
-                   "settings; start them with the same flags (only "
-                   f"{', '.join('--' + n for n in sorted(_PER_WORKER))} may "
-                   "differ)")
+    raise run_files.RunError(
+        "the workers of TF_CONFIG's cluster have different "
+        "settings; start them with the same flags (only "
+        f"{', '.join('--' + n for n in sorted(_PER_WORKER))} may "
+        "differ)")
   steps = states[:, 1]
   if steps.min() < 0 <= steps.max():
-    raise RunError("some workers of TF_CONFIG's cluster have a checkpoint "
-                   "to resume from, and some none; give each worker the "
-                   "--output_dir of its part of the run")
+    raise run_files.RunError(
+        "some workers of TF_CONFIG's cluster have a checkpoint "
+        "to resume from, and some none; give each worker the "
+        "--output_dir of its part of the run")
   return None if steps.min() < 0 else int(steps.min())
 
 
@@ -535,16 +402,18 @@ def _checkpoint_of_step(directory, step):
   for path in state.all_model_checkpoint_paths if state else []:
     if path.endswith(f"-{step}"):
       return path
-  raise RunError(f"{directory} has no checkpoint of step {step}, the latest "
-                 "that every worker of the cluster has; resume each worker "
-                 "from its own --output_dir")
+  raise run_files.RunError(
+      f"{directory} has no checkpoint of step {step}, the latest "
+      "that every worker of the cluster has; resume each worker "
+      "from its own --output_dir")
 
 
 def _lost_worker(error, when):
-  return RunError(f"the cluster lost a worker {when} "
-                  f"({type(error).__name__}); start every worker again with "
-                  "--resume: they go on from the last checkpoint they all "
-                  "have")
+  return run_files.RunError(
+      f"the cluster lost a worker {when} "
+      f"({type(error).__name__}); start every worker again with "
+      "--resume: they go on from the last checkpoint they all "
+      "have")
 
 
 # Where each metric goes in TensorBoard: (run, tag). The splits are runs, so
@@ -573,9 +442,10 @@ class _RunLog:
     if output_dir:
       # Records past the checkpoint a resumed run restarts from are redone.
       self.records = [
-          r for r in read_metrics(output_dir) if r["step"] <= keep_until_step
+          r for r in run_files.read_metrics(output_dir)
+          if r["step"] <= keep_until_step
       ]
-      self._path = os.path.join(output_dir, METRICS_FILE)
+      self._path = os.path.join(output_dir, run_files.METRICS_FILE)
       self._save()
       self._writers = {
           run:
@@ -585,8 +455,8 @@ class _RunLog:
       }
 
   def _save(self):
-    write_atomically(self._path,
-                     "".join(json.dumps(r) + "\n" for r in self.records))
+    run_files.write_atomically(
+        self._path, "".join(json.dumps(r) + "\n" for r in self.records))
 
   def write(self, record, histograms):
     """Appends `record`, and draws `histograms` ({tag: values}) in train/."""
@@ -669,7 +539,7 @@ def train(config, data=None, progress=False):
       the train-set metrics, which the records hold) and the KL.
 
   Raises:
-    RunError: the run cannot start (output_dir unwritable or holding another
+    run_files.RunError: the run cannot start (output_dir unwritable or holding another
       run, batch_size above the number of examples, workers of a
       multi_worker cluster with other settings), diverged (DivergedError;
       the last checkpoint is kept) or lost a worker of its cluster.
@@ -678,15 +548,17 @@ def train(config, data=None, progress=False):
     data = datasets.load(config.dataset, config.data_dir)
   num_examples = len(data.y_train)
   if config.batch_size > num_examples:
-    raise RunError(f"batch_size {config.batch_size} is larger than the "
-                   f"{num_examples} training examples")
+    raise run_files.RunError(
+        f"batch_size {config.batch_size} is larger than the "
+        f"{num_examples} training examples")
   steps = config.num_steps(num_examples)
   if config.output_dir:
-    ensure_writable_dir(config.output_dir)
-  check_output_dir(config)
+    run_files.ensure_writable_dir(config.output_dir)
+  run_files.check_output_dir(config)
   if config.output_dir:
-    write_atomically(os.path.join(config.output_dir, CONFIG_FILE),
-                     json.dumps(dataclasses.asdict(config), indent=2))
+    run_files.write_atomically(
+        os.path.join(config.output_dir, run_files.CONFIG_FILE),
+        json.dumps(dataclasses.asdict(config), indent=2))
   if config.deterministic:
     tf.config.experimental.enable_op_determinism()
 
@@ -758,7 +630,7 @@ def train(config, data=None, progress=False):
       try:
         checkpoint.restore(path).assert_consumed()
       except (AssertionError, ValueError, tf.errors.OpError) as error:
-        raise RunError(
+        raise run_files.RunError(
             f"cannot resume from {path}: it does not hold this trainer's "
             f"state ({str(error).strip().splitlines()[0][:200]})") from None
       restored = True

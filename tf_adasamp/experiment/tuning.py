@@ -43,9 +43,9 @@ import numpy as np
 from tf_adasamp.experiment import datasets
 from tf_adasamp.experiment import flags as flags_lib
 from tf_adasamp.experiment import report
+from tf_adasamp.experiment import run_files
 from tf_adasamp.experiment import study
 from tf_adasamp.experiment import train_config
-from tf_adasamp.experiment import training_loop
 from tf_adasamp.experiment.flags import option
 
 PROGRAM = "tf-adasamp-tuning"
@@ -121,7 +121,7 @@ def _run(algorithm, trial, output_dir, base, **fields):
 
 def _scores(run):
   """(time-averaged, final) validation accuracy, max KL of a finished run."""
-  records = training_loop.read_metrics(run.config.output_dir)
+  records = run_files.read_metrics(run.config.output_dir)
   steps = [r["step"] for r in records]
   accuracy = [r["test_accuracy"] for r in records]
   return (float(study.mean_over(steps, accuracy)), accuracy[-1],
@@ -373,7 +373,7 @@ def main():
     full = datasets.load(options.dataset, options.data_dir)
     results = tune(options, full, settings)
   except (TypeError, ValueError, datasets.DatasetUnavailableError,
-          training_loop.RunExistsError) as error:
+          run_files.RunExistsError) as error:
     sys.exit(f"{PROGRAM}: {error}")
   command = " ".join(["python -m tf_adasamp.experiment.tuning", *sys.argv[1:]])
   os.makedirs(os.path.dirname(os.path.abspath(options.report)), exist_ok=True)

@@ -1,0 +1,25 @@
+"""A run's files: its metric records and their atomic writes."""
+
+import os
+
+import pytest
+
+from tf_adasamp.experiment import run_files
+
+
+def test_a_bad_metrics_line_before_the_last_is_a_run_error(tmp_path):
+  (tmp_path /
+   run_files.METRICS_FILE).write_text('{"step": 0}\nnot json\n{"step": 2}\n')
+  with pytest.raises(run_files.RunError, match="line 2 is not a metric"):
+    run_files.read_metrics(str(tmp_path))
+
+
+def test_metrics_and_config_files_are_replaced_whole(tmp_path):
+  path = tmp_path / "file.json"
+  path.write_text("old")
+  run_files.write_atomically(str(path), "new")
+  assert path.read_text() == "new"
+  assert os.listdir(tmp_path) == ["file.json"]
+  umask = os.umask(0)
+  os.umask(umask)
+  assert os.stat(path).st_mode & 0o777 == 0o666 & ~umask

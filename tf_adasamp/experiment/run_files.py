@@ -1,0 +1,152 @@
+"""A training run's directory, read and written without TensorFlow.
+
+A run keeps its settings in config.json, one JSON metric record per
+evaluation in metrics.jsonl and its checkpoints in checkpoints/ (written by
+`training_loop.train`). Here: reading the records, whether a run is
+finished, whether a configuration may write to a directory (a new run, or
+the same run resumed), and the errors that stop a run. The command lines
+check their runs with these before TensorFlow loads.
+"""
+
+import dataclasses
+import json
+import os
+import tempfile
+
+from absl import logging
+
+METRICS_FILE = "metrics.jsonl"
+CONFIG_FILE = "config.json"
+
+
+class RunError(ValueError):
+  """A run cannot start or go on; the message says why, in one line."""
+
+
+class RunExistsError(RunError):
+  """A new run was asked to write where another run already is."""
+
+
+def write_atomically(path, text):
+  """Replaces file `path` by one holding `text`, all at once.
+
+  Writes a temporary file beside it, syncs it to disk and renames it over
+  `path`: a kill at any moment leaves the old file or the new, never part
+  of one.
+  """
+  directory = os.path.dirname(os.path.abspath(path))
+  fd, temporary = tempfile.mkstemp(dir=directory,
+                                   prefix=f".{os.path.basename(path)}.",
+                                   suffix=".tmp")
+  try:
+    # mkstemp's file is private (0600); give it open()'s usual mode.
+    umask = os.umask(0)
+    os.umask(umask)
+    os.fchmod(fd, 0o666 & ~umask)
+    with os.fdopen(fd, "w") as f:
+      f.write(text)
+      f.flush()
+      os.fsync(f.fileno())
+    os.replace(temporary, path)
+  except BaseException:
+    if os.path.exists(temporary):
+      os.unlink(temporary)
+    raise
+  # Makes the rename itself durable.
+  directory_fd = os.open(directory, os.O_RDONLY)
+  try:
+    os.fsync(directory_fd)
+  finally:
+    os.close(directory_fd)
+
+
+def ensure_writable_dir(path, name="output_dir"):
+  """Creates directory `path` if missing; RunError, naming flag `name`,
+  unless a file can be created in it."""
+  if os.path.exists(path) and not os.path.isdir(path):
+    raise RunError(f"{name} {path} is a file, not a directory")
+  try:
+    os.makedirs(path, exist_ok=True)
+    tempfile.TemporaryFile(dir=path).close()
+  except OSError as error:
+    raise RunError(f"cannot write to {name} {path}: "
+                   f"{error.strerror or error}") from None
+
+
+def read_metrics(output_dir):
+  """The metric records a run wrote to `output_dir`, oldest first.
+
+  A last line cut short (by a kill while an older version appended it; the
+  trainer now replaces the file whole) is dropped with a warning, and the
+  run's next record rewrites the file without it. Any other line that is
+  not a record raises RunError.
+  """
+  path = os.path.join(output_dir, METRICS_FILE)
+  if not os.path.exists(path):
+    return []
+  with open(path, encoding="utf-8", errors="replace") as f:
+    lines = [(number, line) for number, line in enumerate(f, 1) if line.strip()]
+  records = []
+  for number, line in lines:
+    try:
+      record = json.loads(line)
+    except ValueError:
+      record = None
+    if not (isinstance(record, dict) and isinstance(record.get("step"), int)):
+      if number == lines[-1][0]:
+        logging.warning("%s: dropped its last line, %d, cut short: %.60r", path,
+                        number, line)
+        break
+      raise RunError(f"{path} line {number} is not a metric record; move the "
+                     "file away to start the run over")
+    records.append(record)
+  return records
+
+
+def is_complete(output_dir, steps):
+  """Whether the run in `output_dir` has recorded its metrics at `steps`."""
+  records = read_metrics(output_dir)
+  return bool(records) and records[-1]["step"] >= steps
+
+
+# Fields a resumed run may change: where it reads and writes, how long it is,
+# and how it executes (neither changes the results on a CPU).
+_RESUMABLE_CHANGES = {
+    "data_dir", "output_dir", "resume", "steps", "epochs",
+    "steps_per_execution", "deterministic", "cluster_timeout"
+}
+
+
+def check_output_dir(config):
+  """Raises RunExistsError unless `config` may write to its output_dir.
+
+  A new run needs a directory without a run; a resumed one, a run of the
+  same configuration (config.json), up to the fields a resumption may
+  change.
+  """
+  if not config.output_dir:
+    return
+  has_run = (os.path.exists(os.path.join(config.output_dir, "checkpoints")) or
+             read_metrics(config.output_dir))
+  if has_run and not config.resume:
+    raise RunExistsError(f"{config.output_dir} already holds a run; resume "
+                         "it or choose another output_dir")
+  path = os.path.join(config.output_dir, CONFIG_FILE)
+  if config.resume and os.path.exists(path):
+    with open(path, encoding="utf-8", errors="replace") as f:
+      try:
+        saved = json.load(f)
+      except ValueError:
+        saved = None
+    if not isinstance(saved, dict):
+      raise RunExistsError(f"{path} does not hold a run's settings; choose "
+                           "another output_dir")
+    ours = dataclasses.asdict(config)
+    changed = sorted(name for name in ours.keys() - _RESUMABLE_CHANGES
+                     if saved.get(name) != ours[name])
+    if changed:
+      raise RunExistsError(
+          f"{config.output_dir} holds a run with other settings (" +
+          ", ".join(f"{name}: {saved.get(name)!r} there, {ours[name]!r} "
+                    "here"
+                    for name in changed) + "); choose another output_dir")
