@@ -117,6 +117,7 @@ finally:
     ("train", ["--help"]),
     ("train", ["--seed=-1"]),
     ("train", ["--model=x"]),
+    ("train", [f"--output_dir={UNWRITABLE}"]),
     ("reproduce", ["--help"]),
     ("reproduce", ["--trials=0"]),
     ("tuning", ["--help"]),

@@ -44,7 +44,13 @@ def main():
                            train_config.TrainConfig,
                            output_dir=FLAGS.output_dir or "runs/train")
   try:
-    # Only now, with good flags, TensorFlow loads (seconds).
+    # Before TensorFlow loads (seconds): a bad --output_dir fails at once.
+    run_files.ensure_writable_dir(config.output_dir)
+    run_files.check_output_dir(config)
+  except run_files.RunError as error:
+    sys.exit(f"{PROGRAM}: {error}")
+  try:
+    # Only now, with good flags, TensorFlow loads.
     # pylint: disable-next=import-outside-toplevel
     from tf_adasamp.experiment import training_loop
   except KeyboardInterrupt:

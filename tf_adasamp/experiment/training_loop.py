@@ -539,10 +539,11 @@ def train(config, data=None, progress=False):
       the train-set metrics, which the records hold) and the KL.
 
   Raises:
-    run_files.RunError: the run cannot start (output_dir unwritable or holding another
-      run, batch_size above the number of examples, workers of a
-      multi_worker cluster with other settings), diverged (DivergedError;
-      the last checkpoint is kept) or lost a worker of its cluster.
+    run_files.RunError: the run cannot start (output_dir unwritable or
+      holding another run, batch_size above the number of examples, workers
+      of a multi_worker cluster with other settings), diverged
+      (DivergedError; the last checkpoint is kept) or lost a worker of its
+      cluster.
   """
   if data is None:
     data = datasets.load(config.dataset, config.data_dir)
