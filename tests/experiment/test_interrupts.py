@@ -1,6 +1,6 @@
-"""An interrupt ends the trainer, and the experiment runner with its
-workers, in one line, exit status 130 and no traceback; a kill of the runner
-ends its workers too.
+"""An interrupt ends the trainer, and the experiment runner and the tuning
+with their workers, in one line, exit status 130 and no traceback; a kill of
+the runner ends its workers too.
 
 SIGINT goes to the runner alone (as `kill -INT` sends it), which waits in
 Python for its workers, so the KeyboardInterrupt always surfaces there. A
@@ -46,14 +46,24 @@ def assert_group_ends(group):
                          "end of every worker of the runner", TIMEOUT)
 
 
+# The command lines that run their runs in worker processes, and the flags
+# of their own (beside the runs' length) that keep them small.
+RUNNERS = {
+    "reproduce": ["--trials=1"],
+    "tuning": ["--validation_size=300"],
+}
+
+
 @pytest.fixture
-def runner(tmp_path):
-  """The runner and its log, started on runs that take hours, once each of
-  its two workers has written a checkpoint."""
+def runner(request, tmp_path):
+  """The experiment runner (or, with an indirect parameter, another of
+  RUNNERS) and its log, started on runs that take hours, once each of its
+  two workers has written a checkpoint."""
+  name = getattr(request, "param", "reproduce")
   output_dir, log = tmp_path / "runs", tmp_path / "log"
-  with child_process.started("tf_adasamp.experiment.reproduce", log,
+  with child_process.started(f"tf_adasamp.experiment.{name}", log,
                              "--dataset=digits", "--model=logistic",
-                             "--trials=1", "--steps=1000000",
+                             *RUNNERS[name], "--steps=1000000",
                              "--eval_interval=1000", "--workers=2",
                              f"--output_dir={output_dir}") as process:
     wait_until(
@@ -63,13 +73,14 @@ def runner(tmp_path):
     yield process, log
 
 
-def test_an_interrupt_of_the_runner_alone_stops_its_workers(runner):
+@pytest.mark.parametrize("runner", RUNNERS, indirect=True)
+def test_an_interrupt_of_the_runner_alone_stops_its_workers(runner, request):
   process, log = runner
   stderr = interrupt(process, log)
   assert_group_ends(process.pid)
-  assert ("tf-adasamp-reproduce: interrupted; the finished runs are kept, "
-          "and the same command goes on with the others from their last "
-          "checkpoints") in stderr
+  assert (f"tf-adasamp-{request.node.callspec.params['runner']}: "
+          "interrupted; the finished runs are kept, and the same command "
+          "goes on with the others from their last checkpoints") in stderr
 
 
 @pytest.mark.parametrize("kill", ["SIGTERM", "SIGKILL"])

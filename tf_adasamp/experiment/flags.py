@@ -4,7 +4,8 @@ Each CLI describes its options as a frozen dataclass whose flag fields are
 made with `option(default, help)`; `define(cls)` defines one absl flag per
 such field (its type from the annotation, choices from `option`), and
 `parse(program, cls)` builds the dataclass from the parsed flags, so a bad value is
-reported by the dataclass's own checks.
+reported by the dataclass's own checks. `run` runs a CLI under absl, and
+`interrupted` ends one for a Ctrl-C.
 """
 
 import dataclasses
@@ -100,6 +101,12 @@ def _number(text, name):
     return float(text)
   except ValueError as error:
     raise ValueError(f"--{name} takes numbers, got {text!r}") from error
+
+
+def interrupted(program, outcome):
+  """Ends the program for a Ctrl-C, with one line saying `outcome`."""
+  print(f"\n{program}: interrupted; {outcome}", file=sys.stderr)
+  sys.exit(130)  # the shell's status for a run ended by Ctrl-C
 
 
 def run(program, define_flags, main):

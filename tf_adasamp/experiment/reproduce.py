@@ -99,11 +99,7 @@ def main():
   except (run_files.RunError, RuntimeError) as error:
     sys.exit(f"{PROGRAM}: {error}")
   except KeyboardInterrupt:
-    print(
-        f"\n{PROGRAM}: interrupted; the finished runs are kept, and the "
-        "same command goes on with the others from their last checkpoints",
-        file=sys.stderr)
-    sys.exit(130)  # the shell's status for a run ended by Ctrl-C
+    flags_lib.interrupted(PROGRAM, study.INTERRUPTED)
   command = " ".join(
       ["python -m tf_adasamp.experiment.reproduce", *sys.argv[1:]])
   departures = study.departures(options.dataset, model, settings,

@@ -278,6 +278,11 @@ def plan(settings, trials, output_dir, dataset, data_dir=None, model="cnn"):
   return list(runs.values())
 
 
+# What a command line tells a user who interrupts its `run_all`.
+INTERRUPTED = ("the finished runs are kept, and the same command goes on "
+               "with the others from their last checkpoints")
+
+
 def run_all(runs, data, progress=False, workers=1):
   """Trains every unfinished run; prints a line per run.
 

@@ -30,12 +30,6 @@ def define_flags():
   flags.DEFINE_bool("progress", True, "Show a progress bar.")
 
 
-def interrupted(outcome):
-  """Ends the program for a Ctrl-C, with one line saying `outcome`."""
-  print(f"\n{PROGRAM}: interrupted; {outcome}", file=sys.stderr)
-  sys.exit(130)  # the shell's status for a run ended by Ctrl-C
-
-
 def main():
   if not FLAGS["verbosity"].present:
     # Keeps TensorFlow's and tfds' INFO lines out of the progress bar.
@@ -54,16 +48,17 @@ def main():
     # pylint: disable-next=import-outside-toplevel
     from tf_adasamp.experiment import training_loop
   except KeyboardInterrupt:
-    interrupted("training had not begun")
+    flags_lib.interrupted(PROGRAM, "training had not begun")
   try:
     records = training_loop.train(config, progress=FLAGS.progress)
   except (datasets.DatasetUnavailableError, run_files.RunError) as error:
     sys.exit(f"{PROGRAM}: {error}")
   except KeyboardInterrupt:
     step = training_loop.last_checkpoint_step(config.output_dir)
-    interrupted("no checkpoint was written yet" if step is None else
-                f"the last checkpoint is of step {step}: the same command "
-                "with --resume goes on from it")
+    flags_lib.interrupted(
+        PROGRAM, "no checkpoint was written yet" if step is None else
+        f"the last checkpoint is of step {step}: the same command "
+        "with --resume goes on from it")
   final = records[-1]
   print(f"step {final['step']}: train loss {final['train_loss']:.4f}, "
         f"train accuracy {final['train_accuracy']:.4f}, test accuracy "

@@ -372,9 +372,11 @@ def main():
                                    settings.eval_interval)
     full = datasets.load(options.dataset, options.data_dir)
     results = tune(options, full, settings)
-  except (TypeError, ValueError, datasets.DatasetUnavailableError,
-          run_files.RunExistsError) as error:
+  except (TypeError, ValueError, RuntimeError, datasets.DatasetUnavailableError,
+          run_files.RunError) as error:
     sys.exit(f"{PROGRAM}: {error}")
+  except KeyboardInterrupt:
+    flags_lib.interrupted(PROGRAM, study.INTERRUPTED)
   command = " ".join(["python -m tf_adasamp.experiment.tuning", *sys.argv[1:]])
   os.makedirs(os.path.dirname(os.path.abspath(options.report)), exist_ok=True)
   with open(options.report, "w") as f:
