@@ -122,6 +122,7 @@ finally:
     ("reproduce", ["--trials=0"]),
     ("tuning", ["--help"]),
     ("tuning", ["--workers=x"]),
+    ("demo", ["--help"]),
 ])
 def test_command_lines_answer_help_and_bad_flags_before_tensorflow_loads(
     module, args):

@@ -1,6 +1,6 @@
-"""An interrupt ends the trainer, and the experiment runner and the tuning
-with their workers, in one line, exit status 130 and no traceback; a kill of
-the runner ends its workers too.
+"""An interrupt ends the trainer, the demo, and the experiment runner and
+the tuning with their workers, in one line, exit status 130 and no
+traceback; a kill of the runner ends its workers too.
 
 SIGINT goes to the runner alone (as `kill -INT` sends it), which waits in
 Python for its workers, so the KeyboardInterrupt always surfaces there. A
@@ -106,14 +106,21 @@ def started_trainer(tmp_path, *args):
                                f"--output_dir={tmp_path / 'run'}", *args)
 
 
-def test_an_interrupt_of_the_trainer_while_it_loads_tensorflow(tmp_path):
-  with started_trainer(tmp_path) as process:
+@pytest.mark.parametrize("program", ["train", "demo"])
+def test_an_interrupt_while_tensorflow_loads(tmp_path, program):
+  with (started_trainer(tmp_path) if program == "train" else
+        child_process.started("tf_adasamp.experiment.demo", tmp_path /
+                              "log")) as process:
     # The flags are checked: TensorFlow's import takes seconds from here.
     wait_until(process, tmp_path / "log",
                lambda: mapped(process.pid, "libtensorflow_framework"),
                "TensorFlow loading")
     stderr = interrupt(process, tmp_path / "log")
-  assert "tf-adasamp-train: interrupted; " in stderr
+  # The trainer also says whether it had begun training.
+  assert {
+      "train": "tf-adasamp-train: interrupted; ",
+      "demo": "tf-adasamp-demo: interrupted\n"
+  }[program] in stderr
 
 
 def test_an_interrupt_of_the_training_trainer_names_its_checkpoint(tmp_path):

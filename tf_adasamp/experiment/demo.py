@@ -13,7 +13,6 @@ paired difference and its 95% interval.
 """
 
 import numpy as np
-import tensorflow as tf
 
 import tf_adasamp
 from tf_adasamp.experiment import datasets
@@ -42,6 +41,10 @@ def train(data,
   amplitude 0 is uniform sampling: the weights stay equal, and with the same
   seed the draws are those of the adaptive run until it first reweights.
   """
+  # Here, not at the top: --help, and a Ctrl-C while TensorFlow loads
+  # (seconds), get their answers before it.
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
   x = tf.constant(data.x_train.reshape(len(data.y_train), -1))
   y = tf.constant(data.y_train)
   tf.keras.utils.set_random_seed(seed)

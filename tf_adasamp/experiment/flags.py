@@ -103,9 +103,11 @@ def _number(text, name):
     raise ValueError(f"--{name} takes numbers, got {text!r}") from error
 
 
-def interrupted(program, outcome):
-  """Ends the program for a Ctrl-C, with one line saying `outcome`."""
-  print(f"\n{program}: interrupted; {outcome}", file=sys.stderr)
+def interrupted(program, outcome=None):
+  """Ends the program for a Ctrl-C, with one line; `outcome` says what
+  became of its work and how to go on."""
+  print(f"\n{program}: interrupted" + (f"; {outcome}" if outcome else ""),
+        file=sys.stderr)
   sys.exit(130)  # the shell's status for a run ended by Ctrl-C
 
 
@@ -118,7 +120,7 @@ def run(program, define_flags, main):
   defining them: so they are registered for it too, and --help opens with
   that module's docstring, which absl takes from __main__. `main` takes no
   arguments; stray positional arguments end the program with one line
-  naming `program`.
+  naming `program`, and so does a Ctrl-C that `main` leaves to it.
   """
   define_flags()
   for flag in FLAGS.get_key_flags_for_module(define_flags.__module__):
@@ -135,6 +137,8 @@ def run(program, define_flags, main):
   try:
     try:
       app.run(checked_main)
+    except KeyboardInterrupt:
+      interrupted(program)
     finally:
       sys.stdout.flush()  # here, not at exit, where the error is Python's
   except BrokenPipeError:
