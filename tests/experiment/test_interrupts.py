@@ -55,15 +55,19 @@ RUNNERS = {
 
 
 @pytest.fixture
-def runner(request, tmp_path):
-  """The experiment runner (or, with an indirect parameter, another of
-  RUNNERS) and its log, started on runs that take hours, once each of its
-  two workers has written a checkpoint."""
-  name = getattr(request, "param", "reproduce")
+def program():
+  """The command line `runner` starts; a test's parameter overrides it."""
+  return "reproduce"
+
+
+@pytest.fixture
+def runner(program, tmp_path):
+  """The runner and its log, started on runs that take hours, once each of
+  its two workers has written a checkpoint."""
   output_dir, log = tmp_path / "runs", tmp_path / "log"
-  with child_process.started(f"tf_adasamp.experiment.{name}", log,
+  with child_process.started(f"tf_adasamp.experiment.{program}", log,
                              "--dataset=digits", "--model=logistic",
-                             *RUNNERS[name], "--steps=1000000",
+                             *RUNNERS[program], "--steps=1000000",
                              "--eval_interval=1000", "--workers=2",
                              f"--output_dir={output_dir}") as process:
     wait_until(
@@ -73,14 +77,14 @@ def runner(request, tmp_path):
     yield process, log
 
 
-@pytest.mark.parametrize("runner", RUNNERS, indirect=True)
-def test_an_interrupt_of_the_runner_alone_stops_its_workers(runner, request):
+@pytest.mark.parametrize("program", RUNNERS)
+def test_an_interrupt_of_the_runner_alone_stops_its_workers(runner, program):
   process, log = runner
   stderr = interrupt(process, log)
   assert_group_ends(process.pid)
-  assert (f"tf-adasamp-{request.node.callspec.params['runner']}: "
-          "interrupted; the finished runs are kept, and the same command "
-          "goes on with the others from their last checkpoints") in stderr
+  assert (f"tf-adasamp-{program}: interrupted; the finished runs are kept, "
+          "and the same command goes on with the others from their last "
+          "checkpoints") in stderr
 
 
 @pytest.mark.parametrize("kill", ["SIGTERM", "SIGKILL"])
