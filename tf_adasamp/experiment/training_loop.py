@@ -380,16 +380,15 @@ def common_checkpoint_step(states):
   states = np.asarray(states)
   if (states[:, 0] != states[0, 0]).any():
     raise run_files.RunError(
-        "the workers of TF_CONFIG's cluster have different "
-        "settings; start them with the same flags (only "
-        f"{', '.join('--' + n for n in sorted(_PER_WORKER))} may "
-        "differ)")
+        "the workers of TF_CONFIG's cluster have different settings; start "
+        "them with the same flags (only "
+        f"{', '.join('--' + n for n in sorted(_PER_WORKER))} may differ)")
   steps = states[:, 1]
   if steps.min() < 0 <= steps.max():
     raise run_files.RunError(
-        "some workers of TF_CONFIG's cluster have a checkpoint "
-        "to resume from, and some none; give each worker the "
-        "--output_dir of its part of the run")
+        "some workers of TF_CONFIG's cluster have a checkpoint to resume "
+        "from, and some none; give each worker the --output_dir of its part "
+        "of the run")
   return None if steps.min() < 0 else int(steps.min())
 
 
@@ -403,17 +402,16 @@ def _checkpoint_of_step(directory, step):
     if path.endswith(f"-{step}"):
       return path
   raise run_files.RunError(
-      f"{directory} has no checkpoint of step {step}, the latest "
-      "that every worker of the cluster has; resume each worker "
-      "from its own --output_dir")
+      f"{directory} has no checkpoint of step {step}, the latest that every "
+      "worker of the cluster has; resume each worker from its own "
+      "--output_dir")
 
 
 def _lost_worker(error, when):
   return run_files.RunError(
-      f"the cluster lost a worker {when} "
-      f"({type(error).__name__}); start every worker again with "
-      "--resume: they go on from the last checkpoint they all "
-      "have")
+      f"the cluster lost a worker {when} ({type(error).__name__}); start "
+      "every worker again with --resume: they go on from the last checkpoint "
+      "they all have")
 
 
 # Where each metric goes in TensorBoard: (run, tag). The splits are runs, so
@@ -549,9 +547,8 @@ def train(config, data=None, progress=False):
     data = datasets.load(config.dataset, config.data_dir)
   num_examples = len(data.y_train)
   if config.batch_size > num_examples:
-    raise run_files.RunError(
-        f"batch_size {config.batch_size} is larger than the "
-        f"{num_examples} training examples")
+    raise run_files.RunError(f"batch_size {config.batch_size} is larger "
+                             f"than the {num_examples} training examples")
   steps = config.num_steps(num_examples)
   if config.output_dir:
     run_files.ensure_writable_dir(config.output_dir)
