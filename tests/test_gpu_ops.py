@@ -275,7 +275,11 @@ def test_sampler_steps_in_tf_function_match_the_cpu():
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("stratified", [False, True])
-def test_a_compiled_step_on_the_gpu_matches_the_ops_there(dtype, stratified):
+# One block, or the sorting path (more draws than a block has threads),
+# whose scratch the compiled step sizes when it compiles.
+@pytest.mark.parametrize("batch_size", [32, 2048])
+def test_a_compiled_step_on_the_gpu_matches_the_ops_there(
+    dtype, stratified, batch_size):
   # The ops' XLA kernels on the GPU (jit_compile=True) run the GPU kernels the
   # ops do, on the same state: the same results, bit for bit.
   states = []
@@ -287,7 +291,7 @@ def test_a_compiled_step_on_the_gpu_matches_the_ops_there(dtype, stratified):
                                 seed=7,
                                 stratified=stratified,
                                 dtype=dtype)
-      last_batch = train(sampler, 60, 32, jit_compile)
+      last_batch = train(sampler, 60, batch_size, jit_compile)
     assert "GPU" in sampler.tree.variable.device
     states.append(last_batch + state_of(sampler))
   assert_same_state(states[1], states[0])

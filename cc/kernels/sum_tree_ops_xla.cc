@@ -5,7 +5,9 @@
 // function of gpu/sum_tree_gpu.h on XLA's stream. The variables an op updates
 // are results aliased to their operands, so XLA hands the handler the
 // variables' own buffers (as long as no other tensor shares them): the update
-// stays O(B log n), with no copy.
+// stays O(B log n), with no copy. The GPU reweight's scratch is one more
+// result, sized when the step compiles: XLA's FFI scratch allocator hands out
+// nothing under TensorFlow's XLA launch.
 //
 // Shapes are checked when the step compiles, values when it runs, by the
 // same checks as the OpKernels' and with their messages (on the GPU, bad
@@ -16,7 +18,6 @@
 #define EIGEN_USE_THREADS
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <type_traits>
 
@@ -66,6 +67,7 @@ using Vector = ffi::Buffer<kFfiType<T>, 1>;
 template <typename T>
 using Scalar = ffi::BufferR0<kFfiType<T>>;
 using Indices = ffi::Buffer<ffi::DataType::S64, 1>;
+using Bytes = ffi::Buffer<ffi::DataType::U8, 1>;
 
 ffi::Error ToFfi(const absl::Status& status) {
   if (status.ok()) return ffi::Error::Success();
@@ -90,7 +92,7 @@ auto Flat(ffi::Result<ffi::Buffer<kType, 1>>& buffer) {
 // The handlers. A result that an operand aliases holds the operand's values
 // when the handler starts, and is updated in place. The signatures (operands,
 // then results, then attributes) are each op's on both platforms; a GPU
-// handler also takes the stream and, where it needs one, a scratch allocator.
+// handler also takes the stream.
 
 template <typename T>
 auto SampleSignature() {
@@ -125,6 +127,7 @@ auto ReweightSignature() {
       .template Ret<Scalar<T>>()
       .template Ret<Vector<T>>()
       .template Ret<Vector<T>>()
+      .template Ret<Bytes>()  // the GPU's scratch; empty on the CPU
       .template Attr<T>("amplitude")
       .template Attr<T>("decay");
 }
@@ -154,8 +157,8 @@ ffi::Error ReweightOnCpu(Indices indices, Vector<T> utilities,
                          ffi::Result<Vector<T>> log_weights,
                          ffi::Result<Scalar<T>> log_scale,
                          ffi::Result<Vector<T>> tree,
-                         ffi::Result<Vector<T>> entropy_tree, T amplitude,
-                         T decay) {
+                         ffi::Result<Vector<T>> entropy_tree,
+                         ffi::Result<Bytes> /*scratch*/, T amplitude, T decay) {
   return ToFfi(functor::AdaptiveReweight<CPUDevice, T>()(
       nullptr, amplitude, decay, Flat(indices), Flat(utilities),
       Flat(log_weights), typename TTypes<T>::Scalar(log_scale->typed_data()),
@@ -184,8 +187,9 @@ ADASAMP_REGISTER_CPU_HANDLERS(double, f64);
 
 #if GOOGLE_CUDA
 
-// As the GPU functors' scratch (gpu/sum_tree_gpu.h).
-constexpr size_t kScratchAlign = 256;
+// As gpu/sum_tree_gpu.h's scratch. XLA aligns its buffers less, so the
+// scratch result has this much more room, to be aligned into.
+constexpr int64_t kScratchAlign = 256;
 
 ffi::Error CudaError(int error, absl::string_view op) {
   if (error == 0) return ffi::Error::Success();
@@ -226,20 +230,17 @@ ffi::Error ReweightOnGpu(
     Scalar<T> /*log_scale*/, Vector<T> /*tree*/, Vector<T> /*entropy_tree*/,
     ffi::Result<Vector<T>> log_weights, ffi::Result<Scalar<T>> log_scale,
     ffi::Result<Vector<T>> tree, ffi::Result<Vector<T>> entropy_tree,
-    T amplitude, T decay, gpu::Stream stream, ffi::ScratchAllocator scratch) {
-  const int64_t count = indices.element_count();
-  const int64_t num_leaves = log_weights->element_count();
-  const std::optional<void*> buffer = scratch.Allocate(
-      gpu::AdaptiveReweightScratchBytes<T>(count, num_leaves), kScratchAlign);
-  if (!buffer.has_value()) {
-    return ffi::Error::Internal("AdaptiveReweight: no scratch memory");
-  }
+    ffi::Result<Bytes> scratch, T amplitude, T decay, gpu::Stream stream) {
+  const auto base = reinterpret_cast<uintptr_t>(scratch->untyped_data());
+  void* aligned = reinterpret_cast<void*>((base + kScratchAlign - 1) /
+                                          kScratchAlign * kScratchAlign);
   return CudaError(
       gpu::AdaptiveReweight(
-          amplitude, decay, indices.typed_data(), utilities.typed_data(), count,
-          log_weights->typed_data(), num_leaves, log_scale->typed_data(),
+          amplitude, decay, indices.typed_data(), utilities.typed_data(),
+          indices.element_count(), log_weights->typed_data(),
+          log_weights->element_count(), log_scale->typed_data(),
           tree->typed_data(), entropy_tree->typed_data(),
-          tree->element_count() / 2, *buffer, stream),
+          tree->element_count() / 2, aligned, stream),
       "AdaptiveReweight");
 }
 #define ADASAMP_REGISTER_GPU_HANDLERS(T, SUFFIX)                             \
@@ -250,11 +251,10 @@ ffi::Error ReweightOnGpu(
   ADASAMP_REGISTER_HANDLER(                                                  \
       Target<T>("sum_tree_draw"), "CUDA", kDrawOnGpu_##SUFFIX, DrawOnGpu<T>, \
       DrawSignature<T>().Ctx<ffi::PlatformStream<gpu::Stream>>());           \
-  ADASAMP_REGISTER_HANDLER(Target<T>("adaptive_reweight"), "CUDA",           \
-                           kReweightOnGpu_##SUFFIX, ReweightOnGpu<T>,        \
-                           ReweightSignature<T>()                            \
-                               .Ctx<ffi::PlatformStream<gpu::Stream>>()      \
-                               .Ctx<ffi::ScratchAllocator>())
+  ADASAMP_REGISTER_HANDLER(                                                  \
+      Target<T>("adaptive_reweight"), "CUDA", kReweightOnGpu_##SUFFIX,       \
+      ReweightOnGpu<T>,                                                      \
+      ReweightSignature<T>().Ctx<ffi::PlatformStream<gpu::Stream>>())
 ADASAMP_REGISTER_GPU_HANDLERS(float, f32);
 ADASAMP_REGISTER_GPU_HANDLERS(double, f64);
 #undef ADASAMP_REGISTER_GPU_HANDLERS
@@ -409,7 +409,9 @@ template <typename T>
 class AdaptiveReweightXlaOp : public XlaOpKernel {
  public:
   explicit AdaptiveReweightXlaOp(OpKernelConstruction* ctx)
-      : XlaOpKernel(ctx) {}
+      : XlaOpKernel(ctx),
+        on_gpu_(ctx->device_type() ==
+                tensorflow::DeviceType(tensorflow::DEVICE_GPU_XLA_JIT)) {}
 
   void Compile(XlaOpKernelContext* ctx) override {
     const TensorShape indices = ctx->InputShape(4);
@@ -457,12 +459,14 @@ class AdaptiveReweightXlaOp : public XlaOpKernel {
         {VectorShape<T>(num_leaves),
          xla::ShapeUtil::MakeShape(
              xla::primitive_util::NativeToPrimitiveType<T>(), {}),
-         VectorShape<T>(2 * capacity), VectorShape<T>(2 * capacity)});
+         VectorShape<T>(2 * capacity), VectorShape<T>(2 * capacity),
+         VectorShape<uint8_t>(
+             ScratchBytes(indices.num_elements(), num_leaves))});
     const xla::XlaOp updated =
         CallHandler(ctx->builder(), Target<T>("adaptive_reweight"),
                     {ctx->Input(4), ctx->Input(5), log_weights, log_scale, tree,
                      entropy_tree},
-                    shape, {2, 3, 4, 5},
+                    shape, {2, 3, 4, 5, -1},
                     absl::StrCat("{amplitude = ", FloatAttribute<T>(amplitude),
                                  ", decay = ", FloatAttribute<T>(decay), "}"));
     const int variables[] = {2, 3, 0, 1};
@@ -474,6 +478,17 @@ class AdaptiveReweightXlaOp : public XlaOpKernel {
   }
 
  private:
+  // The bytes of scratch the handler needs on the device compiled for.
+  int64_t ScratchBytes(int64_t count, int64_t num_leaves) const {
+#if GOOGLE_CUDA
+    if (on_gpu_) {
+      return gpu::AdaptiveReweightScratchBytes<T>(count, num_leaves) +
+             kScratchAlign - 1;
+    }
+#endif
+    return 0;
+  }
+
   // As UpdateLocks's check: one variable given for two inputs would be read as
   // two arrays while it is written.
   static absl::Status CheckDistinctVariables(XlaOpKernelContext* ctx) {
@@ -491,6 +506,8 @@ class AdaptiveReweightXlaOp : public XlaOpKernel {
     }
     return absl::OkStatus();
   }
+
+  const bool on_gpu_;
 };
 
 // Registered as kernels of the XLA devices directly, not with
