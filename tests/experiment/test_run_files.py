@@ -1,10 +1,14 @@
-"""A run's files: its metric records and their atomic writes."""
+"""A run's files: its metric records, their atomic writes, and the
+settings a resumed run must share."""
 
+import dataclasses
+import json
 import os
 
 import pytest
 
 from tf_adasamp.experiment import run_files
+from tf_adasamp.experiment import train_config
 
 
 def test_a_bad_metrics_line_before_the_last_is_a_run_error(tmp_path):
@@ -23,3 +27,16 @@ def test_metrics_and_config_files_are_replaced_whole(tmp_path):
   umask = os.umask(0)
   os.umask(umask)
   assert os.stat(path).st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_a_run_saved_before_a_setting_existed_resumes_with_its_default(
+    tmp_path):
+  config = train_config.TrainConfig(output_dir=str(tmp_path), resume=True)
+  settings = dataclasses.asdict(config)
+  del settings["jit_compile"]  # a run from before the setting
+  (tmp_path / run_files.METRICS_FILE).write_text('{"step": 0}\n')
+  (tmp_path / run_files.CONFIG_FILE).write_text(json.dumps(settings))
+  run_files.check_output_dir(config)
+  with pytest.raises(run_files.RunExistsError,
+                     match="jit_compile: False there, True here"):
+    run_files.check_output_dir(dataclasses.replace(config, jit_compile=True))

@@ -208,6 +208,32 @@ def test_resumed_run_matches_uninterrupted_run(digits, tmp_path):
   assert run_files.read_metrics(str(tmp_path / "stopped")) == whole
 
 
+def test_a_run_compiled_by_xla_trains_as_one_not_compiled_and_resumes_exactly(
+    digits, tmp_path):
+  settings = dict(sampling="adaptive", steps=6, eval_interval=2)
+  plain = training_loop.train(tiny_config(**settings), data=digits)
+  whole = training_loop.train(tiny_config(output_dir=str(tmp_path / "whole"),
+                                          jit_compile=True,
+                                          **settings),
+                              data=digits)
+  # The same draws and steps, up to the rounding of XLA's fused kernels.
+  assert [r["step"] for r in whole] == [r["step"] for r in plain]
+  for compiled, not_compiled in zip(whole, plain):
+    for name, value in not_compiled.items():
+      assert compiled[name] == pytest.approx(value, rel=1e-4, abs=1e-6), name
+  stopped = tiny_config(output_dir=str(tmp_path / "stopped"),
+                        jit_compile=True,
+                        **dict(settings, steps=4))
+  training_loop.train(stopped, data=digits)
+  resumed = training_loop.train(tiny_config(output_dir=str(tmp_path /
+                                                           "stopped"),
+                                            resume=True,
+                                            jit_compile=True,
+                                            **settings),
+                                data=digits)
+  assert resumed == whole
+
+
 def test_run_writes_metrics_checkpoints_and_summaries(digits, tmp_path):
   training_loop.train(tiny_config(output_dir=str(tmp_path)), data=digits)
   assert run_files.is_complete(str(tmp_path), 4)
@@ -241,6 +267,7 @@ def test_epochs_set_the_number_of_steps():
     (dict(seed=2**32), r"seed must be in \[0, 2\*\*32\)"),
     (dict(steps_per_execution=0), "steps_per_execution must be"),
     (dict(resume=True), "resume needs an output_dir"),
+    (dict(jit_compile=True, strategy="mirrored"), "jit_compile needs"),
 ])
 def test_bad_config_values_raise_value_error(overrides, message):
   with pytest.raises(ValueError, match=message):
@@ -319,13 +346,14 @@ def assert_same_tracker_state(in_graph, host):
 
 
 @pytest.mark.parametrize("signed", [False, True])
-def test_in_graph_bound_tracker_matches_host_tracker(signed):
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_in_graph_bound_tracker_matches_host_tracker(signed, jit_compile):
   # Few examples, so batches repeat indices; signed utilities too.
   n, batch_size = 7, 5
   tracker = training_loop.BoundTracker(n, amplitude=0.7, decay=0.6)
   host = bounds.KLBoundTracker(n, amplitude=0.7, decay=0.6)
   rng = np.random.default_rng(0)
-  update = tf.function(tracker.update)
+  update = tf.function(tracker.update, jit_compile=jit_compile)
   for _ in range(12):
     indices = rng.integers(0, n, batch_size)
     batch_utilities = rng.uniform(-1 if signed else 0, 1, batch_size)
@@ -490,19 +518,24 @@ def test_batch_larger_than_the_data_is_a_run_error(digits, tmp_path):
   assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("utility,step", [("l1", 2), ("zero_one", 2)])
+@pytest.mark.parametrize("utility,jit_compile,when",
+                         [("l1", False, "at step 2"),
+                          ("l1", True, "in steps 1 to 2"),
+                          ("zero_one", False, "at step 2")])
 def test_diverging_run_names_its_step_and_keeps_its_checkpoint(
-    digits, tmp_path, utility, step):
-  # l1: NaN outputs reach the sampler as utilities, which it refuses;
+    digits, tmp_path, utility, jit_compile, when):
+  # l1: NaN outputs reach the sampler as utilities, which it refuses (in a
+  # loop compiled by XLA, the call's steps undone: the first call's, 1 and 2);
   # zero_one stays finite, and the evaluation finds the NaN loss.
   config = tiny_config(model="cnn",
                        learning_rate=1e30,
                        utility=utility,
                        steps=4,
                        eval_interval=2,
+                       jit_compile=jit_compile,
                        output_dir=str(tmp_path))
   with pytest.raises(training_loop.DivergedError,
-                     match=f"diverged at step {step} .*smaller than 1e\\+30"):
+                     match=f"diverged {when} .*smaller than 1e\\+30"):
     training_loop.train(config, data=digits)
   assert [r["step"] for r in run_files.read_metrics(str(tmp_path))] == [0]
 

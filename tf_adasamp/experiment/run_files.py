@@ -142,11 +142,15 @@ def check_output_dir(config):
       raise RunExistsError(f"{path} does not hold a run's settings; choose "
                            "another output_dir")
     ours = dataclasses.asdict(config)
+    # A setting newer than the saved run had its default there.
+    theirs = {
+        field.name: saved.get(field.name, field.default)
+        for field in dataclasses.fields(config)
+    }
     changed = sorted(name for name in ours.keys() - _RESUMABLE_CHANGES
-                     if saved.get(name) != ours[name])
+                     if theirs[name] != ours[name])
     if changed:
       raise RunExistsError(
           f"{config.output_dir} holds a run with other settings (" +
-          ", ".join(f"{name}: {saved.get(name)!r} there, {ours[name]!r} "
-                    "here"
+          ", ".join(f"{name}: {theirs[name]!r} there, {ours[name]!r} here"
                     for name in changed) + "); choose another output_dir")

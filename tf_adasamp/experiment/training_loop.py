@@ -97,6 +97,13 @@ class UniformSampler(tf.Module):
     return tf.zeros([], tf.float64)
 
 
+def first_of_runs(values):
+  """[B] bool: whether each of the sorted `values` starts a run of equal
+  ones."""
+  return tf.concat(
+      [tf.ones_like(values[:1], tf.bool), values[1:] != values[:-1]], 0)
+
+
 class BoundTracker(tf.Module):
   """bounds.KLBoundTracker's running sums in tf.Variables, updated in-graph.
 
@@ -136,14 +143,20 @@ class BoundTracker(tf.Module):
         self._amplitude *
         (tf.reduce_sum(tf.gather(self.sums, indices)) -
          tf.cast(size, tf.float64) * self.total / self._num_examples))
-    # tf.unique keeps first-occurrence order; `first` is each one's position.
-    unique, position = tf.unique(indices)
-    first = tf.math.unsorted_segment_min(tf.range(size), position,
-                                         tf.size(unique))
-    before = tf.gather(self.sums, unique)
-    updated = self._decay * before + tf.gather(utilities, first)
-    self.total.assign_add(tf.reduce_sum(updated - before))
-    self.sums.scatter_update(tf.IndexedSlices(updated, unique))
+    # Each distinct index takes the utility of its first draw. In static
+    # shapes, so that XLA compiles it: sorted, an index's draws form a run,
+    # and every draw of a run writes the same value.
+    order = tf.argsort(indices)
+    drawn = tf.gather(indices, order)
+    firsts = first_of_runs(drawn)
+    run = tf.cumsum(tf.cast(firsts, tf.int64)) - 1
+    first_draw = tf.math.unsorted_segment_min(order, run, size)  # of each run
+    before = tf.gather(self.sums, drawn)
+    updated = self._decay * before + tf.gather(utilities,
+                                               tf.gather(first_draw, run))
+    self.total.assign_add(tf.reduce_sum(tf.where(firsts, updated - before,
+                                                 0.0)))
+    self.sums.scatter_update(tf.IndexedSlices(updated, drawn))
     self.utilities_before_last.assign_add(self.last_utilities)
     self.last_utilities.assign(tf.reduce_sum(utilities))
     self.signed.assign(tf.logical_or(self.signed, tf.reduce_any(utilities < 0)))
@@ -510,10 +523,10 @@ def _bound_metrics(tracker, l2, lipschitz=None):
   return metrics
 
 
-def _diverged(step, cause, config):
+def _diverged(when, cause, config):
   return DivergedError(
-      f"the run diverged at step {step} ({cause}); try a learning_rate "
-      f"smaller than {config.learning_rate:g}")
+      f"the run diverged {when} ({cause}); try a learning_rate smaller "
+      f"than {config.learning_rate:g}")
 
 
 def train(config, data=None, progress=False):
@@ -592,7 +605,7 @@ def train(config, data=None, progress=False):
       num_examples, config.amplitude if config.sampling == "adaptive" else 0.0,
       config.decay)
 
-  @tf.function
+  @tf.function(jit_compile=config.jit_compile)
   def run_steps(count):
     """`count` steps; the sums of their batch losses, accuracies and
     distinct draws."""
@@ -604,7 +617,7 @@ def train(config, data=None, progress=False):
       step.assign_add(1)
       loss_sum += batch_loss
       accuracy_sum += batch_accuracy
-      unique_sum += tf.size(tf.unique(indices)[0], out_type=tf.int64)
+      unique_sum += tf.math.count_nonzero(first_of_runs(tf.sort(indices)))
     return loss_sum, accuracy_sum, unique_sum
 
   manager = None
@@ -644,7 +657,7 @@ def train(config, data=None, progress=False):
     test_loss, test_accuracy, _ = evaluate(data.x_test, data.y_test)
     t = int(step)
     if not math.isfinite(train_loss):
-      raise _diverged(t, f"training loss {train_loss}", config)
+      raise _diverged(f"at step {t}", f"training loss {train_loss}", config)
     metrics = {
         "step":
             t,
@@ -700,7 +713,11 @@ def train(config, data=None, progress=False):
       # A model gone to inf or NaN gives the sampler non-finite utilities.
       if "utilities" not in error.message or "not finite" not in error.message:
         raise
-      raise _diverged(int(step) + 1, "non-finite utilities", config) from None
+      # A call compiled by XLA fails whole, its steps undone.
+      first = int(step) + 1
+      when = (f"in steps {first} to {t + count}"
+              if config.jit_compile else f"at step {first}")
+      raise _diverged(when, "non-finite utilities", config) from None
     t += count
     unique_sum += chunk_unique
     counted += count
