@@ -3,14 +3,13 @@
 # GPU benchmarks and the sum-tree ops beside flashbax on the GPU, figures and a
 # log written to $OUT (the device tool brings it back), else
 # benchmarks/results/. The default steps took about 5 minutes on an H200
-# before the XLA rows and train_step_xla joined them (the GPU tests 80 s,
-# each benchmark 20-50 s); `suite`, the whole suite
-# under default GPU placement on 8 workers, about 4 more. Name steps to run
-# fewer:
+# before the XLA rows, train_step_xla and trainer_xla joined them (the GPU
+# tests 80 s, each benchmark 20-50 s); `suite`, the whole suite under default
+# GPU placement on 8 workers, about 4 more. Name steps to run fewer:
 #
 #   bash benchmarks/gpu_session.sh [--cpu] [STEP ...]
 #   steps: devices gpu_tests gpu_steps train_step train_step_xla trainer
-#   throughput (the default), suite
+#   trainer_xla throughput (the default), suite
 #
 # On the GPU machine, after /work/shared/gpu/README.md's set-up (the six
 # pieces, on-device.sh), from the checkout's root:
@@ -36,7 +35,7 @@ if [ "${1:-}" = "--cpu" ]; then
   [ -x .venv/bin/python ] && PYTHON=.venv/bin/python
   shift
 fi
-STEPS_WANTED=" ${*:-devices gpu_tests gpu_steps train_step train_step_xla trainer throughput} "
+STEPS_WANTED=" ${*:-devices gpu_tests gpu_steps train_step train_step_xla trainer trainer_xla throughput} "
 [ -d .gpu/py ] && export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD/.gpu/py"
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
 RESULTS=${OUT:-benchmarks/results}
@@ -87,6 +86,9 @@ step train_step_xla 150 "$PYTHON" -m benchmarks.train_step --jit_compile \
 step trainer 150 "$PYTHON" -m benchmarks.train_step --trainer \
     --steps "$TRAINER_STEPS" --rounds "$ROUNDS" \
     --output "$RESULTS/trainer_step_gpu.json"
+step trainer_xla 150 "$PYTHON" -m benchmarks.train_step --trainer --jit_compile \
+    --steps "$TRAINER_STEPS" --rounds "$ROUNDS" \
+    --output "$RESULTS/trainer_step_xla_gpu.json"
 # Our ops (on the GPU) beside flashbax's jitted tree (on JAX's GPU), in one
 # process; each takes GPU memory as it needs it, not all of it up front.
 step throughput 150 env TF_FORCE_GPU_ALLOW_GROWTH=true \

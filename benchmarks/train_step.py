@@ -27,14 +27,16 @@ included (on the CPU, XLA's convolutions are far slower than TensorFlow's).
 
 --trainer instead compares the trainer (tf_adasamp.experiment.training_loop,
 which runs `steps_per_execution` steps per call and tracks the bounds
-in-graph) with the adaptive_updated step it runs, on the digits CNN: the
+in-graph) with the adaptive_updated step it runs, on the digits CNN (or
+--model logistic), both compiled by XLA with --jit_compile: the
 trainer's seconds per step are the time of a run of 25 + --steps steps minus
 that of a run of 25, each evaluating at its start and end only, so startup,
 tracing and evaluation cancel; beside it, the step called --steps times from
 Python. --rounds rounds; the median of the rounds' ratios, in wall-clock and
 in CPU time (which other processes' load disturbs less).
 
-  python -m benchmarks.train_step --trainer [--steps 600] [--rounds 5]
+  python -m benchmarks.train_step --trainer [--steps 600] [--rounds 5] \
+      [--model logistic] [--jit_compile]
 """
 
 import argparse
@@ -74,9 +76,9 @@ def digits():
   return data.x_train, data.y_train
 
 
-def make_step(images, labels, utility_at, jit_compile=False):
-  """One variant's train step, on the CNN every variant starts from."""
-  model = models.build("cnn", images.shape[1:], 10, seed=0)
+def make_step(images, labels, utility_at, jit_compile=False, model="cnn"):
+  """One variant's train step, on the model every variant starts from."""
+  model = models.build(model, images.shape[1:], 10, seed=0)
   optimizer = training_loop.make_optimizer("sgd", 0.01, 0.0)
   num_examples = len(labels)
   if utility_at is None:
@@ -150,11 +152,11 @@ def report(times):
   return entry
 
 
-def trainer_benchmark(steps, rounds, base_steps=25):
+def trainer_benchmark(steps, rounds, model, jit_compile, base_steps=25):
   """Per round, the trainer's and the step's seconds per step, wall clock
   and CPU (all of this process's threads: less sensitive to other load)."""
   data = datasets.load("digits")
-  step = make_step(data.x_train, data.y_train, "updated")
+  step = make_step(data.x_train, data.y_train, "updated", jit_compile, model)
 
   def timed(run):
     wall, cpu = time.perf_counter(), time.process_time()
@@ -163,9 +165,10 @@ def trainer_benchmark(steps, rounds, base_steps=25):
 
   def trainer_run(total):
     config = train_config.TrainConfig(dataset="digits",
-                                      model="cnn",
+                                      model=model,
                                       steps=total,
-                                      eval_interval=total)
+                                      eval_interval=total,
+                                      jit_compile=jit_compile)
     seconds = timed(lambda: training_loop.train(config, data=data))
     tf.keras.backend.clear_session()
     return seconds
@@ -214,6 +217,10 @@ def main():
   parser.add_argument("--trainer", action="store_true")
   parser.add_argument("--rounds", type=int, default=5)
   parser.add_argument("--jit_compile", action="store_true")
+  parser.add_argument("--model",
+                      default="cnn",
+                      choices=train_config.MODELS,
+                      help="the trainer's model, with --trainer")
   parser.add_argument("--output",
                       default=None,
                       help="default "
@@ -227,13 +234,15 @@ def main():
   if args.trainer:
     steps = args.steps or 600
     output = args.output or os.path.join(results_dir, "trainer_step.json")
-    result = trainer_benchmark(steps, args.rounds)
+    result = trainer_benchmark(steps, args.rounds, args.model, args.jit_compile)
     os.makedirs(os.path.dirname(output), exist_ok=True)
     with open(output, "w") as f:
       json.dump(
           {
               "steps": steps,
               "rounds": args.rounds,
+              "model": args.model,
+              "jit_compile": args.jit_compile,
               "machine": info,
               "results": result
           },
