@@ -5,7 +5,6 @@ import os
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from kernel_helpers import assert_same_state
 import tf_adasamp

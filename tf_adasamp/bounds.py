@@ -63,7 +63,6 @@ tf_adasamp.experiment.bounds_table.
 """
 
 from collections.abc import Callable
-import math
 
 import numpy as np
 from numpy.typing import ArrayLike
