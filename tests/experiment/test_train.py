@@ -307,12 +307,13 @@ def test_cli_takes_a_flagfile_and_writes_metrics(tmp_path):
 @pytest.mark.gpu
 @pytest.mark.skipif(not tf.config.list_physical_devices("GPU"),
                     reason="TensorFlow sees no GPU")
+@pytest.mark.parametrize("jit_compile", [False, True])
 def test_deterministic_resumed_run_on_the_gpu_matches_uninterrupted_run(
-    tmp_path):
+    tmp_path, jit_compile):
   # Op determinism is for the whole process: a process per run.
   common = [
       "--model=cnn", "--steps=6", "--eval_interval=2", "--batch_size=16",
-      "--noprogress", "--deterministic"
+      "--noprogress", "--deterministic", f"--jit_compile={jit_compile}"
   ]
   for name, extra in [("whole", []), ("stopped", ["--steps=4"]),
                       ("stopped", ["--resume"])]:
