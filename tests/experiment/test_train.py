@@ -347,11 +347,18 @@ def assert_same_tracker_state(in_graph, host):
 
 
 @pytest.mark.parametrize("signed", [False, True])
-@pytest.mark.parametrize("jit_compile", [False, True])
-def test_in_graph_bound_tracker_matches_host_tracker(signed, jit_compile):
+# The sort of static shapes, on its own and compiled by XLA.
+@pytest.mark.parametrize("static_shapes,jit_compile", [(False, False),
+                                                       (True, False),
+                                                       (True, True)])
+def test_in_graph_bound_tracker_matches_host_tracker(signed, static_shapes,
+                                                     jit_compile):
   # Few examples, so batches repeat indices; signed utilities too.
   n, batch_size = 7, 5
-  tracker = training_loop.BoundTracker(n, amplitude=0.7, decay=0.6)
+  tracker = training_loop.BoundTracker(n,
+                                       amplitude=0.7,
+                                       decay=0.6,
+                                       static_shapes=static_shapes)
   host = bounds.KLBoundTracker(n, amplitude=0.7, decay=0.6)
   rng = np.random.default_rng(0)
   update = tf.function(tracker.update, jit_compile=jit_compile)

@@ -97,11 +97,42 @@ class UniformSampler(tf.Module):
     return tf.zeros([], tf.float64)
 
 
-def first_of_runs(values):
+# tf.unique has no XLA kernel (its shape depends on the values), so a loop
+# compiled by XLA sorts the draws instead: an index's draws form a run. The
+# sort's ops cost more where each op is dispatched (the bound tracker's
+# update about 50 us more a step on a CPU), so only a compiled loop sorts.
+
+
+def _first_draws(indices, static_shapes):
+  """Each distinct index of `indices` with the position of its first draw:
+  (keys, first, starts). Either one key per distinct index (`starts` None)
+  or, in static shapes, one per draw, sorted, with `starts` [B] bool marking
+  the first key of each run."""
+  if not static_shapes:
+    keys, position = tf.unique(indices)
+    first = tf.math.unsorted_segment_min(tf.range(tf.size(indices)), position,
+                                         tf.size(keys))
+    return keys, first, None
+  order = tf.argsort(indices)
+  keys = tf.gather(indices, order)
+  starts = _starts_of_runs(keys)
+  run = tf.cumsum(tf.cast(starts, tf.int32)) - 1
+  first = tf.math.unsorted_segment_min(order, run, tf.size(keys))
+  return keys, tf.gather(first, run), starts
+
+
+def _starts_of_runs(values):
   """[B] bool: whether each of the sorted `values` starts a run of equal
   ones."""
   return tf.concat(
       [tf.ones_like(values[:1], tf.bool), values[1:] != values[:-1]], 0)
+
+
+def _distinct_count(indices, static_shapes):
+  """The number of distinct values of `indices`, int64."""
+  if static_shapes:
+    return tf.math.count_nonzero(_starts_of_runs(tf.sort(indices)))
+  return tf.size(tf.unique(indices)[0], out_type=tf.int64)
 
 
 class BoundTracker(tf.Module):
@@ -111,14 +142,22 @@ class BoundTracker(tf.Module):
   training loop inside `tf.function` tracks Theorems 4 and 5 without a host
   round-trip; `read()` copies the sums into a KLBoundTracker, which computes
   the bounds, at evaluation points. The sums checkpoint with the run.
+  `static_shapes=True` updates in ops that XLA compiles (for a loop with
+  jit_compile=True).
   """
 
-  def __init__(self, num_examples, amplitude, decay, name=None):
+  def __init__(self,
+               num_examples,
+               amplitude,
+               decay,
+               static_shapes=False,
+               name=None):
     super().__init__(name=name)
     # Validates the arguments the way the host tracker does.
     bounds.KLBoundTracker(num_examples, amplitude, decay)
     self._num_examples = num_examples
     self._amplitude, self._decay = float(amplitude), float(decay)
+    self._static_shapes = static_shapes
 
     def variable(name, value, dtype):
       return tf.Variable(tf.constant(value, dtype), trainable=False, name=name)
@@ -143,20 +182,15 @@ class BoundTracker(tf.Module):
         self._amplitude *
         (tf.reduce_sum(tf.gather(self.sums, indices)) -
          tf.cast(size, tf.float64) * self.total / self._num_examples))
-    # Each distinct index takes the utility of its first draw. In static
-    # shapes, so that XLA compiles it: sorted, an index's draws form a run,
-    # and every draw of a run writes the same value.
-    order = tf.argsort(indices)
-    drawn = tf.gather(indices, order)
-    firsts = first_of_runs(drawn)
-    run = tf.cumsum(tf.cast(firsts, tf.int64)) - 1
-    first_draw = tf.math.unsorted_segment_min(order, run, size)  # of each run
-    before = tf.gather(self.sums, drawn)
-    updated = self._decay * before + tf.gather(utilities,
-                                               tf.gather(first_draw, run))
-    self.total.assign_add(tf.reduce_sum(tf.where(firsts, updated - before,
-                                                 0.0)))
-    self.sums.scatter_update(tf.IndexedSlices(updated, drawn))
+    # Each distinct index takes the utility of its first draw.
+    keys, first, starts = _first_draws(indices, self._static_shapes)
+    before = tf.gather(self.sums, keys)
+    updated = self._decay * before + tf.gather(utilities, first)
+    change = updated - before
+    if starts is not None:  # a run's other keys write its value again
+      change = tf.where(starts, change, 0.0)
+    self.total.assign_add(tf.reduce_sum(change))
+    self.sums.scatter_update(tf.IndexedSlices(updated, keys))
     self.utilities_before_last.assign_add(self.last_utilities)
     self.last_utilities.assign(tf.reduce_sum(utilities))
     self.signed.assign(tf.logical_or(self.signed, tf.reduce_any(utilities < 0)))
@@ -602,8 +636,10 @@ def train(config, data=None, progress=False):
   # Theorems 4 and 5 (and Corollary 1) for the run so far. Uniform sampling
   # is Algorithm 1 with amplitude 0: its bounds are 0, as KL(P || P) is.
   tracker = BoundTracker(
-      num_examples, config.amplitude if config.sampling == "adaptive" else 0.0,
-      config.decay)
+      num_examples,
+      config.amplitude if config.sampling == "adaptive" else 0.0,
+      config.decay,
+      static_shapes=config.jit_compile)
 
   @tf.function(jit_compile=config.jit_compile)
   def run_steps(count):
@@ -617,7 +653,7 @@ def train(config, data=None, progress=False):
       step.assign_add(1)
       loss_sum += batch_loss
       accuracy_sum += batch_accuracy
-      unique_sum += tf.math.count_nonzero(first_of_runs(tf.sort(indices)))
+      unique_sum += _distinct_count(indices, config.jit_compile)
     return loss_sum, accuracy_sum, unique_sum
 
   manager = None
