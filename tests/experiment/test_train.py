@@ -365,7 +365,9 @@ def test_in_graph_bound_tracker_matches_host_tracker(signed, static_shapes,
   for _ in range(12):
     indices = rng.integers(0, n, batch_size)
     batch_utilities = rng.uniform(-1 if signed else 0, 1, batch_size)
-    update(tf.constant(indices), tf.constant(batch_utilities, tf.float32))
+    distinct = update(tf.constant(indices),
+                      tf.constant(batch_utilities, tf.float32))
+    assert distinct == len(np.unique(indices))
     host.update(indices, np.float32(batch_utilities))
     assert_same_tracker_state(tracker, host)
   assert (host.kl_bound is None) == signed

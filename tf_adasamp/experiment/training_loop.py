@@ -128,13 +128,6 @@ def _starts_of_runs(values):
       [tf.ones_like(values[:1], tf.bool), values[1:] != values[:-1]], 0)
 
 
-def _distinct_count(indices, static_shapes):
-  """The number of distinct values of `indices`, int64."""
-  if static_shapes:
-    return tf.math.count_nonzero(_starts_of_runs(tf.sort(indices)))
-  return tf.size(tf.unique(indices)[0], out_type=tf.int64)
-
-
 class BoundTracker(tf.Module):
   """bounds.KLBoundTracker's running sums in tf.Variables, updated in-graph.
 
@@ -174,7 +167,8 @@ class BoundTracker(tf.Module):
       self.batch_size = variable("batch_size", 0, tf.int64)
 
   def update(self, indices, utilities):
-    """Records one step: its [B] draws and their utilities."""
+    """Records one step: its [B] draws and their utilities. Returns the
+    number of distinct indices drawn, int64."""
     indices = tf.reshape(tf.cast(indices, tf.int64), [-1])
     utilities = tf.reshape(tf.cast(utilities, tf.float64), [-1])
     size = tf.size(indices, out_type=tf.int64)
@@ -196,6 +190,9 @@ class BoundTracker(tf.Module):
     self.signed.assign(tf.logical_or(self.signed, tf.reduce_any(utilities < 0)))
     self.batch_size.assign(size)
     self.steps.assign_add(1)
+    if starts is None:
+      return tf.size(keys, out_type=tf.int64)
+    return tf.math.count_nonzero(starts)
 
   def read(self):
     """A bounds.KLBoundTracker holding the sums now (copied to the host)."""
@@ -649,11 +646,10 @@ def train(config, data=None, progress=False):
     unique_sum = tf.zeros([], tf.int64)
     for _ in tf.range(count):
       batch_loss, batch_accuracy, indices, batch_utilities = train_step()
-      tracker.update(indices, batch_utilities)
+      unique_sum += tracker.update(indices, batch_utilities)
       step.assign_add(1)
       loss_sum += batch_loss
       accuracy_sum += batch_accuracy
-      unique_sum += _distinct_count(indices, config.jit_compile)
     return loss_sum, accuracy_sum, unique_sum
 
   manager = None
