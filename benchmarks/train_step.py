@@ -76,9 +76,9 @@ def digits():
   return data.x_train, data.y_train
 
 
-def make_step(images, labels, utility_at, jit_compile=False, model="cnn"):
+def make_step(images, labels, utility_at, jit_compile=False, model_name="cnn"):
   """One variant's train step, on the model every variant starts from."""
-  model = models.build(model, images.shape[1:], 10, seed=0)
+  model = models.build(model_name, images.shape[1:], 10, seed=0)
   optimizer = training_loop.make_optimizer("sgd", 0.01, 0.0)
   num_examples = len(labels)
   if utility_at is None:
