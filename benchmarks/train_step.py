@@ -30,10 +30,12 @@ which runs `steps_per_execution` steps per call and tracks the bounds
 in-graph) with the adaptive_updated step it runs, on the digits CNN (or
 --model logistic), both compiled by XLA with --jit_compile: the
 trainer's seconds per step are the time of a run of 25 + --steps steps minus
-that of a run of 25, each evaluating at its start and end only, so startup,
-tracing and evaluation cancel; beside it, the step called --steps times from
-Python. --rounds rounds; the median of the rounds' ratios, in wall-clock and
-in CPU time (which other processes' load disturbs less).
+that of a run of 25 (the two in alternating order), each evaluating at its
+start and end only, so startup, tracing, compiling and evaluation cancel, up
+to their spread: give enough steps to dwarf it. Beside it, the step called
+--steps times from Python. --rounds rounds; the median of the rounds'
+ratios, in wall-clock and in CPU time (which other processes' load disturbs
+less).
 
   python -m benchmarks.train_step --trainer [--steps 600] [--rounds 5] \
       [--model logistic] [--jit_compile]
@@ -180,8 +182,14 @@ def trainer_benchmark(steps, rounds, model, jit_compile, base_steps=25):
 
   step_run()
   times = {name: {"wall": [], "cpu": []} for name in ("trainer", "train_step")}
-  for _ in range(rounds):
-    trainer = (trainer_run(base_steps + steps) - trainer_run(base_steps))
+  for round_ in range(rounds):
+    # Alternated, so what warms up over the rounds (caches, the GPU's
+    # clocks) favours neither run.
+    totals = [base_steps + steps, base_steps]
+    if round_ % 2:
+      totals.reverse()
+    seconds = {total: trainer_run(total) for total in totals}
+    trainer = seconds[base_steps + steps] - seconds[base_steps]
     train_step = timed(step_run)
     for name, (wall, cpu) in [("trainer", trainer / steps),
                               ("train_step", train_step / steps)]:
