@@ -2,10 +2,12 @@
 # The GPU halves of issues 15 and 17: the GPU tests, then the TensorFlow-level
 # GPU benchmarks and the sum-tree ops beside flashbax on the GPU, figures and a
 # log written to $OUT (the device tool brings it back), else
-# benchmarks/results/. The default steps took about 5 minutes on an H200
-# before the XLA rows, train_step_xla and trainer_xla joined them (the GPU
-# tests 80 s, each benchmark 20-50 s); `suite`, the whole suite under default
-# GPU placement on 8 workers, about 4 more. Name steps to run fewer:
+# benchmarks/results/. On an H200 (runs 5 and 6) the default steps took
+# about 9 minutes (devices 16 s, gpu_tests 120, gpu_steps 30, train_step 45,
+# train_step_xla 55, trainer 50, trainer_xla 140, throughput 50): more than
+# one call's 10 minutes leave for the set-up, so give them two calls on the
+# warm machine. `suite`, the whole suite under default GPU placement on 8
+# workers, takes about 4 more. Name steps to run fewer:
 #
 #   bash benchmarks/gpu_session.sh [--cpu] [STEP ...]
 #   steps: devices gpu_tests gpu_steps train_step train_step_xla trainer
@@ -14,8 +16,10 @@
 # On the GPU machine, after /work/shared/gpu/README.md's set-up (the six
 # pieces, on-device.sh), from the checkout's root:
 #
-#   run(carry=["tf_adasamp/_sum_tree_ops.so", ".gpu/py"], timeout_s=600,
-#       command="source /tmp/tfenv.sh && bash benchmarks/gpu_session.sh")
+#   run(carry=["tf_adasamp/_sum_tree_ops.so", ".gpu/py"], timeout_s=400,
+#       command="source /tmp/tfenv.sh && bash benchmarks/gpu_session.sh \
+#                devices gpu_tests gpu_steps train_step")
+#   run(... the same, with train_step_xla trainer trainer_xla throughput)
 #
 # .gpu/py holds what the machine lacks: TensorBoard's summary API for the
 # trainer, flashbax (whose JAX, chex and flax the machine has) and
@@ -72,7 +76,7 @@ from benchmarks import baselines; \
 print('flashbax', baselines.flashbax_version(), 'on', baselines.jax_backend())"
 # The kernels against the CPU, and the trainer's exact resumption with
 # --deterministic; all skipped where TensorFlow sees no GPU.
-step gpu_tests 150 "$PYTHON" -m pytest -q -m gpu tests
+step gpu_tests 240 "$PYTHON" -m pytest -q -m gpu tests
 # Every test, where TensorFlow places ops on the GPU by default; the tests of
 # CPU contracts pin themselves to the CPU. Workers share the GPU's memory.
 step suite 330 env TF_FORCE_GPU_ALLOW_GROWTH=true "$PYTHON" -m pytest -q \

@@ -343,10 +343,11 @@ def test_deterministic_cnn_compiled_for_the_gpu_is_refused_in_one_line(
 def test_deterministic_cnn_compiled_for_a_gpu_is_refused_before_anything(
     digits, tmp_path, monkeypatch):
   list_devices = tf.config.list_logical_devices
-  monkeypatch.setattr(tf.config,
-                      "list_logical_devices",
-                      lambda kind=None: ["/GPU:0"]
-                      if kind == "GPU" else list_devices(kind))
+
+  def with_a_gpu(kind=None):
+    return ["/GPU:0"] if kind == "GPU" else list_devices(kind)
+
+  monkeypatch.setattr(tf.config, "list_logical_devices", with_a_gpu)
   config = tiny_config(model="cnn",
                        deterministic=True,
                        jit_compile=True,
