@@ -268,6 +268,7 @@ def test_epochs_set_the_number_of_steps():
     (dict(steps_per_execution=0), "steps_per_execution must be"),
     (dict(resume=True), "resume needs an output_dir"),
     (dict(jit_compile=True, strategy="mirrored"), "jit_compile needs"),
+    (dict(model="cnn", jit_compile=True, deterministic=True), "max pooling"),
 ])
 def test_bad_config_values_raise_value_error(overrides, message):
   with pytest.raises(ValueError, match=message):
@@ -307,7 +308,7 @@ def test_cli_takes_a_flagfile_and_writes_metrics(tmp_path):
 @pytest.mark.gpu
 @pytest.mark.skipif(not tf.config.list_physical_devices("GPU"),
                     reason="TensorFlow sees no GPU")
-# Compiled by XLA, the cnn is refused (the next test).
+# The cnn compiled by XLA is refused: test_bad_config_values_raise_value_error.
 @pytest.mark.parametrize("model,jit_compile", [("cnn", False),
                                                ("logistic", True)])
 def test_deterministic_resumed_run_on_the_gpu_matches_uninterrupted_run(
@@ -324,37 +325,6 @@ def test_deterministic_resumed_run_on_the_gpu_matches_uninterrupted_run(
   whole = run_files.read_metrics(str(tmp_path / "whole"))
   assert [r["step"] for r in whole] == [0, 2, 4, 6]
   assert run_files.read_metrics(str(tmp_path / "stopped")) == whole
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not tf.config.list_physical_devices("GPU"),
-                    reason="TensorFlow sees no GPU")
-def test_deterministic_cnn_compiled_for_the_gpu_is_refused_in_one_line(
-    tmp_path):
-  result = run_cli("--model=cnn", "--deterministic", "--jit_compile",
-                   f"--output_dir={tmp_path / 'run'}")
-  assert result.returncode == 1
-  assert ("tf-adasamp-train: deterministic and jit_compile cannot train the "
-          "cnn on a GPU" in result.stderr)
-  assert "Traceback" not in result.stderr
-  assert not os.path.exists(tmp_path / "run")
-
-
-def test_deterministic_cnn_compiled_for_a_gpu_is_refused_before_anything(
-    digits, tmp_path, monkeypatch):
-  list_devices = tf.config.list_logical_devices
-
-  def with_a_gpu(kind=None):
-    return ["/GPU:0"] if kind == "GPU" else list_devices(kind)
-
-  monkeypatch.setattr(tf.config, "list_logical_devices", with_a_gpu)
-  config = tiny_config(model="cnn",
-                       deterministic=True,
-                       jit_compile=True,
-                       output_dir=str(tmp_path / "run"))
-  with pytest.raises(run_files.RunError, match="max pooling"):
-    training_loop.train(config, data=digits)
-  assert not os.path.exists(tmp_path / "run")
 
 
 def test_resume_refuses_a_run_of_other_settings(digits, tmp_path):

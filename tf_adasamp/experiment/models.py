@@ -15,10 +15,6 @@ from tf_adasamp.experiment import train_config
 # Inputs at least this wide fit cifar10_cnn's unpadded second convolutions.
 _MIN_SIZE_FOR_VALID = 10
 
-# Models with max pooling: under op determinism, XLA (TensorFlow 2.21) has no
-# gradient of it on a GPU.
-WITH_MAX_POOLING = ("cnn",)
-
 
 def build(name, input_shape, num_classes, seed, l2=1e-3):
   """Builds model `name` (one of train_config.MODELS), its initial weights

@@ -85,8 +85,8 @@ class TrainConfig:
       False, "Make TensorFlow's ops deterministic "
       "(tf.config.experimental.enable_op_determinism, for the whole "
       "process), so a GPU run and its resumption repeat exactly; slower. Not "
-      "for the cnn compiled by XLA on a GPU (no deterministic gradient of "
-      "max pooling there).")
+      "for the cnn with --jit_compile (XLA has no deterministic gradient of "
+      "max pooling).")
   output_dir: str | None = option(
       None, "Directory for metrics, summaries and checkpoints (the "
       "trainer's default: runs/train).")
@@ -138,6 +138,10 @@ class TrainConfig:
     if self.jit_compile and self.strategy != "default":
       raise ValueError("jit_compile needs strategy 'default', got "
                        f"{self.strategy!r}")
+    if self.jit_compile and self.deterministic and self.model == "cnn":
+      raise ValueError("jit_compile and deterministic cannot train the cnn: "
+                       "XLA has no deterministic gradient of its max "
+                       "pooling; drop one of the two")
     if self.resume and not self.output_dir:
       raise ValueError("resume needs an output_dir to resume from")
 

@@ -582,10 +582,10 @@ def train(config, data=None, progress=False):
 
   Raises:
     run_files.RunError: the run cannot start (output_dir unwritable or
-      holding another run, batch_size above the number of examples, a model
-      with max pooling compiled deterministically for a GPU, workers of a
-      multi_worker cluster with other settings), diverged (DivergedError;
-      the last checkpoint is kept) or lost a worker of its cluster.
+      holding another run, batch_size above the number of examples, workers
+      of a multi_worker cluster with other settings), diverged
+      (DivergedError; the last checkpoint is kept) or lost a worker of its
+      cluster.
   """
   if data is None:
     data = datasets.load(config.dataset, config.data_dir)
@@ -594,13 +594,6 @@ def train(config, data=None, progress=False):
     raise run_files.RunError(f"batch_size {config.batch_size} is larger "
                              f"than the {num_examples} training examples")
   steps = config.num_steps(num_examples)
-  if (config.deterministic and config.jit_compile and
-      config.model in models.WITH_MAX_POOLING and
-      tf.config.list_logical_devices("GPU")):
-    raise run_files.RunError(
-        f"deterministic and jit_compile cannot train the {config.model} on a "
-        "GPU: XLA has no deterministic GPU gradient of max pooling; drop "
-        "one of the two")
   if config.output_dir:
     run_files.ensure_writable_dir(config.output_dir)
   run_files.check_output_dir(config)
