@@ -85,8 +85,7 @@ class TrainConfig:
       False, "Make TensorFlow's ops deterministic "
       "(tf.config.experimental.enable_op_determinism, for the whole "
       "process), so a GPU run and its resumption repeat exactly; slower. Not "
-      "for the cnn with --jit_compile (XLA has no deterministic gradient of "
-      "max pooling).")
+      "for the cnn with --jit_compile.")
   output_dir: str | None = option(
       None, "Directory for metrics, summaries and checkpoints (the "
       "trainer's default: runs/train).")
