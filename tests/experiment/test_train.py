@@ -221,15 +221,11 @@ def test_a_run_compiled_by_xla_trains_as_one_not_compiled_and_resumes_exactly(
   for compiled, not_compiled in zip(whole, plain):
     for name, value in not_compiled.items():
       assert compiled[name] == pytest.approx(value, rel=1e-4, abs=1e-6), name
-  stopped = tiny_config(output_dir=str(tmp_path / "stopped"),
-                        jit_compile=True,
-                        **dict(settings, steps=4))
-  training_loop.train(stopped, data=digits)
-  resumed = training_loop.train(tiny_config(output_dir=str(tmp_path /
-                                                           "stopped"),
-                                            resume=True,
-                                            jit_compile=True,
-                                            **settings),
+  stopped = dict(settings,
+                 output_dir=str(tmp_path / "stopped"),
+                 jit_compile=True)
+  training_loop.train(tiny_config(**dict(stopped, steps=4)), data=digits)
+  resumed = training_loop.train(tiny_config(resume=True, **stopped),
                                 data=digits)
   assert resumed == whole
 
