@@ -23,6 +23,8 @@ CC_FORMATTED := $(CC_SOURCES) $(wildcard tests/*.cc benchmarks/*.cc \
 PY_FORMATTED := setup.py bazel tf_adasamp tests benchmarks
 OP_LIBRARY := tf_adasamp/_sum_tree_ops.so
 FASHION_MNIST := /usr/share/datasets/fashion-mnist
+# Where Debian's googletest package puts the sources (WORKSPACE reads them).
+GOOGLETEST := /usr/src/googletest
 
 .PHONY: setup build-deps fashion-mnist experiment demo test pytest \
   bazel-test format format-check clang-format clean
@@ -70,9 +72,13 @@ test: setup
 pytest: setup
 	$(PY) -m pytest -q -n auto tests
 
+# Bazel runs the pytest suites and the C++ unit tests (gtest, built from
+# Debian's googletest sources: bazel/googletest.BUILD).
 bazel-test: setup
 	command -v bazel >/dev/null || { apt-get update -qq && \
 	  apt-get install -y -qq bazel-bootstrap bazel-rules-java; }
+	test -f $(GOOGLETEST)/googletest/src/gtest-all.cc || { \
+	  apt-get update -qq && apt-get install -y -qq googletest; }
 	bazel test //...
 
 # format rewrites the tree in its style; format-check fails on any file that

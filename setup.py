@@ -52,9 +52,12 @@ def find_nvcc(tf):
   return nvcc
 
 
-def cuda_build(nvcc, root, build_temp):
+def cuda_build(nvcc, root, build_temp, tf_include):
   """How to build the CUDA kernels: (nvcc's command, None if its object is up
   to date; the C++ sources, compile flags and link flags they add).
+
+  `tf_include`, TensorFlow's header directory, has the one header the CUDA
+  side takes from it: TSL's Philox generator, framework-free.
 
   The kernels link CUDA's static runtime from the same toolkit as nvcc,
   private to the library (docs/cuda.md says why). nvcc reruns only when a
@@ -74,6 +77,7 @@ def cuda_build(nvcc, root, build_temp):
         nvcc,
         *FACTS["NVCC_FLAGS"],
         f"-I{root}",
+        f"-I{tf_include}",
         *cuda_config.gencode_flags(architectures),
         "-c",
         source,
@@ -143,7 +147,8 @@ class BuildOpLibrary(build_ext):
     check_xla_headers(compiler)
     nvcc = find_nvcc(tf)
     nvcc_command, gpu_sources, gpu_flags, gpu_link_flags = (cuda_build(
-        nvcc, ROOT, self.build_temp) if nvcc else (None, [], [], []))
+        nvcc, ROOT, self.build_temp, tf.sysconfig.get_include()) if nvcc else
+                                                            (None, [], [], []))
     # Each source to its object, and nvcc beside them; then one link.
     objects = {
         source:

@@ -7,18 +7,36 @@ that every C++/CUDA file under cc/ is listed here and that both builds use
 these lists. Paths are relative to the repository root.
 """
 
-# The CPU op library: op registrations, OpKernels, CPU functors and the XLA
-# kernels over them. Headers are listed for Bazel (and for setup.py's rebuild
+# The CPU op library: op registrations, OpKernels, CPU functors, the XLA
+# kernels and their FFI handlers. Headers are listed for Bazel (and for setup.py's rebuild
 # check); only the .cc files are compiled.
 OP_LIBRARY_SOURCES = [
     "cc/ops/draw_permits_ops.cc",
     "cc/ops/sum_tree_ops.cc",
     "cc/kernels/descend_cpu.h",
     "cc/kernels/draw_permits.cc",
+    "cc/kernels/huge_pages.h",
     "cc/kernels/sum_tree_algorithm.h",
+    "cc/kernels/sum_tree_checks.cc",
+    "cc/kernels/sum_tree_checks.h",
+    "cc/kernels/sum_tree_cpu.h",
+    "cc/kernels/sum_tree_ffi.cc",
+    "cc/kernels/sum_tree_ffi.h",
+    "cc/kernels/sum_tree_op_kernel.h",
     "cc/kernels/sum_tree_ops.cc",
     "cc/kernels/sum_tree_ops.h",
+    "cc/kernels/sum_tree_ops_cpu.cc",
     "cc/kernels/sum_tree_ops_xla.cc",
+    "cc/kernels/variable_locks.cc",
+    "cc/kernels/variable_locks.h",
+]
+
+# The TF-free CPU algorithms, which the C++ unit tests (tests/BUILD) build
+# without TensorFlow's framework: only TSL's Philox header.
+CPU_ALGORITHM_HEADERS = [
+    "cc/kernels/descend_cpu.h",
+    "cc/kernels/sum_tree_algorithm.h",
+    "cc/kernels/sum_tree_cpu.h",
 ]
 
 # Joins the op library where the CUDA kernels are built (docs/cuda.md): the

@@ -17,9 +17,10 @@ Two parts:
       tf_configure's implementation (CUDA_ENVIRON joins its `environ`); writes
       the package @local_config_tf//cuda: defs.bzl (CUDA_ENABLED, NVCC,
       NVCC_GENCODE) and, when enabled, the cc_library cudart_static.
-  cuda_object(name, src, hdrs, nvcc, gencode): nvcc compiles `src` into
-      a PIC object, wrapped as a cc_library to link into the op library;
-      nothing where nvcc is None (CUDA_ENABLED is False).
+  cuda_object(name, src, hdrs, nvcc, gencode): nvcc compiles `src` (which
+      may include TSL's Philox header from TensorFlow's) into a PIC object,
+      wrapped as a cc_library to link into the op library; nothing where
+      nvcc is None (CUDA_ENABLED is False).
 """
 
 load(
@@ -88,12 +89,16 @@ def cuda_object(name, src, hdrs, nvcc, gencode):
     """`src` compiled by nvcc with build_facts.bzl's flags, as a cc_library."""
     if not nvcc:
         return
+    tsl_headers = "@local_config_tf//:tsl_philox_headers"
     native.genrule(
         name = name + "_nvcc",
-        srcs = [src] + hdrs,
+        srcs = [src, tsl_headers] + hdrs,
         outs = [name + ".pic.o"],
-        cmd = " ".join([nvcc] + NVCC_FLAGS + ["-I."] + gencode +
-                       ["-c", "$(location %s)" % src, "-o", "$@"]),
+        cmd = " ".join([nvcc] + NVCC_FLAGS + [
+            "-I.",
+            # Where tf_configure puts TensorFlow's headers: TSL's Philox.
+            "-Iexternal/local_config_tf/include",
+        ] + gencode + ["-c", "$(location %s)" % src, "-o", "$@"]),
     )
     native.cc_library(
         name = name,

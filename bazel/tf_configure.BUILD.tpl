@@ -13,6 +13,23 @@ cc_library(
     includes = ["include"],
 )
 
+# TSL's Philox generator: header-only, free of the framework, and usable in
+# CUDA code; the algorithm header that the CPU, CUDA and test code share
+# includes it.
+filegroup(
+    name = "tsl_philox_headers",
+    srcs = [
+        "include/xla/tsl/lib/random/philox_random.h",
+        "include/xla/tsl/lib/random/random_distributions_utils.h",
+    ],
+)
+
+cc_library(
+    name = "tsl_philox",
+    hdrs = [":tsl_philox_headers"],
+    includes = ["include"],
+)
+
 cc_library(
     name = "libtensorflow_framework",
     srcs = ["libtensorflow_framework.so.2"],

@@ -41,6 +41,7 @@ def steps(tmp_path_factory):
   library = str(tmp_path_factory.mktemp("host") / "sum_tree_parallel_host.so")
   subprocess.check_call([
       compiler, "-O2", "-std=c++17", "-shared", "-fPIC", f"-I{ROOT}",
+      f"-I{tf.sysconfig.get_include()}",
       os.path.join(ROOT, "tests", "sum_tree_parallel_host.cc"), "-o", library
   ])
   return HostSteps(ctypes.CDLL(library))

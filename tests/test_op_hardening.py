@@ -7,6 +7,9 @@
 - Draw permits past int64's range.
 - Subnormal weights, which TensorFlow's CPU kernels add as 0: stored as 0,
   so a tree of only subnormal weights has total 0 and cannot be sampled.
+- A sample or draw from a variable that no build wrote, with an infinite
+  total or a negative leaf: refused, where it returned probabilities of 0
+  or past 1.
 
 Each rejected call leaves the state as it was. tests/test_gpu_steps_on_host.py
 checks the GPU steps' side of the same cases.
@@ -242,3 +245,54 @@ def test_draws_never_land_on_a_subnormal_weight(dtype):
   indices, probabilities = tree.sample(tf.constant(uniforms))
   assert set(indices.numpy()) == {1, 4}
   np.testing.assert_array_equal(probabilities.numpy(), dtype(0.5))
+
+
+def unbuilt_trees(dtype):
+  """Tree variables written by assignment, not by the ops: an infinite total
+  (a leaf of inf), and a negative leaf beside one above the total."""
+  return {
+      "infinite total":
+          reference.heap_sums(np.array([np.inf, 1.0, 0.0, 0.0], dtype)),
+      "negative leaf":
+          reference.heap_sums(np.array([-5.0, 6.0, 0.0, 0.0], dtype)),
+  }
+
+
+def draw_ops(dtype):
+  """Each op that draws from a tree variable, as a function of the tree and a
+  generator, eager and compiled with XLA."""
+
+  def sample(tree, generator):
+    del generator
+    return ops.sum_tree_sample(tree.handle, tf.constant([0.1, 0.5, 0.9], dtype))
+
+  def draw(tree, generator):
+    return ops.sum_tree_draw(tree.handle,
+                             generator.state.handle,
+                             3,
+                             T=tf.as_dtype(dtype),
+                             stratified=False)
+
+  return {
+      "sample": sample,
+      "draw": draw,
+      "sample under XLA": tf.function(sample, jit_compile=True),
+      "draw under XLA": tf.function(draw, jit_compile=True),
+  }
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", ["infinite total", "negative leaf"])
+@pytest.mark.parametrize(
+    "op", ["sample", "draw", "sample under XLA", "draw under XLA"])
+def test_draws_from_a_tree_no_build_wrote_are_refused(dtype, case, op):
+  tree = tf.Variable(unbuilt_trees(dtype)[case])
+  generator = tf.random.Generator.from_seed(7)
+  tree_before = tree.numpy()
+  generator_before = generator.state.numpy()
+  match = ("the tree's total weight is inf" if case == "infinite total" else
+           "not a sum tree of nonnegative weights")
+  with pytest.raises(tf.errors.InvalidArgumentError, match=match):
+    draw_ops(dtype)[op](tree, generator)
+  np.testing.assert_array_equal(tree.numpy(), tree_before)
+  np.testing.assert_array_equal(generator.state.numpy(), generator_before)

@@ -1,5 +1,6 @@
 // The sum-tree algorithm, shared by the CPU functors and the CUDA kernels.
-// No TensorFlow here: the CUDA sources include this file too. The CPU sample
+// No TensorFlow framework here, only TSL's Philox header, which works on
+// both devices: the CUDA sources include this file too. The CPU sample
 // kernel runs Descend's step over 32 walks in lockstep, branch-free or in
 // AVX-512 vectors (descend_cpu.h), pinned to Descend bit for bit by
 // tests/test_fast_paths.py.
@@ -37,7 +38,9 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
+
+#include "xla/tsl/lib/random/philox_random.h"
+#include "xla/tsl/lib/random/random_distributions_utils.h"
 
 #if defined(__CUDACC__)
 #define ADASAMP_HOST_DEVICE __host__ __device__
@@ -226,24 +229,25 @@ ADASAMP_HOST_DEVICE inline T RescaledLogScale(T log_sum_exp, T decay) {
 // 128-bit counter (low word first) and a 64-bit key. Element i is TF's
 // UniformDistribution over the Philox-4x32-10 stream from that counter: each
 // 128-bit output gives four floats (23 random bits each) or two doubles (52),
-// and a call advances the counter by 256 * B (TF's SkipPhiloxRandom).
+// and a call advances the counter by 256 * B (TF's SkipPhiloxRandom). The
+// generator and the conversions to floats are TSL's own, which TensorFlow's
+// random kernels run on both devices; tests/sum_tree_cpu_test.cc pins them
+// to the published Philox-4x32-10 answers.
 
-struct Philox {
-  uint32_t counter[4];
-  uint32_t key[2];
-};
+using Philox = ::tsl::random::PhiloxRandom;
 
 ADASAMP_HOST_DEVICE inline Philox PhiloxFromState(const int64_t* state) {
-  Philox p;
+  Philox::ResultType counter;
   for (int word = 0; word < 2; ++word) {
     const uint64_t c = static_cast<uint64_t>(state[word]);
-    p.counter[2 * word] = static_cast<uint32_t>(c);
-    p.counter[2 * word + 1] = static_cast<uint32_t>(c >> 32);
+    counter[2 * word] = static_cast<uint32_t>(c);
+    counter[2 * word + 1] = static_cast<uint32_t>(c >> 32);
   }
-  const uint64_t key = static_cast<uint64_t>(state[2]);
-  p.key[0] = static_cast<uint32_t>(key);
-  p.key[1] = static_cast<uint32_t>(key >> 32);
-  return p;
+  const uint64_t k = static_cast<uint64_t>(state[2]);
+  Philox::Key key;
+  key[0] = static_cast<uint32_t>(k);
+  key[1] = static_cast<uint32_t>(k >> 32);
+  return Philox(counter, key);
 }
 
 // The state after a call that drew `count` uniforms: counter += 256 * count.
@@ -258,34 +262,14 @@ ADASAMP_HOST_DEVICE inline void AdvancePhiloxState(int64_t* state,
   }
 }
 
-ADASAMP_HOST_DEVICE inline void MultiplyHighLow(uint32_t a, uint32_t b,
-                                                uint32_t* low, uint32_t* high) {
-  const uint64_t product = static_cast<uint64_t>(a) * b;
-  *low = static_cast<uint32_t>(product);
-  *high = static_cast<uint32_t>(product >> 32);
-}
-
 // The 128-bit output of block `block` of the stream: Philox-4x32-10 of
-// counter + block under the key.
-ADASAMP_HOST_DEVICE inline void PhiloxBlock(const Philox& p, uint64_t block,
-                                            uint32_t out[4]) {
-  uint32_t c[4] = {p.counter[0], p.counter[1], p.counter[2], p.counter[3]};
-  const uint64_t low = (static_cast<uint64_t>(c[1]) << 32 | c[0]) + block;
-  const bool carry = low < block;
-  c[0] = static_cast<uint32_t>(low);
-  c[1] = static_cast<uint32_t>(low >> 32);
-  if (carry && ++c[2] == 0) ++c[3];
-  uint32_t k0 = p.key[0], k1 = p.key[1];
-  for (int round = 0; round < 10; ++round) {
-    uint32_t lo0, hi0, lo1, hi1;
-    MultiplyHighLow(0xD2511F53u, c[0], &lo0, &hi0);
-    MultiplyHighLow(0xCD9E8D57u, c[2], &lo1, &hi1);
-    const uint32_t next[4] = {hi1 ^ c[1] ^ k0, lo1, hi0 ^ c[3] ^ k1, lo0};
-    for (int w = 0; w < 4; ++w) c[w] = next[w];
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
-  for (int w = 0; w < 4; ++w) out[w] = c[w];
+// counter + block under the key. Blocks stay below 2 ** 32 (a draw is at
+// most 2 ** 31 - 1 uniforms), where Skip carries into the counter's upper
+// words exactly.
+ADASAMP_HOST_DEVICE inline Philox::ResultType PhiloxBlock(Philox philox,
+                                                          uint64_t block) {
+  philox.Skip(block);
+  return philox();
 }
 
 template <typename T>
@@ -295,11 +279,9 @@ struct PhiloxUniforms;
 template <>
 struct PhiloxUniforms<float> {
   static constexpr int kPerBlock = 4;
-  ADASAMP_HOST_DEVICE static float FromBits(const uint32_t out[4], int k) {
-    const uint32_t bits = (uint32_t{127} << 23) | (out[k] & 0x7fffffu);
-    float f;
-    memcpy(&f, &bits, sizeof(f));
-    return f - 1.0f;
+  ADASAMP_HOST_DEVICE static float FromBits(const Philox::ResultType& out,
+                                            int k) {
+    return ::tsl::random::Uint32ToFloat(out[k]);
   }
 };
 
@@ -307,13 +289,9 @@ struct PhiloxUniforms<float> {
 template <>
 struct PhiloxUniforms<double> {
   static constexpr int kPerBlock = 2;
-  ADASAMP_HOST_DEVICE static double FromBits(const uint32_t out[4], int k) {
-    const uint64_t mantissa =
-        static_cast<uint64_t>(out[2 * k] & 0xfffffu) << 32 | out[2 * k + 1];
-    const uint64_t bits = (uint64_t{1023} << 52) | mantissa;
-    double d;
-    memcpy(&d, &bits, sizeof(d));
-    return d - 1.0;
+  ADASAMP_HOST_DEVICE static double FromBits(const Philox::ResultType& out,
+                                             int k) {
+    return ::tsl::random::Uint64ToDouble(out[2 * k], out[2 * k + 1]);
   }
 };
 
@@ -330,7 +308,7 @@ ADASAMP_HOST_DEVICE inline T Stratified(T u, int64_t i, int64_t count) {
 // Uniform i of a call of `count` draws, from `block`, the output of the
 // Philox block it is in (PhiloxBlock of i / kPerBlock).
 template <typename T>
-ADASAMP_HOST_DEVICE inline T UniformFromBlock(const uint32_t block[4],
+ADASAMP_HOST_DEVICE inline T UniformFromBlock(const Philox::ResultType& block,
                                               int64_t i, int64_t count,
                                               bool stratified) {
   const T u = PhiloxUniforms<T>::FromBits(
@@ -338,15 +316,14 @@ ADASAMP_HOST_DEVICE inline T UniformFromBlock(const uint32_t block[4],
   return stratified ? Stratified(u, i, count) : u;
 }
 
-// Uniform i of a call of `count` draws from the stream `p`, computing the
-// whole Philox block it is in: the GPU's form, a thread per draw (the CPU
+// Uniform i of a call of `count` draws from the stream `philox`, computing
+// the whole Philox block it is in: the GPU's form, a thread per draw (the CPU
 // computes each block once for all of its uniforms).
 template <typename T>
-ADASAMP_HOST_DEVICE inline T DrawUniform(const Philox& p, int64_t i,
+ADASAMP_HOST_DEVICE inline T DrawUniform(const Philox& philox, int64_t i,
                                          int64_t count, bool stratified) {
-  uint32_t block[4];
-  PhiloxBlock(p, static_cast<uint64_t>(i / PhiloxUniforms<T>::kPerBlock),
-              block);
+  const Philox::ResultType block = PhiloxBlock(
+      philox, static_cast<uint64_t>(i / PhiloxUniforms<T>::kPerBlock));
   return UniformFromBlock<T>(block, i, count, stratified);
 }
 

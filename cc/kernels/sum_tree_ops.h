@@ -3,38 +3,20 @@
 // shapes and take the variables' locks; a functor checks the values it reads
 // (indices in range, finite weights), then mutates, so bad input never leaves
 // a tree half-written. Each functor has a CPU specialisation
-// (sum_tree_ops.cc) and a GPU one (sum_tree_ops_gpu.cc, over the TF-free CUDA
-// side in gpu/). The XLA kernels (sum_tree_ops_xla.cc) run the CPU ones with
-// a null `ctx`: their work then stays on the calling thread.
+// (sum_tree_ops_cpu.cc) and a GPU one (sum_tree_ops_gpu.cc, over the TF-free
+// CUDA side in gpu/). The XLA handlers (sum_tree_ffi.cc) run the CPU ones
+// with a null `ctx`: their work then stays on the calling thread.
 
 #ifndef ADASAMP_CC_KERNELS_SUM_TREE_OPS_H_
 #define ADASAMP_CC_KERNELS_SUM_TREE_OPS_H_
 
+#define EIGEN_USE_THREADS
+
+#include "absl/status/status.h"
 #include "tensorflow/core/framework/op_kernel.h"
-#include "tensorflow/core/framework/tensor_shape.h"
 #include "tensorflow/core/framework/tensor_types.h"
 
 namespace adasamp {
-
-// The checks that both the OpKernels and the XLA kernels make before a
-// functor runs.
-
-// A tree is a vector of 2 * capacity values, capacity a power of two; if
-// `num_leaves` is given, the one that pads it.
-absl::Status CheckTreeShape(const tensorflow::TensorShape& tree,
-                            absl::string_view name, int64_t num_leaves = -1);
-
-// Algorithm 1's amplitude (finite, >= 0) and decay (in [0, 1)).
-template <typename T>
-absl::Status CheckReweightParameters(T amplitude, T decay);
-
-// A tf.random.Generator's Philox state: two counter words and a key.
-constexpr int64_t kPhiloxStateSize = 3;
-
-// A draw's batch size, in [0, TensorFlow's int32 shape limit] as for a
-// generator's draw, and the shape of the generator state it advances.
-absl::Status CheckDrawBatchSize(int64_t batch_size);
-absl::Status CheckPhiloxStateShape(const tensorflow::TensorShape& rng_state);
 
 namespace functor {
 

@@ -39,7 +39,9 @@ ADASAMP_HOST_DEVICE inline bool Skipped(const int* skip) {
   return skip != nullptr && *skip != 0;
 }
 
-ADASAMP_HOST_DEVICE inline void Raise(int* flag) { *flag = 1; }
+// Sets a flag word, as a step does on invalid input: the steps the word gates
+// then do nothing (Skipped).
+ADASAMP_HOST_DEVICE inline void SetFlag(int* flag) { *flag = 1; }
 
 template <typename T>
 ADASAMP_HOST_DEVICE inline void SumChildren(T* tree, int64_t node) {
@@ -164,7 +166,7 @@ struct WriteLeaves {
   int* invalid;
   ADASAMP_HOST_DEVICE void operator()(int64_t i) const {
     const T w = i < num_leaves ? weights[i] : T(0);
-    if (!IsValidWeight(w)) Raise(invalid);
+    if (!IsValidWeight(w)) SetFlag(invalid);
     tree[capacity + i] = StoredWeight(w);
     if (i == 0) tree[kNumLeavesNode] = static_cast<T>(num_leaves);
   }
@@ -200,11 +202,11 @@ struct CheckSet {
   ADASAMP_HOST_DEVICE void operator()(int64_t j) const {
     const int64_t index = sorted[j];
     if (j == 0 && !MatchesNumLeaves(tree[kNumLeavesNode], num_leaves)) {
-      Raise(invalid);
+      SetFlag(invalid);
     }
     if (index < 0 || index >= num_leaves ||
         !IsValidWeight(weights[positions[j]])) {
-      Raise(invalid);
+      SetFlag(invalid);
     } else if (EndsRun(sorted, j, count)) {
       old_leaves[j] = tree[capacity + index];
     }
@@ -290,14 +292,14 @@ struct CheckReweight {
   ADASAMP_HOST_DEVICE void operator()(int64_t j) const {
     const int64_t index = sorted[j];
     if (index < 0 || index >= state.num_leaves) {
-      Raise(invalid);
+      SetFlag(invalid);
       return;
     }
     if (!StartsRun(sorted, j, 0)) return;
     const T utility = state.utilities[positions[j]];
     const T log_weight = ReweightedLogWeight(state.log_weights[index], utility,
                                              state.amplitude, state.decay);
-    if (!IsFinite(utility) || !IsFinite(log_weight)) Raise(invalid);
+    if (!IsFinite(utility) || !IsFinite(log_weight)) SetFlag(invalid);
     new_log_weights[j] = log_weight;
   }
 };
