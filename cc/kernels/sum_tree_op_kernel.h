@@ -61,10 +61,16 @@ class SumTreeOpKernel : public tensorflow::OpKernel {
   virtual absl::Status Run(tensorflow::OpKernelContext* ctx,
                            VariableLocks& variables) = 0;
 
+  // Whether the op reads its variables at scattered places (walks down the
+  // tree, updates of a batch's leaves), where huge pages spare TLB misses; a
+  // build writes the tree in order.
+  virtual bool ReadsScattered() const { return true; }
+
  private:
   // On the CPU, each variable's buffer once (huge_pages.h).
   void AdviseHugePages(VariableLocks& locks) {
     if constexpr (std::is_same_v<Device, Eigen::ThreadPoolDevice>) {
+      if (!ReadsScattered()) return;
       for (size_t i = 0; i < variables_.size(); ++i) {
         const tensorflow::Tensor& tensor = locks.tensor(i);
         huge_pages_[i].Advise(tensor.data(), tensor.TotalBytes());

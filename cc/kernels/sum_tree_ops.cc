@@ -56,6 +56,9 @@ class SumTreeBuildOp : public SumTreeOpKernel<Device> {
   // one is worth it.
   bool IsExpensive() override { return tensorflow::OpKernel::IsExpensive(); }
 
+ protected:
+  bool ReadsScattered() const override { return false; }
+
  private:
   absl::Status Prepare(OpKernelContext* ctx, bool* has_work) override {
     const Tensor& weights = ctx->input(1);
