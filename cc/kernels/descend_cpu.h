@@ -33,7 +33,7 @@ namespace cpu {
 constexpr int kWalks = 32;
 
 // Levels ahead whose nodes a walk prefetches: always in the scalar form
-// (measured faster even where the tree fits in L2), in the AVX-512 form only
+// (there it pays even where the tree fits in L2), in the AVX-512 form only
 // where the tree is larger than kLargeTreeBytes (a smaller one stays in L2,
 // and its prefetches cost more than they save). The nodes a walk at node k can
 // read 3 levels down, 8k..8k + 7, are 8 aligned doubles: one cache line.
