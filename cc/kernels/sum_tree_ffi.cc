@@ -60,10 +60,8 @@ auto Flat(ffi::Result<ffi::Buffer<kType, 1>>& buffer) {
       typename TTypes<T>::Flat(buffer->typed_data(), buffer->element_count());
 }
 
-// The handlers. A result that an operand aliases holds the operand's values
-// when the handler starts, and is updated in place. The signatures (operands,
-// then results, then attributes) are each op's on both platforms; a GPU
-// handler also takes the stream.
+// The handlers' signatures (operands, then results, then attributes): each
+// op's on both platforms; a GPU handler also takes the stream.
 
 template <typename T>
 auto SampleSignature() {
