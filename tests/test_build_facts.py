@@ -9,6 +9,7 @@ sources of its own, and setup.py builds from the facts.
 
 import glob
 import os
+import re
 import runpy
 import shutil
 import subprocess
@@ -47,8 +48,9 @@ def cuda_config():
 def test_build_facts_are_plain_literals():
   facts = build_facts()
   for name in ("OP_LIBRARY_SOURCES", "OP_LIBRARY_GPU_SOURCES", "CUDA_HEADERS",
-               "CXX_FLAGS", "GPU_CXX_FLAGS", "NVCC_FLAGS", "CUDART_LINK_FLAGS",
-               "CUDA_ARCHITECTURES", "CUDA_ENVIRON"):
+               "CPU_ALGORITHM_HEADERS", "CXX_FLAGS", "GPU_CXX_FLAGS",
+               "NVCC_FLAGS", "CUDART_LINK_FLAGS", "CUDA_ARCHITECTURES",
+               "CUDA_ENVIRON"):
     assert isinstance(facts[name], list) and facts[name], name
     assert all(isinstance(value, str) for value in facts[name]), name
   assert isinstance(facts["CUDA_SOURCE"], str)
@@ -61,6 +63,22 @@ def test_every_cc_file_is_listed_and_every_listed_file_exists():
       path for path in listed if not os.path.exists(os.path.join(ROOT, path))
   ]
   assert not missing
+
+
+def test_the_cpu_algorithms_need_no_tensorflow_framework():
+  # The C++ unit tests build these headers with TSL's Philox header alone
+  # (//cc:sum_tree_cpu): anything else they include is the standard
+  # library's or another of them.
+  headers = build_facts()["CPU_ALGORITHM_HEADERS"]
+  allowed = set(headers) | {
+      "xla/tsl/lib/random/philox_random.h",
+      "xla/tsl/lib/random/random_distributions_utils.h",
+  }
+  for header in headers:
+    assert header in build_facts()["OP_LIBRARY_SOURCES"], header
+    with open(os.path.join(ROOT, header), encoding="utf-8") as source:
+      included = re.findall(r'^#include "([^"]+)"', source.read(), re.M)
+    assert set(included) <= allowed, (header, set(included) - allowed)
 
 
 def test_no_build_file_lists_sources_of_its_own():
