@@ -94,7 +94,11 @@ class ArrayRecordSource:
     records); the files should be written with `ARRAY_RECORD_OPTIONS`."""
     _check_decode(decode)
     data_source, _ = _array_record_module()
-    self._records = data_source.ArrayRecordDataSource(paths)
+    try:
+      self._records = data_source.ArrayRecordDataSource(paths)
+    except RuntimeError as error:  # the reader's C++ errors, e.g. no file
+      raise OSError(f"cannot read ArrayRecord paths {paths!r}: {error}") from (
+          error)
     if len(self._records) < 1:
       raise ValueError(f"paths holds no records: {paths!r}")
     self._decode = decode
