@@ -79,10 +79,12 @@ def test_array_record_source_decodes_each_drawn_record(tmp_path):
       (images[i] / np.float32(255), labels[i]))
 
 
-def test_records_without_decode_are_strings_whole_to_the_last_byte(tmp_path):
+@pytest.mark.parametrize("group_size", [1, 3])
+def test_records_without_decode_are_strings_whole_to_the_last_byte(
+    tmp_path, group_size):
   records = [b"a\x00", b"\x00\x00", b"bc\x00\x00", b""] * 10
   path = tmp_path / "raw.array_record"
-  sources.write_array_record(records, path)
+  sources.write_array_record(records, path, group_size=group_size)
   sampler = make_sampler(num_examples=len(records))
   stage = data.AdaptiveSampling(sampler, BATCH_SIZE)
   expected = np.array(records, dtype=object)

@@ -16,27 +16,27 @@ its records once into an ArrayRecord file that can be read by index.
 """
 
 import argparse
+import os
 import sys
 
 import numpy as np
 import tensorflow as tf
 
-# One record per compressed chunk: a read by index decompresses only the
-# record it asks for (the writer's default packs 65536 records a chunk).
-ARRAY_RECORD_OPTIONS = "group_size:1"
+from tf_adasamp import _validation
+
 DATA_EXTRA = "pip install 'tf_adasamp[data]' (or pip install array-record)"
 
 
 def _array_record_module():
-  """The array-record package's Python modules, imported on first use."""
+  """The array-record package's reader and writer, imported on first use."""
   try:
     # pylint: disable-next=import-outside-toplevel
-    from array_record.python import array_record_data_source, array_record_module
+    from array_record.python import array_record_module
   except ImportError as error:
     raise ImportError(
         f"ArrayRecord files need the array-record package: {DATA_EXTRA}"
     ) from error
-  return array_record_data_source, array_record_module
+  return array_record_module
 
 
 class MemmapSource:
@@ -91,32 +91,61 @@ class ArrayRecordSource:
 
   def __init__(self, paths, decode=None):
     """Opens `paths` (a path or a list of shards, read as one sequence of
-    records); the files should be written with `ARRAY_RECORD_OPTIONS`."""
+    records), written by `write_array_record` or with small `group_size`."""
     _check_decode(decode)
-    data_source, _ = _array_record_module()
-    try:
-      self._records = data_source.ArrayRecordDataSource(paths)
-    except RuntimeError as error:  # the reader's C++ errors, e.g. no file
-      raise OSError(f"cannot read ArrayRecord paths {paths!r}: {error}") from (
-          error)
-    if len(self._records) < 1:
+    paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    if not paths:
+      raise ValueError("paths must name at least one file")
+    module = _array_record_module()
+    self._readers = [_open_reader(module, path) for path in paths]
+    # Record i is in the first shard whose end exceeds i.
+    self._ends = np.cumsum([reader.num_records() for reader in self._readers])
+    if self._ends[-1] < 1:
       raise ValueError(f"paths holds no records: {paths!r}")
     self._decode = decode
 
   def __len__(self):
-    return len(self._records)
+    return int(self._ends[-1])
 
   def __getitem__(self, index):
-    record = self._records[index]
+    (record,) = self._read(np.array([index], np.int64))
     return self._decode(record) if self._decode else record
 
   def read_batch(self, indices):
     """The records at `indices` (int64 array), decoded and stacked."""
-    # The reader reads the positions of one shard in parallel in C++.
-    records = self._records.__getitems__(indices.tolist())
+    records = self._read(indices)
     if self._decode:
       return stack_records([self._decode(record) for record in records])
     return np.array(records, dtype=object)
+
+  def _read(self, indices):
+    """The records at `indices`: one batched read a shard, which the reader
+    parallelises and runs without the GIL."""
+    if np.any((indices < 0) | (indices >= len(self))):
+      raise IndexError(f"indices out of range [0, {len(self)})")
+    shards = np.searchsorted(self._ends, indices, side="right")
+    records = [None] * len(indices)
+    for shard in np.unique(shards):
+      where = np.flatnonzero(shards == shard)
+      first = self._ends[shard - 1] if shard else 0
+      read = self._readers[shard].read((indices[where] - first).tolist())
+      for position, record in zip(where, read):
+        records[position] = record
+    return records
+
+
+def _open_reader(module, path):
+  """An ArrayRecordReader of `path` for reads by index, or OSError."""
+  # Reads by index only: reading ahead would read what is not drawn.
+  reader = module.ArrayRecordReader(os.fspath(path), "readahead_buffer_size:0")
+  if not reader.ok():
+    try:
+      reader.close()  # raises the reader's error, the only way to see it
+    except RuntimeError as error:
+      raise OSError(f"cannot read ArrayRecord file {path!r}: {error}") from (
+          error)
+    raise OSError(f"cannot read ArrayRecord file {path!r}")
+  return reader
 
 
 def _check_decode(decode):
@@ -203,7 +232,11 @@ def refuse_record_streams(dataset):
         "fits in memory can be passed as arrays instead")
 
 
-def write_array_record(records, path, encode=None, batch_size=1024):
+def write_array_record(records,
+                       path,
+                       encode=None,
+                       group_size=1,
+                       batch_size=1024):
   """Writes `records` to the ArrayRecord file `path`, in order, for
   `ArrayRecordSource`; returns how many it wrote.
 
@@ -213,9 +246,14 @@ def write_array_record(records, path, encode=None, batch_size=1024):
     path: the file to write (replaced if it exists).
     encode: maps an element to its record's bytes; None if the elements
       are bytes or scalar string tensors already.
+    group_size: records a compressed chunk; a read by index decompresses
+      its whole chunk, and array-record's batched read costs time in
+      proportion to the file's number of chunks (docs/data.md), so 1 suits
+      large records and small files, more suits many small records.
     batch_size: how many elements a dataset yields to Python at a time.
   """
-  batch_size = int(batch_size)
+  group_size = _validation.positive_int(group_size, "group_size")
+  batch_size = _validation.positive_int(batch_size, "batch_size")
   if encode is not None and not callable(encode):
     raise TypeError(f"encode must be callable or None, got {encode!r}")
   if isinstance(records, tf.data.Dataset):
@@ -227,8 +265,8 @@ def write_array_record(records, path, encode=None, batch_size=1024):
                  for record in batch)
     else:
       records = records.as_numpy_iterator()
-  _, module = _array_record_module()
-  writer = module.ArrayRecordWriter(str(path), ARRAY_RECORD_OPTIONS)
+  module = _array_record_module()
+  writer = module.ArrayRecordWriter(str(path), f"group_size:{group_size}")
   count = 0
   try:
     for record in records:
