@@ -1,5 +1,6 @@
 """tf_adasamp.sources: the stage reads drawn examples from files by index."""
 
+import subprocess
 import sys
 
 import keras
@@ -7,6 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import child_process
 import tf_adasamp
 from tf_adasamp import data
 from tf_adasamp import sources
@@ -220,6 +222,16 @@ def test_write_array_record_encodes_elements_of_any_structure(tmp_path):
   assert label == labels[4] and label.dtype == np.int32
 
 
+def test_python_m_command_writes_an_array_record_file(tmp_path):
+  tfrecord = write_tfrecord(tmp_path / "a.tfrecord", [b"1", b"2"])
+  output = str(tmp_path / "out.array_record")
+  subprocess.run([sys.executable, "-m", "tf_adasamp.sources", tfrecord, output],
+                 env=child_process.environment(),
+                 check=True,
+                 timeout=300)
+  assert len(sources.ArrayRecordSource(output)) == 2
+
+
 def test_command_converts_tfrecord_files(tmp_path, capsys):
   first = write_tfrecord(tmp_path / "a.tfrecord", [b"1", b"2"])
   second = write_tfrecord(tmp_path / "b.tfrecord", [b"3"])
@@ -230,9 +242,20 @@ def test_command_converts_tfrecord_files(tmp_path, capsys):
   assert list(source.read_batch(np.array([2, 0, 1]))) == [b"3", b"1", b"2"]
 
 
-def test_command_ends_a_missing_input_in_one_line(tmp_path, capsys):
-  output = str(tmp_path / "out.array_record")
-  assert sources.main([str(tmp_path / "missing.tfrecord"), output]) == 1
+@pytest.mark.parametrize("arguments", [
+    ["{tmp}/missing.tfrecord", "{tmp}/out.array_record"],
+    ["{tmp}/a.tfrecord", "{tmp}/no/such/dir/out.array_record"],
+    ["{tmp}/a.tfrecord", "{tmp}/out.array_record", "--group_size=0"],
+    ["{tmp}/out.array_record"],
+])
+def test_command_ends_bad_input_in_one_line(tmp_path, capsys, arguments):
+  write_tfrecord(tmp_path / "a.tfrecord", [b"1"])
+  arguments = [argument.format(tmp=tmp_path) for argument in arguments]
+  try:
+    status = sources.main(arguments)
+  except SystemExit as exit_:
+    status = exit_.code
+  assert status == 1
   error = capsys.readouterr().err
   assert error.startswith("error: ") and error.count("\n") == 1
 

@@ -138,14 +138,19 @@ def _open_reader(module, path):
   """An ArrayRecordReader of `path` for reads by index, or OSError."""
   # Reads by index only: reading ahead would read what is not drawn.
   reader = module.ArrayRecordReader(os.fspath(path), "readahead_buffer_size:0")
-  if not reader.ok():
-    try:
-      reader.close()  # raises the reader's error, the only way to see it
-    except RuntimeError as error:
-      raise OSError(f"cannot read ArrayRecord file {path!r}: {error}") from (
-          error)
-    raise OSError(f"cannot read ArrayRecord file {path!r}")
-  return reader
+  return _opened(reader, f"cannot read ArrayRecord file {path!r}")
+
+
+def _opened(handle, failure):
+  """`handle`, an ArrayRecord reader or writer, or OSError(failure) with
+  its error if it failed to open."""
+  if handle.ok():
+    return handle
+  try:
+    handle.close()  # raises the handle's error, the only way to see it
+  except RuntimeError as error:
+    raise OSError(f"{failure}: {error}") from error
+  raise OSError(failure)
 
 
 def _check_decode(decode):
@@ -266,7 +271,9 @@ def write_array_record(records,
     else:
       records = records.as_numpy_iterator()
   module = _array_record_module()
-  writer = module.ArrayRecordWriter(str(path), f"group_size:{group_size}")
+  writer = _opened(
+      module.ArrayRecordWriter(os.fspath(path), f"group_size:{group_size}"),
+      f"cannot write ArrayRecord file {path!r}")
   count = 0
   try:
     for record in records:
@@ -318,9 +325,16 @@ def open_image_classification(path):
   return ArrayRecordSource(path, decode=decode_image_example)
 
 
+class _OneLineErrorParser(argparse.ArgumentParser):
+  """Ends bad arguments in one line and exit status 1."""
+
+  def error(self, message):
+    self.exit(1, f"error: {message}\n")
+
+
 def main(argv=None):
   """`python -m tf_adasamp.sources INPUT.tfrecord... OUTPUT.array_record`."""
-  parser = argparse.ArgumentParser(
+  parser = _OneLineErrorParser(
       prog="python -m tf_adasamp.sources",
       description="Copies the records of TFRecord files, in order, into one "
       "ArrayRecord file that the adaptive stage reads by index.")
@@ -330,11 +344,16 @@ def main(argv=None):
                       default="",
                       choices=["", "GZIP", "ZLIB"],
                       help="the TFRecord files' compression")
+  parser.add_argument("--group_size",
+                      type=int,
+                      default=1,
+                      help="records a chunk (see write_array_record)")
   args = parser.parse_args(argv)
   try:
-    count = write_array_record(
-        tf.data.TFRecordDataset(args.inputs, compression_type=args.compression),
-        args.output)
+    count = write_array_record(tf.data.TFRecordDataset(
+        args.inputs, compression_type=args.compression),
+                               args.output,
+                               group_size=args.group_size)
   except (tf.errors.OpError, OSError, ValueError) as error:
     message = getattr(error, "message", None) or str(error)
     print(f"error: {message.splitlines()[0]}", file=sys.stderr)
