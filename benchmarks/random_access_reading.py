@@ -25,7 +25,8 @@ Cache:
         batches the prefetch buffer already holds are among those timed,
         so --cold_steps is kept well above its size
 Runs alternate uniform/adaptive; each figure is the median of --repeats
-runs of batches/s.
+runs of batches/s, and of the process's CPU time a batch (all threads), the
+cost that decides the rate where the cores are shared.
 
   python -m benchmarks.random_access_reading [--repeats 5]
 """
@@ -195,29 +196,34 @@ def timed_run(pipeline, name, files, batch_size, cache, steps, warmup):
   for _ in range(warmup):
     next(iterator)
   resident = evict(files) if cache == "cold" else None
-  start = time.perf_counter()
+  start, start_cpu = time.perf_counter(), time.process_time()
   for _ in range(steps):
     element = next(iterator)
   tf.nest.flatten(element)[0].numpy()
   rate = steps / (time.perf_counter() - start)
+  cpu_ms = 1000 * (time.process_time() - start_cpu) / steps
   del iterator, dataset
-  return rate, resident
+  return rate, cpu_ms, resident
 
 
 def measure_case(name, files, batch_size, cache, args):
   rates = {pipeline: [] for pipeline in PIPELINES}
+  cpu_ms = {pipeline: [] for pipeline in PIPELINES}
   resident = []
   steps = args.cold_steps if cache == "cold" else args.steps
   for repeat in range(args.repeats):
     order = list(PIPELINES) if repeat % 2 == 0 else list(PIPELINES)[::-1]
     for pipeline in order:
-      rate, left = timed_run(pipeline, name, files, batch_size, cache, steps,
-                             args.warmup)
+      rate, cpu, left = timed_run(pipeline, name, files, batch_size, cache,
+                                  steps, args.warmup)
       rates[pipeline].append(rate)
+      cpu_ms[pipeline].append(cpu)
       if left is not None:
         resident.append(left)
-  uniform = statistics.median(rates["uniform"])
-  adaptive = statistics.median(rates["adaptive"])
+  median = {pipeline: statistics.median(rates[pipeline]) for pipeline in rates}
+  median_cpu = {
+      pipeline: statistics.median(cpu_ms[pipeline]) for pipeline in cpu_ms
+  }
   return {
       "source": name,
       "batch_size": batch_size,
@@ -225,7 +231,12 @@ def measure_case(name, files, batch_size, cache, args):
       "steps": steps,
       "uniform_batches_per_s": rates["uniform"],
       "adaptive_batches_per_s": rates["adaptive"],
-      "ratio": round(adaptive / uniform, 3),
+      "ratio": round(median["adaptive"] / median["uniform"], 3),
+      "uniform_cpu_ms_per_batch": cpu_ms["uniform"],
+      "adaptive_cpu_ms_per_batch": cpu_ms["adaptive"],
+      # Uniform's CPU time a batch over adaptive's: the rate ratio at an
+      # equal share of the cores.
+      "cpu_ratio": round(median_cpu["uniform"] / median_cpu["adaptive"], 3),
       "max_resident_fraction_at_start": max(resident) if resident else None,
       "load": load(),
   }
