@@ -28,7 +28,8 @@ Runs alternate uniform/adaptive; each figure is the median of --repeats
 runs of batches/s, and of the process's CPU time a batch (all threads), the
 cost that decides the rate where the cores are shared.
 
-  python -m benchmarks.random_access_reading [--repeats 5]
+  python -m benchmarks.random_access_reading [--repeats 5] [--output F]
+  python -m benchmarks.random_access_reading --table F   # RESULTS.md's table
 """
 
 import argparse
@@ -242,6 +243,32 @@ def measure_case(name, files, batch_size, cache, args):
   }
 
 
+def spread(values, digits=0):
+  """min / median / max."""
+  return " / ".join(f"{value:.{digits}f}"
+                    for value in (min(values), statistics.median(values),
+                                  max(values)))
+
+
+def markdown_table(results):
+  """The results as RESULTS.md's table."""
+  lines = [
+      "| source | B | cache | uniform batches/s | adaptive batches/s | "
+      "rate ratio | CPU ms a batch, uniform | adaptive | CPU ratio |",
+      "|---|---|---|---|---|---|---|---|---|",
+  ]
+  for result in results:
+    lines.append(
+        f"| {result['source']} | {result['batch_size']} | {result['cache']} "
+        f"| {spread(result['uniform_batches_per_s'])} "
+        f"| {spread(result['adaptive_batches_per_s'])} "
+        f"| {result['ratio']:.2f}x "
+        f"| {spread(result['uniform_cpu_ms_per_batch'], 2)} "
+        f"| {spread(result['adaptive_cpu_ms_per_batch'], 2)} "
+        f"| {result['cpu_ratio']:.2f}x |")
+  return "\n".join(lines)
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--data_dir", default="/tmp/tf_adasamp_random_access")
@@ -252,7 +279,13 @@ def main():
   parser.add_argument("--batch_sizes", default="100,1024")
   parser.add_argument("--sources", default="")
   parser.add_argument("--output", help="a JSON file for the figures")
+  parser.add_argument("--table",
+                      help="print the table of this JSON file, run nothing")
   args = parser.parse_args()
+  if args.table:
+    with open(args.table, encoding="utf-8") as saved:
+      print(markdown_table(json.load(saved)["results"]))
+    return
   files = write_files(args.data_dir)
   names = args.sources.split(",") if args.sources else list(files)
   results = []

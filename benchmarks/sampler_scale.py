@@ -8,6 +8,8 @@ Builds `AdaptiveSampler(n)` (n = 10^8 by default) on the CPU and reports:
                    before, after TensorFlow and the op library loaded
   draws/s          batches of B drawn per second (`sample`), and examples/s
   reweights/s      updates of B drawn indices per second (`update`)
+  *_cpu_ms         the process's CPU time a call, all threads: the cost
+                   where the machine's cores are shared
 Each rate is the median of `--repeats` timed runs of `--steps` calls, every
 call a `tf.function` called from Python, after one untimed call.
 
@@ -42,16 +44,18 @@ def state_bytes(sampler):
 
 
 def rate(call, steps, repeats):
-  """Median calls per second of `call` over `repeats` runs of `steps`."""
+  """Median calls per second of `call` over `repeats` runs of `steps`, and
+  the median CPU milliseconds a call (the process's, all threads)."""
   call()
-  rates = []
+  rates, cpu_ms = [], []
   for _ in range(repeats):
-    start = time.perf_counter()
+    start, start_cpu = time.perf_counter(), time.process_time()
     for _ in range(steps):
       result = call()
     np.asarray(result)  # the last call's value, so all have run
     rates.append(steps / (time.perf_counter() - start))
-  return statistics.median(rates)
+    cpu_ms.append(1000 * (time.process_time() - start_cpu) / steps)
+  return statistics.median(rates), statistics.median(cpu_ms)
 
 
 def main():
@@ -87,8 +91,8 @@ def main():
       sampler.update(indices, utilities)
       return indices
 
-    draws = rate(draw, args.steps, args.repeats)
-    reweights = rate(reweight, args.steps, args.repeats)
+    draws, draw_cpu_ms = rate(draw, args.steps, args.repeats)
+    reweights, reweight_cpu_ms = rate(reweight, args.steps, args.repeats)
   figures = {
       "num_examples": args.num_examples,
       "dtype": args.dtype,
@@ -98,7 +102,9 @@ def main():
       "peak_above_base_gib": round(peak_kib / 2**20, 3),
       "draws_per_s": round(draws, 1),
       "examples_drawn_per_s": round(draws * batch),
+      "draw_cpu_ms": round(draw_cpu_ms, 3),
       "reweights_per_s": round(reweights, 1),
+      "reweight_cpu_ms": round(reweight_cpu_ms, 3),
       "load": load(),
       "machine": machine(),
   }
