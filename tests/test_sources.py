@@ -316,3 +316,15 @@ def test_fit_trains_a_keras_model_from_an_array_record_file(tmp_path):
   x = images.astype(np.float32) / 255
   accuracy = np.mean(np.argmax(net.predict(x, verbose=0), axis=1) == labels)
   assert accuracy > 0.95
+
+
+def test_array_record_is_imported_only_when_an_array_record_file_is_opened(
+    tmp_path):
+  np.save(tmp_path / "x.npy", np.arange(10))
+  statement = (
+      "import numpy as np, tf_adasamp; from tf_adasamp import data, sources; "
+      "stage = data.AdaptiveSampling(tf_adasamp.AdaptiveSampler(10, 1.0, 0.5),"
+      " 2); source = sources.MemmapSource(np.load("
+      f"{str(tmp_path / 'x.npy')!r}, mmap_mode='r')); "
+      "next(iter(stage.dataset(source)))")
+  assert child_process.import_attempts(statement, ["array_record"]) == []
