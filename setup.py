@@ -240,6 +240,8 @@ setup(
         # The paper's experiment: tf_adasamp.experiment and its commands.
         "experiment":
             EXPERIMENT,
+        # tf_adasamp.sources' ArrayRecord files, imported when one is opened.
+        "data": ["array-record"],
         "test":
             EXPERIMENT +
             ["pytest", "pytest-xdist", "scipy", "hypothesis", "yapf"],

@@ -24,6 +24,7 @@ iterator all tear the pipeline down, which cancels a waiting draw; Ctrl-C
 interrupts it (see `_InterruptWatcher`).
 """
 
+import functools
 import itertools
 import math
 import os
@@ -39,6 +40,7 @@ from tensorflow.python.data.ops import dataset_ops
 from tf_adasamp import _validation
 from tf_adasamp import distribute
 from tf_adasamp import ops
+from tf_adasamp import sources
 from tf_adasamp.sampler import AdaptiveSampler
 from tf_adasamp.sum_tree import TensorLike
 
@@ -76,7 +78,9 @@ def sample_batch(sampler: AdaptiveSampler, source, batch_size: int) -> tuple:
   """
   batch_size = _validation.positive_int(batch_size, "batch_size")
   indices, probabilities = sampler.sample_with_probabilities(batch_size)
-  return _with_sampling(_gather(source, indices), indices, probabilities)
+  gather = (functools.partial(_gather, source)
+            if _is_nest(source) else sources.index_reader(source)[1])
+  return _with_sampling(gather(indices), indices, probabilities)
 
 
 class AdaptiveSampling:
@@ -169,8 +173,11 @@ class AdaptiveSampling:
         finite `tf.data.Dataset` that fits in memory (read once, stacked);
         or a random-access source, any object with `__len__` and
         `__getitem__` (or `__getitems__`) returning nests of equally shaped
-        arrays, such as a `tfds.data_source(...)` over ArrayRecord files
-        (read with `tf.numpy_function`, in parallel).
+        arrays, such as `tf_adasamp.sources`' memory-mapped arrays and
+        ArrayRecord files or a `tfds.data_source(...)` (only the drawn
+        records are read, with `tf.numpy_function`, in parallel). A dataset
+        that reads TFRecord files is refused: convert it (see
+        `tf_adasamp.sources`).
       input_context: under a `tf.distribute` strategy, the
         `tf.distribute.InputContext` that
         `strategy.distribute_datasets_from_function` passes. The dataset
@@ -352,9 +359,10 @@ def _as_source(source, num_examples):
   instead of filling the memory.
   """
   if isinstance(source, tf.data.Dataset):
+    sources.refuse_record_streams(source)
     source = _materialize(source, num_examples)
   elif not _is_nest(source):
-    return _random_access(source)
+    return sources.index_reader(source)
   tensors = tf.nest.map_structure(tf.convert_to_tensor, source)
   lengths = {
       int(t.shape[0]) if t.shape.rank else 0 for t in tf.nest.flatten(tensors)
@@ -385,35 +393,3 @@ def _materialize(dataset, num_examples):
         "num_examples (is it endless, e.g. after repeat()?); pass one epoch "
         "of the training set")
   return everything[0]
-
-
-def _random_access(source):
-  """(n, gather) for an object with `__len__` and `__getitem__`."""
-  if not (hasattr(source, "__len__") and hasattr(source, "__getitem__")):
-    raise TypeError("a source must be a nest of tensors, a tf.data.Dataset "
-                    "or have __len__ and __getitem__; got "
-                    f"{type(source).__name__}")
-  num_examples = len(source)
-  if num_examples < 1:
-    raise ValueError("the source is empty")
-  example = tf.nest.map_structure(np.asarray, source[0])
-  leaves = tf.nest.flatten(example)
-
-  def read(indices):
-    indices = indices.tolist()
-    if hasattr(source, "__getitems__"):
-      records = source.__getitems__(indices)
-    else:
-      records = [source[i] for i in indices]
-    columns = zip(*(tf.nest.flatten(record) for record in records))
-    return [np.stack(column) for column in columns]
-
-  def gather(indices):
-    flat = tf.numpy_function(read, [indices],
-                             [tf.as_dtype(leaf.dtype) for leaf in leaves],
-                             stateful=False)
-    for tensor, leaf in zip(flat, leaves):
-      tensor.set_shape(indices.shape.concatenate(leaf.shape))
-    return tf.nest.pack_sequence_as(example, flat)
-
-  return num_examples, gather

@@ -1,0 +1,330 @@
+"""tf_adasamp.sources: the stage reads drawn examples from files by index."""
+
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import child_process
+import tf_adasamp
+from tf_adasamp import data
+from tf_adasamp import sources
+from tf_adasamp.keras import AdaptiveSamplingModel
+
+pytest.importorskip("array_record")
+
+NUM_EXAMPLES = 200
+BATCH_SIZE = 16
+AMPLITUDE, DECAY = 1.0, 0.6
+
+
+def make_sampler(seed=3, num_examples=NUM_EXAMPLES):
+  return tf_adasamp.AdaptiveSampler(num_examples, AMPLITUDE, DECAY, seed=seed)
+
+
+def images_and_labels(num_examples=NUM_EXAMPLES, seed=0):
+  rng = np.random.default_rng(seed)
+  images = rng.integers(0, 256, (num_examples, 3, 2, 1), dtype=np.uint8)
+  labels = np.arange(num_examples) % 5
+  return images, labels
+
+
+def write_images(path, images, labels):
+  records = (sources.encode_image_example(image, label)
+             for image, label in zip(images, labels))
+  assert sources.write_array_record(records, path) == len(labels)
+  return path
+
+
+def memmaps(tmp_path, *arrays):
+  mapped = []
+  for number, array in enumerate(arrays):
+    np.save(tmp_path / f"{number}.npy", array)
+    mapped.append(np.load(tmp_path / f"{number}.npy", mmap_mode="r"))
+  return tuple(mapped)
+
+
+def check_elements_hold_drawn_rows(dataset, sampler, rows, steps=3):
+  for element in dataset.take(steps):
+    *batch, indices, probabilities = element
+    assert indices.dtype == tf.int64 and indices.shape == (BATCH_SIZE,)
+    np.testing.assert_allclose(probabilities,
+                               sampler.probabilities().numpy()[indices],
+                               rtol=1e-12)
+    for got, expected in zip(batch, rows(indices.numpy())):
+      np.testing.assert_array_equal(got, expected)
+
+
+def test_memmap_source_batches_hold_the_drawn_rows(tmp_path):
+  images, labels = images_and_labels()
+  sampler = make_sampler()
+  stage = data.AdaptiveSampling(sampler, BATCH_SIZE)
+  source = sources.MemmapSource(memmaps(tmp_path, images, labels))
+  check_elements_hold_drawn_rows(stage.dataset(source), sampler, lambda i:
+                                 (images[i], labels[i]))
+
+
+def test_array_record_source_decodes_each_drawn_record(tmp_path):
+  images, labels = images_and_labels()
+  path = write_images(tmp_path / "images.array_record", images, labels)
+  sampler = make_sampler()
+  stage = data.AdaptiveSampling(sampler, BATCH_SIZE)
+  source = sources.open_image_classification(str(path))
+  element_spec = stage.dataset(source).element_spec
+  assert element_spec[0] == tf.TensorSpec([BATCH_SIZE, 3, 2, 1], tf.float32)
+  assert element_spec[1] == tf.TensorSpec([BATCH_SIZE], tf.int32)
+  check_elements_hold_drawn_rows(
+      stage.dataset(source), sampler, lambda i:
+      (images[i] / np.float32(255), labels[i]))
+
+
+@pytest.mark.parametrize("group_size", [1, 3])
+def test_records_without_decode_are_strings_whole_to_the_last_byte(
+    tmp_path, group_size):
+  records = [b"a\x00", b"\x00\x00", b"bc\x00\x00", b""] * 10
+  path = tmp_path / "raw.array_record"
+  sources.write_array_record(records, path, group_size=group_size)
+  sampler = make_sampler(num_examples=len(records))
+  stage = data.AdaptiveSampling(sampler, BATCH_SIZE)
+  expected = np.array(records, dtype=object)
+  check_elements_hold_drawn_rows(
+      stage.dataset(sources.ArrayRecordSource(str(path))), sampler,
+      lambda i: [expected[i]])
+
+
+def test_shards_read_as_one_sequence(tmp_path):
+  images, labels = images_and_labels()
+  half = NUM_EXAMPLES // 2
+  paths = [
+      str(
+          write_images(tmp_path / "a.array_record", images[:half],
+                       labels[:half])),
+      str(
+          write_images(tmp_path / "b.array_record", images[half:],
+                       labels[half:])),
+  ]
+  source = sources.open_image_classification(paths)
+  assert len(source) == NUM_EXAMPLES
+  read = source.read_batch(np.array([half + 1, 0, NUM_EXAMPLES - 1]))
+  np.testing.assert_array_equal(read[1], labels[[half + 1, 0, -1]])
+
+
+class CountingSource:
+  """A random-access source that records which indices it was asked for."""
+
+  def __init__(self, values):
+    self.values = values
+    self.single_reads = []
+    self.batched_reads = []
+
+  def __len__(self):
+    return len(self.values)
+
+  def __getitem__(self, index):
+    self.single_reads.append(index)
+    return self.values[index]
+
+  def __getitems__(self, indices):
+    self.batched_reads.append(list(indices))
+    return [self.values[i] for i in indices]
+
+
+def test_only_the_drawn_indices_are_read_in_batched_reads():
+  source = CountingSource(np.arange(NUM_EXAMPLES) * 10)
+  stage = data.AdaptiveSampling(make_sampler(), BATCH_SIZE, max_lag=0)
+  drawn = []
+  for values, indices, _ in stage.dataset(source).take(4):
+    np.testing.assert_array_equal(values, indices.numpy() * 10)
+    drawn.append(indices.numpy().tolist())
+    stage.update(indices, np.ones(BATCH_SIZE))
+  assert source.single_reads == [0]  # record 0 gives the element's spec
+  assert source.batched_reads == drawn
+
+
+def test_on_disk_sources_draw_as_in_memory_arrays_with_zero_lag(tmp_path):
+  images, labels = images_and_labels()
+  on_disk = {
+      "memmap":
+          sources.MemmapSource(memmaps(tmp_path, images, labels)),
+      "array_record":
+          sources.open_image_classification(
+              str(write_images(tmp_path / "i.array_record", images, labels))),
+  }
+  runs = {}
+  for name, source in [("memory", (images, labels)), *on_disk.items()]:
+    stage = data.AdaptiveSampling(make_sampler(seed=7), BATCH_SIZE, max_lag=0)
+    run = []
+    for *_, indices, probabilities in stage.dataset(source).prefetch(4).take(6):
+      run.append((indices.numpy(), probabilities.numpy()))
+      stage.update(indices, (indices.numpy() % 3 == 0).astype(np.float64))
+    runs[name] = run
+  for name in on_disk:
+    for (indices, probabilities), (expected_indices,
+                                   expected_probabilities) in zip(
+                                       runs[name], runs["memory"]):
+      np.testing.assert_array_equal(indices, expected_indices)
+      np.testing.assert_array_equal(probabilities, expected_probabilities)
+
+
+def test_sample_batch_reads_a_random_access_source_in_the_step(tmp_path):
+  images, labels = images_and_labels()
+  source = sources.MemmapSource(memmaps(tmp_path, images, labels))
+  sampler = make_sampler()
+  step = tf.function(lambda: data.sample_batch(sampler, source, BATCH_SIZE))
+  x, y, indices, _ = step()
+  np.testing.assert_array_equal(x, images[indices.numpy()])
+  np.testing.assert_array_equal(y, labels[indices.numpy()])
+
+
+def write_tfrecord(path, records):
+  with tf.io.TFRecordWriter(str(path)) as writer:
+    for record in records:
+      writer.write(record)
+  return str(path)
+
+
+@pytest.mark.parametrize("mapped", [False, True])
+def test_a_dataset_reading_tfrecord_files_is_refused_naming_the_conversion(
+    tmp_path, mapped):
+  dataset = tf.data.TFRecordDataset(
+      write_tfrecord(tmp_path / "a.tfrecord", [b"x"] * NUM_EXAMPLES))
+  if mapped:
+    dataset = dataset.map(tf.strings.length)
+  stage = data.AdaptiveSampling(make_sampler(), BATCH_SIZE)
+  with pytest.raises(TypeError, match="python -m tf_adasamp.sources"):
+    stage.dataset(dataset)
+
+
+def test_write_array_record_copies_a_tfrecord_dataset_in_order(tmp_path):
+  records = [f"record {i}".encode() + b"\x00" for i in range(2500)]
+  tfrecord = write_tfrecord(tmp_path / "a.tfrecord", records)
+  path = tmp_path / "a.array_record"
+  count = sources.write_array_record(tf.data.TFRecordDataset(tfrecord),
+                                     path,
+                                     batch_size=1000)
+  assert count == len(records)
+  source = sources.ArrayRecordSource(str(path))
+  assert [source[i] for i in range(len(source))] == records
+
+
+def test_write_array_record_encodes_elements_of_any_structure(tmp_path):
+  images, labels = images_and_labels(num_examples=10)
+  dataset = tf.data.Dataset.from_tensor_slices((images, labels))
+  path = tmp_path / "e.array_record"
+  sources.write_array_record(dataset,
+                             path,
+                             encode=lambda e: sources.encode_image_example(*e))
+  image, label = sources.open_image_classification(str(path))[4]
+  np.testing.assert_array_equal(image * 255, images[4])
+  assert label == labels[4] and label.dtype == np.int32
+
+
+def test_python_m_command_writes_an_array_record_file(tmp_path):
+  tfrecord = write_tfrecord(tmp_path / "a.tfrecord", [b"1", b"2"])
+  output = str(tmp_path / "out.array_record")
+  subprocess.run([sys.executable, "-m", "tf_adasamp.sources", tfrecord, output],
+                 env=child_process.environment(),
+                 check=True,
+                 timeout=300)
+  assert len(sources.ArrayRecordSource(output)) == 2
+
+
+def test_command_converts_tfrecord_files(tmp_path, capsys):
+  first = write_tfrecord(tmp_path / "a.tfrecord", [b"1", b"2"])
+  second = write_tfrecord(tmp_path / "b.tfrecord", [b"3"])
+  output = str(tmp_path / "out.array_record")
+  assert sources.main([first, second, output]) == 0
+  assert "wrote 3 records" in capsys.readouterr().out
+  source = sources.ArrayRecordSource(output)
+  assert list(source.read_batch(np.array([2, 0, 1]))) == [b"3", b"1", b"2"]
+
+
+@pytest.mark.parametrize("arguments", [
+    ["{tmp}/missing.tfrecord", "{tmp}/out.array_record"],
+    ["{tmp}/a.tfrecord", "{tmp}/no/such/dir/out.array_record"],
+    ["{tmp}/a.tfrecord", "{tmp}/out.array_record", "--group_size=0"],
+    ["{tmp}/out.array_record"],
+])
+def test_command_ends_bad_input_in_one_line(tmp_path, capsys, arguments):
+  write_tfrecord(tmp_path / "a.tfrecord", [b"1"])
+  arguments = [argument.format(tmp=tmp_path) for argument in arguments]
+  try:
+    status = sources.main(arguments)
+  except SystemExit as exit_:
+    status = exit_.code
+  assert status == 1
+  error = capsys.readouterr().err
+  assert error.startswith("error: ") and error.count("\n") == 1
+
+
+@pytest.mark.parametrize("arguments, error, message", [
+    (((np.zeros(3), np.zeros(4)),), ValueError, "same number of rows"),
+    (([1, 2, 3],), TypeError, "nest of NumPy arrays"),
+    ((np.zeros(3), "decode"), TypeError, "decode must be callable"),
+])
+def test_memmap_source_names_bad_arguments(arguments, error, message):
+  with pytest.raises(error, match=message):
+    sources.MemmapSource(*arguments)
+
+
+def test_write_array_record_refuses_records_that_are_not_bytes(tmp_path):
+  with pytest.raises(TypeError, match="must be bytes"):
+    sources.write_array_record([1, 2], tmp_path / "x.array_record")
+
+
+def test_a_missing_array_record_package_names_the_extra(monkeypatch):
+  monkeypatch.setitem(sys.modules, "array_record", None)
+  monkeypatch.setitem(sys.modules, "array_record.python", None)
+  with pytest.raises(ImportError, match=r"tf_adasamp\[data\]"):
+    sources.ArrayRecordSource("unused.array_record")
+
+
+def test_a_missing_array_record_file_is_an_os_error_naming_it(tmp_path):
+  with pytest.raises(OSError, match="missing.array_record"):
+    sources.ArrayRecordSource(str(tmp_path / "missing.array_record"))
+
+
+def test_fit_trains_a_keras_model_from_an_array_record_file(tmp_path):
+  rng = np.random.default_rng(1)
+  labels = rng.integers(0, 2, 400)
+  # Class 1 is bright, class 0 dark: a linear model separates them.
+  images = (rng.integers(0, 100,
+                         (400, 4, 4, 1)) + 150 * labels[:, None, None, None])
+  path = write_images(tmp_path / "train.array_record", images.astype(np.uint8),
+                      labels)
+  source = sources.open_image_classification(str(path))
+  sampler = tf_adasamp.AdaptiveSampler(len(source), 0.5, 0.8, seed=0)
+  stage = data.AdaptiveSampling(sampler, 32, max_lag=1)
+  keras.utils.set_random_seed(0)
+  net = keras.Sequential([
+      keras.Input((4, 4, 1)),
+      keras.layers.Flatten(),
+      keras.layers.Dense(2, activation="softmax"),
+  ])
+  model = AdaptiveSamplingModel(net, stage, utility="zero_one")
+  model.compile(optimizer=keras.optimizers.Adam(0.05),
+                loss="sparse_categorical_crossentropy",
+                metrics=["accuracy"])
+  history = model.fit(stage.dataset(source).prefetch(2),
+                      steps_per_epoch=20,
+                      epochs=3,
+                      verbose=0)
+  assert history.history["kl"][-1] > 0  # the updates reached the sampler
+  x = images.astype(np.float32) / 255
+  accuracy = np.mean(np.argmax(net.predict(x, verbose=0), axis=1) == labels)
+  assert accuracy > 0.95
+
+
+def test_array_record_is_imported_only_when_an_array_record_file_is_opened(
+    tmp_path):
+  np.save(tmp_path / "x.npy", np.arange(10))
+  statement = (
+      "import numpy as np, tf_adasamp; from tf_adasamp import data, sources; "
+      "stage = data.AdaptiveSampling(tf_adasamp.AdaptiveSampler(10, 1.0, 0.5),"
+      " 2); source = sources.MemmapSource(np.load("
+      f"{str(tmp_path / 'x.npy')!r}, mmap_mode='r')); "
+      "next(iter(stage.dataset(source)))")
+  assert child_process.import_attempts(statement, ["array_record"]) == []

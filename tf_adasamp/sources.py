@@ -1,0 +1,366 @@
+"""Random-access sources on disk for the adaptive stage (docs/data.md).
+
+The stage draws a batch's indices in TensorFlow; a source then reads just
+those records, inside `tf.numpy_function`, in the pipeline's parallel `map`.
+Two readers are here: `MemmapSource` over NumPy arrays (memory-mapped with
+`np.load(path, mmap_mode="r")`) and `ArrayRecordSource` over ArrayRecord
+files, whose package (`array-record`, the `data` extra) is imported only
+when one is opened. Any other object with `__len__` and `__getitem__` (and,
+for batched reads, `__getitems__`) is read the same way, such as
+`tfds.data_source(...)`.
+
+A TFRecord file can only be read in order, so the stage refuses a dataset
+that reads one (`refuse_record_streams`); `write_array_record`, or
+`python -m tf_adasamp.sources INPUT.tfrecord... OUTPUT.array_record`, copies
+its records once into an ArrayRecord file that can be read by index.
+"""
+
+import argparse
+import os
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+from tf_adasamp import _validation
+
+DATA_EXTRA = "pip install 'tf_adasamp[data]' (or pip install array-record)"
+
+
+def _array_record_module():
+  """The array-record package's reader and writer, imported on first use."""
+  try:
+    # pylint: disable-next=import-outside-toplevel
+    from array_record.python import array_record_module
+  except ImportError as error:
+    raise ImportError(
+        f"ArrayRecord files need the array-record package: {DATA_EXTRA}"
+    ) from error
+  return array_record_module
+
+
+class MemmapSource:
+  """Rows of NumPy arrays read by index, without loading the arrays.
+
+  Example:
+    images = np.load("images.npy", mmap_mode="r")
+    labels = np.load("labels.npy", mmap_mode="r")
+    dataset = stage.dataset(MemmapSource((images, labels)))
+  """
+
+  def __init__(self, arrays, decode=None):
+    """Wraps `arrays`, a nest (tuple, dict) of arrays with n rows each,
+    typically memory-mapped; `decode`, if given, maps one row's nest to the
+    nest of arrays the stage yields, called once per drawn row."""
+    leaves = tf.nest.flatten(arrays)
+    if not leaves or not all(isinstance(a, np.ndarray) for a in leaves):
+      raise TypeError("arrays must be a nest of NumPy arrays, got "
+                      f"{type(arrays).__name__}")
+    lengths = {a.shape[0] if a.ndim else 0 for a in leaves}
+    if len(lengths) != 1 or 0 in lengths:
+      raise ValueError("arrays must all have the same number of rows, at "
+                       f"least 1; got {sorted(lengths)}")
+    _check_decode(decode)
+    self._arrays = arrays
+    self._length = lengths.pop()
+    self._decode = decode
+
+  def __len__(self):
+    return self._length
+
+  def __getitem__(self, index):
+    row = tf.nest.map_structure(lambda a: a[index], self._arrays)
+    return self._decode(row) if self._decode else row
+
+  def read_batch(self, indices):
+    """The rows at `indices` (int64 array), each leaf stacked."""
+    if self._decode:
+      return stack_records([self[i] for i in indices])
+    # One fancy index a leaf: NumPy touches only the pages of those rows.
+    return tf.nest.map_structure(lambda a: np.asarray(a[indices]), self._arrays)
+
+
+class ArrayRecordSource:
+  """Records of ArrayRecord files read by index, batched.
+
+  A record is bytes; `decode`, if given, maps one record to the nest of
+  arrays the stage yields. Without it the stage yields the batch's records
+  as a string tensor, to parse with TensorFlow after the stage (e.g.
+  `tf.io.parse_example`, vectorised over the batch).
+  """
+
+  def __init__(self, paths, decode=None):
+    """Opens `paths` (a path or a list of shards, read as one sequence of
+    records), written by `write_array_record` or with small `group_size`."""
+    _check_decode(decode)
+    paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    if not paths:
+      raise ValueError("paths must name at least one file")
+    module = _array_record_module()
+    self._readers = [_open_reader(module, path) for path in paths]
+    # Record i is in the first shard whose end exceeds i.
+    self._ends = np.cumsum([reader.num_records() for reader in self._readers])
+    if self._ends[-1] < 1:
+      raise ValueError(f"paths holds no records: {paths!r}")
+    self._decode = decode
+
+  def __len__(self):
+    return int(self._ends[-1])
+
+  def __getitem__(self, index):
+    (record,) = self._read(np.array([index], np.int64))
+    return self._decode(record) if self._decode else record
+
+  def read_batch(self, indices):
+    """The records at `indices` (int64 array), decoded and stacked."""
+    records = self._read(indices)
+    if self._decode:
+      return stack_records([self._decode(record) for record in records])
+    return np.array(records, dtype=object)
+
+  def _read(self, indices):
+    """The records at `indices`: one batched read a shard, which the reader
+    parallelises and runs without the GIL."""
+    if np.any((indices < 0) | (indices >= len(self))):
+      raise IndexError(f"indices out of range [0, {len(self)})")
+    shards = np.searchsorted(self._ends, indices, side="right")
+    records = [None] * len(indices)
+    for shard in np.unique(shards):
+      where = np.flatnonzero(shards == shard)
+      first = self._ends[shard - 1] if shard else 0
+      read = self._readers[shard].read((indices[where] - first).tolist())
+      for position, record in zip(where, read):
+        records[position] = record
+    return records
+
+
+def _open_reader(module, path):
+  """An ArrayRecordReader of `path` for reads by index, or OSError."""
+  # Reads by index only: reading ahead would read what is not drawn.
+  reader = module.ArrayRecordReader(os.fspath(path), "readahead_buffer_size:0")
+  return _opened(reader, f"cannot read ArrayRecord file {path!r}")
+
+
+def _opened(handle, failure):
+  """`handle`, an ArrayRecord reader or writer, or OSError(failure) with
+  its error if it failed to open."""
+  if handle.ok():
+    return handle
+  try:
+    handle.close()  # raises the handle's error, the only way to see it
+  except RuntimeError as error:
+    raise OSError(f"{failure}: {error}") from error
+  raise OSError(failure)
+
+
+def _check_decode(decode):
+  if decode is not None and not callable(decode):
+    raise TypeError(f"decode must be callable or None, got {decode!r}")
+
+
+def stack_records(records):
+  """Stacks a list of equally structured records leaf by leaf; bytes leaves
+  become object arrays (NumPy's fixed-width bytes would drop trailing
+  zeros)."""
+  columns = zip(*(tf.nest.flatten(record) for record in records))
+  stacked = [
+      np.array(column, dtype=object)
+      if isinstance(column[0], bytes) else np.stack(column)
+      for column in columns
+  ]
+  return tf.nest.pack_sequence_as(records[0], stacked)
+
+
+def _batch_reader(source):
+  """A function from int64 indices to the source's stacked nest."""
+  if hasattr(source, "read_batch"):
+    return source.read_batch
+  if hasattr(source, "__getitems__"):
+    return lambda indices: stack_records(source.__getitems__(indices.tolist()))
+  return lambda indices: stack_records([source[i] for i in indices.tolist()])
+
+
+def _tf_dtype(leaf):
+  return tf.string if leaf.dtype.kind in "OSU" else tf.as_dtype(leaf.dtype)
+
+
+def index_reader(source):
+  """(n, gather) for a random-access source: `gather` maps an int64 tensor
+  of indices to the nest of tensors at those rows, read with
+  `tf.numpy_function`, with the static shapes of record 0."""
+  if not (hasattr(source, "__len__") and hasattr(source, "__getitem__")):
+    raise TypeError("a source must be a nest of tensors, a tf.data.Dataset "
+                    "or have __len__ and __getitem__; got "
+                    f"{type(source).__name__}")
+  num_examples = len(source)
+  if num_examples < 1:
+    raise ValueError("the source is empty")
+  example = tf.nest.map_structure(np.asarray, source[0])
+  leaves = tf.nest.flatten(example)
+  dtypes = [_tf_dtype(leaf) for leaf in leaves]
+  read_batch = _batch_reader(source)
+
+  def read(indices):
+    return tf.nest.flatten(read_batch(indices))
+
+  def gather(indices):
+    flat = tf.numpy_function(read, [indices], dtypes, stateful=False)
+    for tensor, leaf in zip(flat, leaves):
+      tensor.set_shape(indices.shape.concatenate(leaf.shape))
+    return tf.nest.pack_sequence_as(example, flat)
+
+  return num_examples, gather
+
+
+def _reads_record_stream(dataset):
+  """Whether `dataset` or any dataset it is built on reads TFRecord files."""
+  pending = [dataset]
+  while pending:
+    current = pending.pop()
+    if isinstance(current, tf.data.TFRecordDataset):
+      return True
+    pending.extend(current._inputs())  # pylint: disable=protected-access
+  return False
+
+
+def refuse_record_streams(dataset):
+  """Raises TypeError if `dataset` reads TFRecord files: they cannot be
+  read by index, and stacking them into memory defeats keeping them on
+  disk."""
+  if _reads_record_stream(dataset):
+    raise TypeError(
+        "the source reads TFRecord files, which can only be read in order, "
+        "not by index; convert them once with `python -m tf_adasamp.sources "
+        "INPUT.tfrecord... OUTPUT.array_record` (or "
+        "tf_adasamp.sources.write_array_record(dataset, path)) and pass "
+        "tf_adasamp.sources.ArrayRecordSource(path, decode=...); data that "
+        "fits in memory can be passed as arrays instead")
+
+
+def write_array_record(records,
+                       path,
+                       encode=None,
+                       group_size=1,
+                       batch_size=1024):
+  """Writes `records` to the ArrayRecord file `path`, in order, for
+  `ArrayRecordSource`; returns how many it wrote.
+
+  Args:
+    records: a finite `tf.data.Dataset` (a `TFRecordDataset` is copied
+      record for record) or an iterable.
+    path: the file to write (replaced if it exists).
+    encode: maps an element to its record's bytes; None if the elements
+      are bytes or scalar string tensors already.
+    group_size: records a compressed chunk; a read by index decompresses
+      its whole chunk, and array-record's batched read costs time in
+      proportion to the file's number of chunks (docs/data.md), so 1 suits
+      large records and small files, more suits many small records.
+    batch_size: how many elements a dataset yields to Python at a time.
+  """
+  group_size = _validation.positive_int(group_size, "group_size")
+  batch_size = _validation.positive_int(batch_size, "batch_size")
+  if encode is not None and not callable(encode):
+    raise TypeError(f"encode must be callable or None, got {encode!r}")
+  if isinstance(records, tf.data.Dataset):
+    if records.cardinality() == tf.data.INFINITE_CARDINALITY:
+      raise ValueError("records is an infinite dataset; pass a finite one")
+    if encode is None:
+      records = (record
+                 for batch in records.batch(batch_size).as_numpy_iterator()
+                 for record in batch)
+    else:
+      records = records.as_numpy_iterator()
+  module = _array_record_module()
+  writer = _opened(
+      module.ArrayRecordWriter(os.fspath(path), f"group_size:{group_size}"),
+      f"cannot write ArrayRecord file {path!r}")
+  count = 0
+  try:
+    for record in records:
+      record = encode(record) if encode else record
+      if not isinstance(record, bytes):
+        raise TypeError("each record must be bytes (pass encode), got "
+                        f"{type(record).__name__}")
+      writer.write(record)
+      count += 1
+  finally:
+    writer.close()
+  return count
+
+
+def encode_image_example(image, label):
+  """One image-classification record: a serialized `tf.train.Example` with
+  `image` (the uint8 pixels, row-major HWC bytes), `shape` ([H, W, C]) and
+  `label` (an int)."""
+  image = np.asarray(image)
+  if image.dtype != np.uint8 or image.ndim != 3:
+    raise ValueError("image must be a uint8 array [H, W, C], got "
+                     f"{image.dtype} {image.shape}")
+  feature = {
+      "image":
+          tf.train.Feature(bytes_list=tf.train.BytesList(
+              value=[image.tobytes()])),
+      "shape":
+          tf.train.Feature(int64_list=tf.train.Int64List(value=image.shape)),
+      "label":
+          tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)])),
+  }
+  return tf.train.Example(features=tf.train.Features(
+      feature=feature)).SerializeToString()
+
+
+def decode_image_example(record):
+  """`encode_image_example`'s record as (image float32 [H, W, C] in [0, 1],
+  label int32), the trainer's in-memory form."""
+  feature = tf.train.Example.FromString(record).features.feature
+  shape = feature["shape"].int64_list.value
+  pixels = np.frombuffer(feature["image"].bytes_list.value[0], np.uint8)
+  image = pixels.reshape(shape).astype(np.float32) / 255.0
+  return image, np.int32(feature["label"].int64_list.value[0])
+
+
+def open_image_classification(path):
+  """An image-classification ArrayRecord file (records of
+  `encode_image_example`) as a source of (image, label) for the stage."""
+  return ArrayRecordSource(path, decode=decode_image_example)
+
+
+class _OneLineErrorParser(argparse.ArgumentParser):
+  """Ends bad arguments in one line and exit status 1."""
+
+  def error(self, message):
+    self.exit(1, f"error: {message}\n")
+
+
+def main(argv=None):
+  """`python -m tf_adasamp.sources INPUT.tfrecord... OUTPUT.array_record`."""
+  parser = _OneLineErrorParser(
+      prog="python -m tf_adasamp.sources",
+      description="Copies the records of TFRecord files, in order, into one "
+      "ArrayRecord file that the adaptive stage reads by index.")
+  parser.add_argument("inputs", nargs="+", help="TFRecord files")
+  parser.add_argument("output", help="the ArrayRecord file to write")
+  parser.add_argument("--compression",
+                      default="",
+                      choices=["", "GZIP", "ZLIB"],
+                      help="the TFRecord files' compression")
+  parser.add_argument("--group_size",
+                      type=int,
+                      default=1,
+                      help="records a chunk (see write_array_record)")
+  args = parser.parse_args(argv)
+  try:
+    count = write_array_record(tf.data.TFRecordDataset(
+        args.inputs, compression_type=args.compression),
+                               args.output,
+                               group_size=args.group_size)
+  except (tf.errors.OpError, OSError, ValueError) as error:
+    message = getattr(error, "message", None) or str(error)
+    print(f"error: {message.splitlines()[0]}", file=sys.stderr)
+    return 1
+  print(f"wrote {count} records to {args.output}")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
