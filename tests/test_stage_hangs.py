@@ -156,6 +156,46 @@ def test_a_rejected_update_still_lets_the_next_batch_be_drawn():
     assert next(lines) == f"{mode} {bad} went on"
 
 
+ANY_REJECTED_UPDATE = """
+def sum_overflows(sampler):
+  sampler.update([0, 1, 2, 3], [1.7e308] * 4)  # accepted: l = 1.7e308
+  return [0, 1, 2, 3], [1.7e308] * 4  # 0.9 * l + u overflows
+
+cases = {
+    "short utilities": (tf.float64, lambda s: ([0, 1, 2, 3], [1.] * 3)),
+    "float32 overflow": (tf.float32, lambda s: ([0, 1, 2, 3], [1e39] * 4)),
+    "sum overflow": (tf.float64, sum_overflows),
+}
+for case, (dtype, bad_update) in cases.items():
+  sampler = AdaptiveSampler(37, 1.0, 0.9, seed=0, dtype=dtype)
+  stage = data.AdaptiveSampling(sampler, 4, max_lag=0, wait_timeout=2)
+  update = tf.function(stage.update, input_signature=[
+      tf.TensorSpec([None], tf.int64), tf.TensorSpec([None], tf.float64)])
+  iterator = iter(stage.dataset((x, y)))
+  next(iterator)
+  indices, utilities = bad_update(sampler)
+  before = sampler.log_weights.numpy()
+  try:
+    update(tf.constant(indices, tf.int64), tf.constant(utilities, tf.float64))
+  except tf.errors.InvalidArgumentError:
+    print(case, "rejected", flush=True)
+  assert (sampler.log_weights.numpy() == before).all()
+  _, _, indices, _ = next(iterator)  # DeadlineExceeded if the permit is lost
+  update(indices, tf.ones([4], tf.float64))
+  next(iterator)
+  print(case, "went on", flush=True)
+"""
+
+
+def test_any_update_the_op_rejects_still_lets_the_next_batch_be_drawn():
+  # Rejections that only the reweight op itself sees, traced once for
+  # tensors of any length: the permit must come back all the same.
+  lines = run(ANY_REJECTED_UPDATE, CUDA_VISIBLE_DEVICES="").splitlines()
+  for case in ("short utilities", "float32 overflow", "sum overflow"):
+    assert f"{case} rejected" in lines
+    assert f"{case} went on" in lines
+
+
 ENDLESS_SOURCES = """
 stage = data.AdaptiveSampling(AdaptiveSampler(37, 1.0, 0.9, seed=0), 8)
 for source in [tf.data.Dataset.range(10).repeat().filter(lambda i: i < 5),

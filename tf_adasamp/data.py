@@ -238,30 +238,29 @@ class AdaptiveSampling:
   def _update_then_release(self, indices, utilities):
     """In a graph: the update, then the permit, even if the update fails.
 
-    A failing op ends the graph's run before the release would, so the step
-    first checks what the update op would reject at run time (non-finite
-    utilities, indices out of range), applies the update only if it passes,
-    releases the permit, and then lets the op raise its own error.
+    A failing op ends the graph's run before any op ordered after it, so
+    the update runs inside one op that releases the permit on either
+    outcome (cc/kernels/draw_permits.cc), whatever the update rejects.
     """
     if tf.distribute.has_strategy() or self._sampler.strategy is not None:
-      # Replicas would diverge around the update's collective; keep it plain.
+      # The update's collective must stay in the replica's own graph.
       self._sampler.update(indices, utilities)
       self._release_after_update()
       return
-    indices = tf.convert_to_tensor(indices)
+    indices = _validation.indices(indices)
     utilities = tf.convert_to_tensor(utilities, dtype_hint=self._sampler.dtype)
-    scaled = self._sampler.amplitude * tf.cast(utilities, tf.float64)
-    accepted = (tf.reduce_all(tf.math.is_finite(scaled)) &
-                tf.reduce_all((indices >= 0) &
-                              (indices < self._sampler.num_examples)))
-    tf.cond(accepted, lambda: self._apply(indices, utilities), tf.no_op)
-    self._release_after_update()
-    with tf.control_dependencies([self._sampler.kl_divergence()]):
-      tf.cond(accepted, tf.no_op, lambda: self._apply(indices, utilities))
-
-  def _apply(self, indices, utilities):
-    self._sampler.update(indices, utilities)
-    return tf.no_op()
+    try:
+      update = tf.function(self._sampler.update,
+                           autograph=False).get_concrete_function(
+                               indices, utilities)
+    except (TypeError, ValueError):
+      # Refused as it is traced (e.g. static shapes that differ): the step
+      # never runs, and the draw it consumed gets its permit back now.
+      with tf.init_scope():
+        ops.release_draw_permits(self._permits, 1)
+      raise
+    ops.call_then_release_draw_permit(
+        self._permits, [indices, utilities, *update.captured_inputs], f=update)
 
   def _release_after_update(self):
     # Nothing orders ops on different resources; a read of the sampler comes

@@ -29,6 +29,18 @@ Adds `count` permits, waking the draws that wait for them.
 count: a scalar >= 0.
 )doc");
 
+REGISTER_OP("AdaSamp>CallThenReleaseDrawPermit")
+    .Input("permits: resource")
+    .Input("args: Tin")
+    .Attr("Tin: list(type) >= 0")
+    .Attr("f: func")
+    .SetIsStateful()
+    .SetShapeFn(::tensorflow::shape_inference::NoOutputs)
+    .Doc(R"doc(
+Runs `f(*args)`, which returns nothing, then adds one permit whether `f`
+succeeded or failed, then fails with `f`'s error if it failed.
+)doc");
+
 REGISTER_OP("AdaSamp>DrawPermitDataset")
     .Input("input_dataset: variant")
     .Input("permits: resource")
