@@ -113,10 +113,11 @@ class AdaptiveSampler(tf.Module):
           SumTree(self._num_examples, dtype=self._dtype, name="tree"))
       # Sums of s_i * log(s_i) over the cached s_i of `tree`; node 0 holds
       # the total of `tree`, so that one read gives both (kl_divergence).
+      # Leaves of 0 (s_i log s_i for s_i = 1), made as one tensor that the
+      # variable adopts: no full-size copy beside the state.
       self._entropy_tree = untracked(
-          tf.Variable(with_total(
-              tf.zeros([2 * self.tree.capacity], self._dtype),
-              self.tree.total()),
+          tf.Variable(tf.pad(tf.reshape(self.tree.total(), [1]),
+                             [[0, 2 * self.tree.capacity - 1]]),
                       trainable=False,
                       name="entropy_tree"))
       self.log_weights = untracked(
