@@ -205,3 +205,25 @@ def test_gradients_stop_at_draws_and_reweights():
   # Only the direct path counts; the ops are not differentiable.
   assert float(tape.gradient(loss, scale)) == pytest.approx(
       float(tf.reduce_sum(probabilities)))
+
+
+@pytest.mark.parametrize("kwargs, name, message", [
+    ({
+        "decay": 0.99999999
+    }, "decay", "rounds to 1.0 in float32"),
+    ({
+        "decay": 1e-50
+    }, "decay", "rounds to 0.0 in float32"),
+    ({
+        "amplitude": 1e39
+    }, "amplitude", "overflows float32"),
+])
+def test_float32_parameters_are_checked_as_rounded_to_float32(
+    kwargs, name, message):
+  arguments = {"amplitude": 1.0, "decay": 0.5, **kwargs}
+  with pytest.raises(ValueError, match=name) as error:
+    AdaptiveSampler(10, dtype=tf.float32, **arguments)
+  assert message in str(error.value)
+  # The same values are valid weights' parameters in float64.
+  sampler = AdaptiveSampler(10, dtype=tf.float64, **arguments)
+  sampler.update([0, 1], [0.5, -0.5])

@@ -101,10 +101,12 @@ class AdaptiveSampler(tf.Module):
     """
     super().__init__(name=name)
     self._num_examples = _validation.positive_int(num_examples, "num_examples")
-    self._amplitude = _validation.amplitude(amplitude)
-    self._decay = _validation.decay(decay)
-    self._stratified = _validation.boolean(stratified, "stratified")
     self._dtype = _validation.float_dtype(dtype)
+    # Checked as the ops will see them, rounded to the weights' dtype.
+    self._amplitude = _validation.amplitude(amplitude,
+                                            self._dtype.as_numpy_dtype)
+    self._decay = _validation.decay(decay, self._dtype.as_numpy_dtype)
+    self._stratified = _validation.boolean(stratified, "stratified")
     seed = _validation.seed(seed)
     # The state is saved as one (CheckedState), its parts untracked.
     untracked = data_structures.NoDependency
