@@ -236,6 +236,23 @@ def test_a_bounded_stage_without_updates_fails_in_time_naming_the_fix():
   assert "max_lag=None" in output
 
 
+SUBNORMAL_TIMEOUT = """
+stage = data.AdaptiveSampling(AdaptiveSampler(37, 1.0, 0.9, seed=0), 8,
+                              max_lag=0, wait_timeout=1e-310)
+iterator = iter(stage.dataset((x, y)))
+next(iterator)  # never reported
+try:
+  next(iterator)
+except tf.errors.DeadlineExceededError:
+  print("timed out", flush=True)
+"""
+
+
+def test_a_subnormal_wait_timeout_times_out_and_is_not_read_as_no_limit():
+  # TensorFlow's threads flush denormals: 1e-310 compares equal to 0 there.
+  assert run(SUBNORMAL_TIMEOUT).splitlines()[-1:] == ["timed out"]
+
+
 SAVES_THE_ITERATOR = """
 import tempfile
 stage = data.AdaptiveSampling(AdaptiveSampler(37, 1.0, 0.9, seed=0), 8,

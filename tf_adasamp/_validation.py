@@ -23,6 +23,18 @@ def positive_int(value, name):
   return int(value)
 
 
+# The most draws one call makes: TensorFlow's int32 shape limit.
+MAX_BATCH_SIZE = 2**31 - 1
+
+
+def batch_size(value):
+  """A number of draws: an int in [1, MAX_BATCH_SIZE]."""
+  value = positive_int(value, "batch_size")
+  if value > MAX_BATCH_SIZE:
+    raise ValueError(f"batch_size must be <= {MAX_BATCH_SIZE}, got {value}")
+  return value
+
+
 def float_dtype(dtype, name="dtype"):
   """`dtype` as tf.float32 or tf.float64."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel

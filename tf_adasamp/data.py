@@ -43,6 +43,9 @@ from tf_adasamp.sampler import AdaptiveSampler
 from tf_adasamp.sum_tree import TensorLike
 
 _stage_ids = itertools.count()
+# The largest lag bound: (max_lag + 1) permits per replica must fit the
+# permits' int64 count, and a larger lag is no bound (max_lag=None).
+_MAX_LAG = 2**31 - 1
 
 
 def importance_weights(probabilities: TensorLike,
@@ -74,7 +77,7 @@ def sample_batch(sampler: AdaptiveSampler, source, batch_size: int) -> tuple:
     The batch with indices and probabilities appended, as the stage yields
     it (see the module docstring).
   """
-  batch_size = _validation.positive_int(batch_size, "batch_size")
+  batch_size = _validation.batch_size(batch_size)
   indices, probabilities = sampler.sample_with_probabilities(batch_size)
   return _with_sampling(_gather(source, indices), indices, probabilities)
 
@@ -124,12 +127,13 @@ class AdaptiveSampling:
         None to wait as long as it takes (for steps slower than that).
     """
     self._sampler = sampler
-    self._batch_size = _validation.positive_int(batch_size, "batch_size")
+    self._batch_size = _validation.batch_size(batch_size)
     if max_lag is not None:
       if isinstance(max_lag, bool) or not isinstance(max_lag, int):
         raise TypeError(f"max_lag must be an int or None, got {max_lag!r}")
-      if max_lag < 0:
-        raise ValueError(f"max_lag must be >= 0, got {max_lag}")
+      if not 0 <= max_lag <= _MAX_LAG:
+        raise ValueError(f"max_lag must be in [0, {_MAX_LAG}] (None for no "
+                         f"bound), got {max_lag}")
       # One permit per draw allowed: max_lag + 1 steps' worth at an
       # iterator's start, one more per reported update; see
       # cc/kernels/draw_permits.cc. They live in the host's resource manager
@@ -139,7 +143,7 @@ class AdaptiveSampling:
       _InterruptWatcher.watch(self)
     self._max_lag = max_lag
     if wait_timeout is None:
-      self._wait_timeout = 0.0  # The op's "no limit".
+      self._wait_timeout = math.inf
     else:
       self._wait_timeout = _validation.real(wait_timeout, "wait_timeout")
       if not 0 < self._wait_timeout < math.inf:

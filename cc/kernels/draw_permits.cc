@@ -60,6 +60,10 @@ using ::tensorflow::errors::InvalidArgument;
 
 class DrawPermits : public ::tensorflow::ResourceBase {
  public:
+  // Waits this long or longer have no limit: a deadline further away would
+  // overflow the clock's range (about 292 years).
+  static constexpr double kUnlimitedSeconds = 1e9;
+
   std::string DebugString() const override {
     mutex_lock lock(mu_);
     return absl::StrCat("DrawPermits(", available_, ")");
@@ -90,7 +94,8 @@ class DrawPermits : public ::tensorflow::ResourceBase {
 
   // Takes a permit, waiting while there is none; CancelledError instead if
   // one of `cancellations` (null ones skipped) is cancelled first, and
-  // DeadlineExceededError if none comes in `timeout_seconds` (0: no limit).
+  // DeadlineExceededError if none comes in `timeout_seconds` (>= 0; inf or
+  // anything from kUnlimitedSeconds on: no limit).
   absl::Status Acquire(absl::Span<CancellationManager* const> cancellations,
                        double timeout_seconds) {
     bool cancelled = false;
@@ -114,13 +119,16 @@ class DrawPermits : public ::tensorflow::ResourceBase {
     absl::Status status;
     {
       mutex_lock lock(mu_);
+      // No limit is not 0 seconds: a subnormal timeout reads as 0 where
+      // TensorFlow flushes denormals, and must still time out.
+      const bool unlimited = timeout_seconds >= kUnlimitedSeconds;
       const auto deadline =
           std::chrono::steady_clock::now() +
           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-              std::chrono::duration<double>(timeout_seconds));
+              std::chrono::duration<double>(unlimited ? 0 : timeout_seconds));
       bool timed_out = false;
       while (available_ == 0 && !cancelled && !timed_out) {
-        if (timeout_seconds == 0) {
+        if (unlimited) {
           changed_.wait(lock);
           continue;
         }
@@ -258,9 +266,9 @@ class DrawPermitDatasetOp : public ::tensorflow::data::UnaryDatasetOpKernel {
     double timeout_seconds = 0;
     OP_REQUIRES_OK(ctx, ::tensorflow::data::ParseScalarArgument(
                             ctx, "timeout_seconds", &timeout_seconds));
-    OP_REQUIRES(ctx, std::isfinite(timeout_seconds) && timeout_seconds >= 0,
-                InvalidArgument("timeout_seconds must be finite and >= 0, got ",
-                                timeout_seconds));
+    OP_REQUIRES(
+        ctx, timeout_seconds >= 0,
+        InvalidArgument("timeout_seconds must be >= 0, got ", timeout_seconds));
     ::tensorflow::core::RefCountPtr<DrawPermits> permits;
     OP_REQUIRES_OK(ctx, GetPermits(ctx, 1, &permits));
     *output = new Dataset(ctx, input, ctx->input(1), std::move(permits),

@@ -57,10 +57,10 @@ Passes on the elements of `input_dataset`, taking one permit before each and
 waiting while there is none. Each iterator starts by setting the count to
 `initial_permits`. The wait ends with CancelledError when the iterator above
 it is torn down or deleted, and with DeadlineExceededError once it has lasted
-`timeout_seconds` (0: no limit).
+`timeout_seconds` (inf, or 1e9 and more: no limit).
 
 initial_permits: a scalar >= 1.
-timeout_seconds: a finite scalar >= 0.
+timeout_seconds: a scalar >= 0.
 )doc");
 
 }  // namespace adasamp
