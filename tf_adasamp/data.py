@@ -247,13 +247,16 @@ class AdaptiveSampling:
     outcome (cc/kernels/draw_permits.cc), whatever the update rejects.
     """
     if tf.distribute.has_strategy() or self._sampler.strategy is not None:
-      # The update's collective must stay in the replica's own graph.
+      # Under a strategy the update's all-gather stays in each replica's
+      # step, as every replica must run it; the release follows an update
+      # that completed.
       self._sampler.update(indices, utilities)
       self._release_after_update()
       return
-    indices = _validation.indices(indices)
-    utilities = tf.convert_to_tensor(utilities, dtype_hint=self._sampler.dtype)
     try:
+      indices = _validation.indices(indices)
+      utilities = tf.convert_to_tensor(utilities,
+                                       dtype_hint=self._sampler.dtype)
       update = tf.function(self._sampler.update,
                            autograph=False).get_concrete_function(
                                indices, utilities)
@@ -316,12 +319,14 @@ class _InterruptWatcher:
   def _run(cls, read, previous):
     while True:
       signals = os.read(read, 64)
-      if signal.SIGINT in signals:
+      # One permit per Ctrl-C, also where one read gets several.
+      interrupts = signals.count(signal.SIGINT)
+      if interrupts:
         with cls._lock:
           # pylint: disable-next=protected-access
           permits = [stage._permits for stage in cls._stages]
         for handle in permits:
-          ops.release_draw_permits(handle, 1)
+          ops.release_draw_permits(handle, interrupts)
       if previous != -1:
         try:
           os.write(previous, signals)
