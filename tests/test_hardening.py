@@ -311,3 +311,26 @@ def test_float32_parameters_are_checked_as_rounded_to_float32(
   # The same values are valid weights' parameters in float64.
   sampler = AdaptiveSampler(10, dtype=tf.float64, **arguments)
   sampler.update([0, 1], [0.5, -0.5])
+
+
+def test_a_corrupt_checkpoint_changes_no_sampler_whose_counter_exists_first(
+    tmp_path):
+  saved = AdaptiveSampler(6, amplitude=1.0, decay=0.5, seed=1)
+  saved.update([1, 2], [1.0, 2.0])
+  checkpoint = tf.train.Checkpoint(module=saved)
+  # A counter whose 8 bytes can be found in the data file, then corrupted.
+  checkpoint.save_counter.assign(0x123456789ABCDE)
+  path = checkpoint.save(str(tmp_path / "ckpt"))
+  data_file = next(tmp_path.glob(f"{path.split('/')[-1]}.data-*"))
+  contents = bytearray(data_file.read_bytes())
+  at = contents.find(np.int64(0x123456789ABCDF).tobytes())
+  contents[at] ^= 0xFF
+  data_file.write_bytes(bytes(contents))
+  sampler = AdaptiveSampler(6, amplitude=1.0, decay=0.5, seed=2)
+  before = state_of(sampler)
+  restorer = tf.train.Checkpoint(module=sampler)
+  # Made now, not after the module is restored: read with it.
+  restorer.save_counter  # pylint: disable=pointless-statement
+  with pytest.raises(tf.errors.DataLossError):
+    restorer.restore(path)
+  assert_unchanged(sampler, before)
