@@ -339,6 +339,8 @@ def test_concurrent_draws_and_updates_keep_the_tree_exact():
     (dict(batch_size=2.0), TypeError, "batch_size"),
     (dict(max_lag=-1), ValueError, "max_lag"),
     (dict(max_lag=0.5), TypeError, "max_lag"),
+    (dict(max_lag=2**63 - 1), ValueError, "max_lag"),
+    (dict(batch_size=10**10), ValueError, "batch_size"),
 ])
 def test_stage_rejects_bad_arguments(arguments, error, message):
   arguments = {"batch_size": 4, **arguments}

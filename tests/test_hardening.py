@@ -88,6 +88,90 @@ def test_edited_sums_in_a_checkpoint_are_rebuilt(tmp_path):
   np.testing.assert_allclose(tree.probabilities(), np.arange(1, 7) / 21)
 
 
+def edited_checkpoint(path, name, edit):
+  """A copy of the checkpoint at `path` whose sampler entry `name` is
+  `edit`(its saved value), each other entry as saved."""
+  reader = tf.train.load_checkpoint(path)
+  keys = sorted(reader.get_variable_to_dtype_map())
+  values = [reader.get_tensor(key) for key in keys]
+  for position, key in enumerate(keys):
+    if key.endswith(f"/.ATTRIBUTES/{name}"):
+      values[position] = edit(values[position])
+  copy = path + "-edited"
+  tf.raw_ops.SaveV2(prefix=copy,
+                    tensor_names=keys,
+                    shape_and_slices=[""] * len(keys),
+                    tensors=[tf.constant(value) for value in values])
+  return copy
+
+
+def scaled_at(position, factor):
+  return lambda value: np.where(
+      np.arange(value.size) == position, value * factor, value)
+
+
+def shifted_at(position, shift):
+  return lambda value: np.where(
+      np.arange(value.size) == position, value + shift, value)
+
+
+# Every entry of a sampler's checkpoint, each edited so that it no longer
+# fits the others (leaf 8 + 2 of the tree and entropy tree is example 2).
+SAMPLER_EDITS = [
+    ("tree", scaled_at(10, 2.0), r"not exp\(log weights - log scale\)"),
+    ("entropy_tree", shifted_at(10, 0.5), "entropy tree does not match"),
+    ("entropy_tree", shifted_at(14, 0.5), "padding entropy terms"),
+    ("log_weights", shifted_at(2, 1.0), r"not exp\(log weights - log scale\)"),
+    ("log_scale", lambda value: value + 700, r"not exp\(log weights"),
+    ("generator_state", lambda value: value[:2], "random state"),
+    ("num_examples", lambda value: value - 1, "number of examples"),
+    ("amplitude", lambda value: value * 2, "amplitude"),
+    ("decay", lambda value: value / 2, "decay"),
+]
+
+
+@pytest.mark.parametrize("name, edit, message", SAMPLER_EDITS)
+def test_a_sampler_checkpoint_that_does_not_fit_together_is_refused(
+    tmp_path, name, edit, message):
+  saved = AdaptiveSampler(6, amplitude=1.0, decay=0.5, seed=1)
+  saved.update([1, 2, 2], [1.0, 2.0, -3.0])
+  path = edited_checkpoint(save(saved, tmp_path), name, edit)
+  sampler = AdaptiveSampler(6, amplitude=1.0, decay=0.5, seed=2)
+  sampler.update([0, 3], [0.5, 1.5])
+  before = state_of(sampler)
+  with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+    restore(sampler, path)
+  assert_unchanged(sampler, before)
+
+
+def test_the_sums_of_a_samplers_entropy_tree_are_rebuilt(tmp_path):
+  saved = AdaptiveSampler(6, amplitude=1.0, decay=0.5, seed=1)
+  saved.update([1, 2, 2], [1.0, 2.0, -3.0])
+  # Nodes 1 (the total of the entropy terms) and 3 are sums, not state.
+  path = edited_checkpoint(save(saved, tmp_path), "entropy_tree",
+                           shifted_at(1, 100.0))
+  path = edited_checkpoint(path, "entropy_tree", shifted_at(3, -7.0))
+  sampler = AdaptiveSampler(6, amplitude=1.0, decay=0.5, seed=2)
+  restore(sampler, path)
+  assert_unchanged(sampler, state_of(saved))
+  assert 0 <= float(sampler.kl_divergence()) <= np.log(6)
+
+
+@pytest.mark.parametrize("setting", ["amplitude", "decay"])
+def test_restoring_into_a_sampler_of_another_setting_is_refused(
+    tmp_path, setting):
+  saved = AdaptiveSampler(6, amplitude=1.0, decay=0.5, seed=1)
+  saved.update([1, 2], [1.0, 2.0])
+  path = save(saved, tmp_path)
+  settings = {"amplitude": 1.0, "decay": 0.5, setting: 0.25}
+  sampler = AdaptiveSampler(6, seed=2, **settings)
+  before = state_of(sampler)
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match=f"checkpoint's {setting} differs"):
+    restore(sampler, path)
+  assert_unchanged(sampler, before)
+
+
 @pytest.mark.parametrize("method",
                          ["sample", "sample_with_probabilities", "uniforms"])
 @pytest.mark.parametrize("batch_size, error",
@@ -205,3 +289,48 @@ def test_gradients_stop_at_draws_and_reweights():
   # Only the direct path counts; the ops are not differentiable.
   assert float(tape.gradient(loss, scale)) == pytest.approx(
       float(tf.reduce_sum(probabilities)))
+
+
+@pytest.mark.parametrize("kwargs, name, message", [
+    ({
+        "decay": 0.99999999
+    }, "decay", "rounds to 1.0 in float32"),
+    ({
+        "decay": 1e-50
+    }, "decay", "rounds to 0.0 in float32"),
+    ({
+        "amplitude": 1e39
+    }, "amplitude", "overflows float32"),
+])
+def test_float32_parameters_are_checked_as_rounded_to_float32(
+    kwargs, name, message):
+  arguments = {"amplitude": 1.0, "decay": 0.5, **kwargs}
+  with pytest.raises(ValueError, match=name) as error:
+    AdaptiveSampler(10, dtype=tf.float32, **arguments)
+  assert message in str(error.value)
+  # The same values are valid weights' parameters in float64.
+  sampler = AdaptiveSampler(10, dtype=tf.float64, **arguments)
+  sampler.update([0, 1], [0.5, -0.5])
+
+
+def test_a_corrupt_checkpoint_changes_no_sampler_whose_counter_exists_first(
+    tmp_path):
+  saved = AdaptiveSampler(6, amplitude=1.0, decay=0.5, seed=1)
+  saved.update([1, 2], [1.0, 2.0])
+  checkpoint = tf.train.Checkpoint(module=saved)
+  # A counter whose 8 bytes can be found in the data file, then corrupted.
+  checkpoint.save_counter.assign(0x123456789ABCDE)
+  path = checkpoint.save(str(tmp_path / "ckpt"))
+  data_file = next(tmp_path.glob(f"{path.split('/')[-1]}.data-*"))
+  contents = bytearray(data_file.read_bytes())
+  at = contents.find(np.int64(0x123456789ABCDF).tobytes())
+  contents[at] ^= 0xFF
+  data_file.write_bytes(bytes(contents))
+  sampler = AdaptiveSampler(6, amplitude=1.0, decay=0.5, seed=2)
+  before = state_of(sampler)
+  restorer = tf.train.Checkpoint(module=sampler)
+  # Made now, not after the module is restored: read with it.
+  restorer.save_counter  # pylint: disable=pointless-statement
+  with pytest.raises(tf.errors.DataLossError):
+    restorer.restore(path)
+  assert_unchanged(sampler, before)

@@ -156,6 +156,46 @@ def test_a_rejected_update_still_lets_the_next_batch_be_drawn():
     assert next(lines) == f"{mode} {bad} went on"
 
 
+ANY_REJECTED_UPDATE = """
+def sum_overflows(sampler):
+  sampler.update([0, 1, 2, 3], [1.7e308] * 4)  # accepted: l = 1.7e308
+  return [0, 1, 2, 3], [1.7e308] * 4  # 0.9 * l + u overflows
+
+cases = {
+    "short utilities": (tf.float64, lambda s: ([0, 1, 2, 3], [1.] * 3)),
+    "float32 overflow": (tf.float32, lambda s: ([0, 1, 2, 3], [1e39] * 4)),
+    "sum overflow": (tf.float64, sum_overflows),
+}
+for case, (dtype, bad_update) in cases.items():
+  sampler = AdaptiveSampler(37, 1.0, 0.9, seed=0, dtype=dtype)
+  stage = data.AdaptiveSampling(sampler, 4, max_lag=0, wait_timeout=2)
+  update = tf.function(stage.update, input_signature=[
+      tf.TensorSpec([None], tf.int64), tf.TensorSpec([None], tf.float64)])
+  iterator = iter(stage.dataset((x, y)))
+  next(iterator)
+  indices, utilities = bad_update(sampler)
+  before = sampler.log_weights.numpy()
+  try:
+    update(tf.constant(indices, tf.int64), tf.constant(utilities, tf.float64))
+  except tf.errors.InvalidArgumentError:
+    print(case, "rejected", flush=True)
+  assert (sampler.log_weights.numpy() == before).all()
+  _, _, indices, _ = next(iterator)  # DeadlineExceeded if the permit is lost
+  update(indices, tf.ones([4], tf.float64))
+  next(iterator)
+  print(case, "went on", flush=True)
+"""
+
+
+def test_any_update_the_op_rejects_still_lets_the_next_batch_be_drawn():
+  # Rejections that only the reweight op itself sees, traced once for
+  # tensors of any length: the permit must come back all the same.
+  lines = run(ANY_REJECTED_UPDATE, CUDA_VISIBLE_DEVICES="").splitlines()
+  for case in ("short utilities", "float32 overflow", "sum overflow"):
+    assert f"{case} rejected" in lines
+    assert f"{case} went on" in lines
+
+
 ENDLESS_SOURCES = """
 stage = data.AdaptiveSampling(AdaptiveSampler(37, 1.0, 0.9, seed=0), 8)
 for source in [tf.data.Dataset.range(10).repeat().filter(lambda i: i < 5),
@@ -194,6 +234,23 @@ def test_a_bounded_stage_without_updates_fails_in_time_naming_the_fix():
   assert "no update reported for 2 s" in output
   assert "stage.update(indices, utilities)" in output
   assert "max_lag=None" in output
+
+
+SUBNORMAL_TIMEOUT = """
+stage = data.AdaptiveSampling(AdaptiveSampler(37, 1.0, 0.9, seed=0), 8,
+                              max_lag=0, wait_timeout=1e-310)
+iterator = iter(stage.dataset((x, y)))
+next(iterator)  # never reported
+try:
+  next(iterator)
+except tf.errors.DeadlineExceededError:
+  print("timed out", flush=True)
+"""
+
+
+def test_a_subnormal_wait_timeout_times_out_and_is_not_read_as_no_limit():
+  # TensorFlow's threads flush denormals: 1e-310 compares equal to 0 there.
+  assert run(SUBNORMAL_TIMEOUT).splitlines()[-1:] == ["timed out"]
 
 
 SAVES_THE_ITERATOR = """

@@ -3,8 +3,9 @@
 A `tf.Module` saves each of its variables on its own, and a restore assigns
 each on its own: a checkpoint of another sampler's size, or a hand-edited
 one, would overwrite part of the state before any check could fail.
-`CheckedState` saves a module's variables together with its size, and
-restores them through one function that validates everything first.
+`CheckedState` saves a module's variables together with its size and
+settings, and restores them through one function that validates everything
+first.
 """
 
 import tensorflow as tf
@@ -19,18 +20,20 @@ class CheckedState(base.Trackable):
   the functions that use them.
   """
 
-  def __init__(self, variables, sizes, restore):
+  def __init__(self, variables, constants, restore):
     """Creates the state.
 
     Args:
       variables: {name: tf.Variable}, saved under these names.
-      sizes: {name: int}, saved beside them, to check on restore.
-      restore: function({name: restored tensor}, with the sizes too) -> the
-        op that assigns the variables, after asserting that the values are
-        valid (on the CPU an assertion raises before anything is assigned).
+      constants: {name: int or float}, sizes and settings saved beside them
+        (as int64 or float64), to check on restore.
+      restore: function({name: restored tensor}, with the constants too) ->
+        the op that assigns the variables, after asserting that the values
+        are valid (on the CPU an assertion raises before anything is
+        assigned).
     """
     self._variables = dict(variables)
-    self._sizes = dict(sizes)
+    self._constants = dict(constants)
     self._restore = restore
 
   def _trackable_children(self, save_type=base.SaveType.CHECKPOINT, **kwargs):
@@ -39,13 +42,13 @@ class CheckedState(base.Trackable):
     return {}
 
   def _serialize_to_tensors(self):
-    return {
-        **self._variables,
-        **{
-            name: tf.constant(size, tf.int64) for name, size in self._sizes.items(
-            )
-        }
+    constants = {
+        name:
+            tf.constant(value,
+                        tf.int64 if isinstance(value, int) else tf.float64)
+        for name, value in self._constants.items()
     }
+    return {**self._variables, **constants}
 
   def _restore_from_tensors(self, restored_tensors):
     return self._restore(restored_tensors)
@@ -63,7 +66,7 @@ class CheckedState(base.Trackable):
           for name, variable in exported.items()
       ])
 
-    object_map[self] = CheckedState(exported, self._sizes, assign)
+    object_map[self] = CheckedState(exported, self._constants, assign)
     return []
 
 
@@ -73,6 +76,16 @@ def assert_size(saved, expected, what):
       tf.cast(saved, tf.int64),
       tf.constant(expected, tf.int64),
       message=f"the checkpoint's {what} differs from this one's {expected}")
+
+
+def assert_setting(saved, expected, name):
+  """Asserts that a checkpoint's saved setting `name` is `expected`: a run
+  restored under another would change it silently, halfway."""
+  return tf.debugging.assert_equal(
+      tf.cast(saved, tf.float64),
+      tf.constant(expected, tf.float64),
+      message=f"the checkpoint's {name} differs from this one's {expected}: "
+      f"restore into a sampler made with the checkpoint's {name}")
 
 
 def assert_shape(tensor, shape, what):

@@ -23,6 +23,18 @@ def positive_int(value, name):
   return int(value)
 
 
+# The most draws one call makes: TensorFlow's int32 shape limit.
+MAX_BATCH_SIZE = 2**31 - 1
+
+
+def batch_size(value):
+  """A number of draws: an int in [1, MAX_BATCH_SIZE]."""
+  value = positive_int(value, "batch_size")
+  if value > MAX_BATCH_SIZE:
+    raise ValueError(f"batch_size must be <= {MAX_BATCH_SIZE}, got {value}")
+  return value
+
+
 def float_dtype(dtype, name="dtype"):
   """`dtype` as tf.float32 or tf.float64."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
@@ -52,20 +64,34 @@ def real(value, name):
   return float(value)
 
 
-def amplitude(value):
-  """Algorithm 1's amplitude alpha: a finite real >= 0."""
+def amplitude(value, dtype=np.float64):
+  """Algorithm 1's amplitude alpha: a real >= 0, finite in `dtype` (a NumPy
+  float type, that of the weights)."""
   value = real(value, "amplitude")
   if not (math.isfinite(value) and value >= 0):
     raise ValueError(f"amplitude must be finite and >= 0, got {value}")
+  if not np.isfinite(_rounded(value, dtype)):
+    raise ValueError(f"amplitude = {value} overflows {np.dtype(dtype).name}; "
+                     f"it must be at most {np.finfo(dtype).max}")
   return value
 
 
-def decay(value):
-  """Algorithm 1's decay lambda: a real in (0, 1)."""
+def decay(value, dtype=np.float64):
+  """Algorithm 1's decay lambda: a real in (0, 1), also once rounded to
+  `dtype` (a NumPy float type, that of the weights)."""
   value = real(value, "decay")
   if not 0 < value < 1:
     raise ValueError(f"decay must be in (0, 1), got {value}")
+  rounded = _rounded(value, dtype)
+  if not 0 < rounded < 1:
+    raise ValueError(f"decay = {value} rounds to {rounded} in "
+                     f"{np.dtype(dtype).name}; it must be in (0, 1) there")
   return value
+
+
+def _rounded(value, dtype):
+  with np.errstate(over="ignore", under="ignore"):
+    return float(np.asarray(value, dtype=dtype))
 
 
 def boolean(value, name):

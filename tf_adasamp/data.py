@@ -45,6 +45,9 @@ from tf_adasamp.sampler import AdaptiveSampler
 from tf_adasamp.sum_tree import TensorLike
 
 _stage_ids = itertools.count()
+# The largest lag bound: (max_lag + 1) permits per replica must fit the
+# permits' int64 count, and a larger lag is no bound (max_lag=None).
+_MAX_LAG = 2**31 - 1
 
 
 def importance_weights(probabilities: TensorLike,
@@ -76,7 +79,7 @@ def sample_batch(sampler: AdaptiveSampler, source, batch_size: int) -> tuple:
     The batch with indices and probabilities appended, as the stage yields
     it (see the module docstring).
   """
-  batch_size = _validation.positive_int(batch_size, "batch_size")
+  batch_size = _validation.batch_size(batch_size)
   indices, probabilities = sampler.sample_with_probabilities(batch_size)
   gather = (functools.partial(_gather, source)
             if _is_nest(source) else sources.index_reader(source)[1])
@@ -128,12 +131,13 @@ class AdaptiveSampling:
         None to wait as long as it takes (for steps slower than that).
     """
     self._sampler = sampler
-    self._batch_size = _validation.positive_int(batch_size, "batch_size")
+    self._batch_size = _validation.batch_size(batch_size)
     if max_lag is not None:
       if isinstance(max_lag, bool) or not isinstance(max_lag, int):
         raise TypeError(f"max_lag must be an int or None, got {max_lag!r}")
-      if max_lag < 0:
-        raise ValueError(f"max_lag must be >= 0, got {max_lag}")
+      if not 0 <= max_lag <= _MAX_LAG:
+        raise ValueError(f"max_lag must be in [0, {_MAX_LAG}] (None for no "
+                         f"bound), got {max_lag}")
       # One permit per draw allowed: max_lag + 1 steps' worth at an
       # iterator's start, one more per reported update; see
       # cc/kernels/draw_permits.cc. They live in the host's resource manager
@@ -143,7 +147,7 @@ class AdaptiveSampling:
       _InterruptWatcher.watch(self)
     self._max_lag = max_lag
     if wait_timeout is None:
-      self._wait_timeout = 0.0  # The op's "no limit".
+      self._wait_timeout = math.inf
     else:
       self._wait_timeout = _validation.real(wait_timeout, "wait_timeout")
       if not 0 < self._wait_timeout < math.inf:
@@ -245,30 +249,32 @@ class AdaptiveSampling:
   def _update_then_release(self, indices, utilities):
     """In a graph: the update, then the permit, even if the update fails.
 
-    A failing op ends the graph's run before the release would, so the step
-    first checks what the update op would reject at run time (non-finite
-    utilities, indices out of range), applies the update only if it passes,
-    releases the permit, and then lets the op raise its own error.
+    A failing op ends the graph's run before any op ordered after it, so
+    the update runs inside one op that releases the permit on either
+    outcome (cc/kernels/draw_permits.cc), whatever the update rejects.
     """
     if tf.distribute.has_strategy() or self._sampler.strategy is not None:
-      # Replicas would diverge around the update's collective; keep it plain.
+      # Under a strategy the update's all-gather stays in each replica's
+      # step, as every replica must run it; the release follows an update
+      # that completed.
       self._sampler.update(indices, utilities)
       self._release_after_update()
       return
-    indices = tf.convert_to_tensor(indices)
-    utilities = tf.convert_to_tensor(utilities, dtype_hint=self._sampler.dtype)
-    scaled = self._sampler.amplitude * tf.cast(utilities, tf.float64)
-    accepted = (tf.reduce_all(tf.math.is_finite(scaled)) &
-                tf.reduce_all((indices >= 0) &
-                              (indices < self._sampler.num_examples)))
-    tf.cond(accepted, lambda: self._apply(indices, utilities), tf.no_op)
-    self._release_after_update()
-    with tf.control_dependencies([self._sampler.kl_divergence()]):
-      tf.cond(accepted, tf.no_op, lambda: self._apply(indices, utilities))
-
-  def _apply(self, indices, utilities):
-    self._sampler.update(indices, utilities)
-    return tf.no_op()
+    try:
+      indices = _validation.indices(indices)
+      utilities = tf.convert_to_tensor(utilities,
+                                       dtype_hint=self._sampler.dtype)
+      update = tf.function(self._sampler.update,
+                           autograph=False).get_concrete_function(
+                               indices, utilities)
+    except (TypeError, ValueError):
+      # Refused as it is traced (e.g. static shapes that differ): the step
+      # never runs, and the draw it consumed gets its permit back now.
+      with tf.init_scope():
+        ops.release_draw_permits(self._permits, 1)
+      raise
+    ops.call_then_release_draw_permit(
+        self._permits, [indices, utilities, *update.captured_inputs], f=update)
 
   def _release_after_update(self):
     # Nothing orders ops on different resources; a read of the sampler comes
@@ -320,12 +326,14 @@ class _InterruptWatcher:
   def _run(cls, read, previous):
     while True:
       signals = os.read(read, 64)
-      if signal.SIGINT in signals:
+      # One permit per Ctrl-C, also where one read gets several.
+      interrupts = signals.count(signal.SIGINT)
+      if interrupts:
         with cls._lock:
           # pylint: disable-next=protected-access
           permits = [stage._permits for stage in cls._stages]
         for handle in permits:
-          ops.release_draw_permits(handle, 1)
+          ops.release_draw_permits(handle, interrupts)
       if previous != -1:
         try:
           os.write(previous, signals)

@@ -84,6 +84,7 @@ adaptive_reweight = _op("ada_samp_adaptive_reweight")
 
 draw_permits_handle = _op("ada_samp_draw_permits_handle")
 release_draw_permits = _op("ada_samp_release_draw_permits")
+call_then_release_draw_permit = _op("ada_samp_call_then_release_draw_permit")
 draw_permit_dataset = _op("ada_samp_draw_permit_dataset")
 
 # Draws and reweights are not differentiable: gradients stop there, as for

@@ -26,10 +26,11 @@ from tf_adasamp import _validation
 from tf_adasamp import ops
 from tf_adasamp.sum_tree import SumTree
 from tf_adasamp.sum_tree import TensorLike
+from tf_adasamp.sum_tree import assert_zero_padding
 from tf_adasamp.sum_tree import checked_tree
+from tf_adasamp.sum_tree import tree_capacity
+from tf_adasamp.sum_tree import with_sums
 
-# The most draws one call makes: TensorFlow's int32 shape limit.
-_MAX_BATCH_SIZE = 2**31 - 1
 # tf.random.Algorithm.PHILOX, the state layout the draw op reads.
 _PHILOX = tf.random.Algorithm.PHILOX.value
 # Integers of the width of each float dtype, to carry utilities bit for bit.
@@ -51,18 +52,44 @@ def make_generator(seed: int | None) -> tf.random.Generator:
   return tf.random.Generator.from_seed(seed)
 
 
-def _checked_batch_size(batch_size):
-  batch_size = _validation.positive_int(batch_size, "batch_size")
-  if batch_size > _MAX_BATCH_SIZE:
-    raise ValueError(f"batch_size must be <= {_MAX_BATCH_SIZE}, got "
-                     f"{batch_size}")
-  return batch_size
+def checked_entropy_tree(tree: tf.Tensor, entropy_tree: tf.Tensor,
+                         log_weights: tf.Tensor, log_scale: tf.Tensor,
+                         num_examples: int) -> tf.Tensor:
+  """A restored entropy tree, rebuilt once the caches are checked against
+  the log weights l and log-scale c, which they cache.
 
-
-def with_total(entropy_tree: tf.Tensor, total: tf.Tensor) -> tf.Tensor:
-  """`entropy_tree` with node 0 set to `total`, the total of its tree, as
-  the reweight op keeps it."""
-  return tf.concat([tf.reshape(total, [1]), entropy_tree[1:]], axis=0)
+  `tree` (checked, its sums rebuilt) must hold leaves s_i = exp(l_i - c) up
+  to round-off (the ops' exp and TensorFlow's may differ in the last bits;
+  the ops store a subnormal s_i as 0); `entropy_tree` must hold leaves
+  s_i (l_i - c) exactly as the ops compute them, and zero padding. Its sums
+  are recomputed, node 0 set to the tree's total, as the reweight op keeps
+  it.
+  """
+  capacity = tree_capacity(num_examples)
+  dtype = tree.dtype
+  leaves = tree[capacity:capacity + num_examples]
+  entropy_leaves = entropy_tree[capacity:]
+  log_scaled = log_weights - log_scale
+  exact = tf.exp(tf.cast(log_scaled, tf.float64))
+  finfo = np.finfo(dtype.as_numpy_dtype)
+  close = tf.math.is_finite(exact) & (
+      tf.abs(tf.cast(leaves, tf.float64) - exact)
+      <= 8 * float(finfo.eps) * exact + float(finfo.tiny))
+  checks = [
+      tf.debugging.assert_equal(
+          tf.reduce_all(close),
+          True,
+          message="the checkpoint's weights are not exp(log weights - log "
+          "scale): its tree, log weights or log scale was edited"),
+      tf.debugging.assert_equal(
+          entropy_leaves[:num_examples],
+          tf.where(leaves > 0, leaves * log_scaled, tf.zeros([], dtype)),
+          message="the checkpoint's entropy tree does not match its "
+          "weights: one of them was edited"),
+      assert_zero_padding(entropy_leaves, num_examples, "entropy terms"),
+  ]
+  with tf.control_dependencies(checks):
+    return with_sums(entropy_leaves, tree[1])
 
 
 class AdaptiveSampler(tf.Module):
@@ -101,10 +128,12 @@ class AdaptiveSampler(tf.Module):
     """
     super().__init__(name=name)
     self._num_examples = _validation.positive_int(num_examples, "num_examples")
-    self._amplitude = _validation.amplitude(amplitude)
-    self._decay = _validation.decay(decay)
-    self._stratified = _validation.boolean(stratified, "stratified")
     self._dtype = _validation.float_dtype(dtype)
+    # Checked as the ops will see them, rounded to the weights' dtype.
+    self._amplitude = _validation.amplitude(amplitude,
+                                            self._dtype.as_numpy_dtype)
+    self._decay = _validation.decay(decay, self._dtype.as_numpy_dtype)
+    self._stratified = _validation.boolean(stratified, "stratified")
     seed = _validation.seed(seed)
     # The state is saved as one (CheckedState), its parts untracked.
     untracked = data_structures.NoDependency
@@ -113,10 +142,11 @@ class AdaptiveSampler(tf.Module):
           SumTree(self._num_examples, dtype=self._dtype, name="tree"))
       # Sums of s_i * log(s_i) over the cached s_i of `tree`; node 0 holds
       # the total of `tree`, so that one read gives both (kl_divergence).
+      # Leaves of 0 (s_i log s_i for s_i = 1), made as one tensor that the
+      # variable adopts: no full-size copy beside the state.
       self._entropy_tree = untracked(
-          tf.Variable(with_total(
-              tf.zeros([2 * self.tree.capacity], self._dtype),
-              self.tree.total()),
+          tf.Variable(tf.pad(tf.reshape(self.tree.total(), [1]),
+                             [[0, 2 * self.tree.capacity - 1]]),
                       trainable=False,
                       name="entropy_tree"))
       self.log_weights = untracked(
@@ -136,7 +166,11 @@ class AdaptiveSampler(tf.Module):
             "log_weights": self.log_weights,
             "log_scale": self._log_scale,
             "generator_state": self.generator.state
-        }, {"num_examples": self._num_examples}, self._restore)
+        }, {
+            "num_examples": self._num_examples,
+            "amplitude": self._amplitude,
+            "decay": self._decay
+        }, self._restore)
 
   @property
   def num_examples(self) -> int:
@@ -161,7 +195,7 @@ class AdaptiveSampler(tf.Module):
   def uniforms(self, batch_size: int) -> tf.Tensor:
     """The [batch_size] uniforms in [0, 1) behind the next draw."""
     # Checked before the generator advances: a refused call draws nothing.
-    batch_size = _checked_batch_size(batch_size)
+    batch_size = _validation.batch_size(batch_size)
     uniforms = self.generator.uniform([batch_size], dtype=self._dtype)
     if self._stratified:
       strata = tf.cast(tf.range(batch_size), self._dtype)
@@ -189,7 +223,7 @@ class AdaptiveSampler(tf.Module):
     # sampler step's time on the CPU and the GPU (benchmarks/RESULTS.md).
     return ops.sum_tree_draw(self.tree.variable.handle,
                              self.generator.state.handle,
-                             tf.constant(_checked_batch_size(batch_size),
+                             tf.constant(_validation.batch_size(batch_size),
                                          tf.int64),
                              T=self._dtype,
                              stratified=self._stratified)
@@ -322,10 +356,15 @@ class AdaptiveSampler(tf.Module):
                    decay=0.0)
 
   def _restore(self, restored):
-    """Assigns a checkpoint's state once all of it is checked."""
+    """Assigns a checkpoint's state once all of it is checked (CheckedState):
+    its size and settings, finite values, and caches that agree with its
+    log weights (`checked_entropy_tree`)."""
     checks = [
         _checkpointing.assert_size(restored["num_examples"], self._num_examples,
                                    "number of examples"),
+        _checkpointing.assert_setting(restored["amplitude"], self._amplitude,
+                                      "amplitude"),
+        _checkpointing.assert_setting(restored["decay"], self._decay, "decay"),
         _checkpointing.assert_shape(restored["entropy_tree"],
                                     self._entropy_tree.shape, "entropy tree"),
         _checkpointing.assert_shape(restored["log_weights"],
@@ -345,10 +384,12 @@ class AdaptiveSampler(tf.Module):
           tf.debugging.assert_positive(
               tree[1], message="the checkpoint's total weight is not > 0"))
     with tf.control_dependencies(checks):
-      return tf.group(
-          self.tree.variable.assign(tree),
-          self._entropy_tree.assign(
-              with_total(restored["entropy_tree"], tree[1])),
-          self.log_weights.assign(restored["log_weights"]),
-          self._log_scale.assign(restored["log_scale"]),
-          self.generator.state.assign(restored["generator_state"]))
+      entropy_tree = checked_entropy_tree(tree, restored["entropy_tree"],
+                                          restored["log_weights"],
+                                          restored["log_scale"],
+                                          self._num_examples)
+    return tf.group(self.tree.variable.assign(tree),
+                    self._entropy_tree.assign(entropy_tree),
+                    self.log_weights.assign(restored["log_weights"]),
+                    self._log_scale.assign(restored["log_scale"]),
+                    self.generator.state.assign(restored["generator_state"]))

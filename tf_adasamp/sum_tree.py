@@ -38,23 +38,34 @@ def checked_tree(tree: tf.Tensor, num_leaves: int) -> tf.Tensor:
       tf.debugging.assert_all_finite(leaves, "the checkpoint's weights"),
       tf.debugging.assert_non_negative(
           leaves, message="the checkpoint has a negative weight"),
-      tf.debugging.assert_equal(
-          leaves[num_leaves:],
-          tf.zeros([capacity - num_leaves], tree.dtype),
-          message="the checkpoint's padding leaves are not 0"),
+      assert_zero_padding(leaves, num_leaves, "weights"),
   ]
-  levels = [leaves]
-  while levels[-1].shape[0] > 1:
-    pairs = tf.reshape(levels[-1], [-1, 2])
-    levels.append(pairs[:, 0] + pairs[:, 1])
   # Node 0 records num_leaves, as the build op writes it.
-  rebuilt = tf.concat(
-      [tf.constant([num_leaves], tree.dtype), *reversed(levels)], axis=0)
+  rebuilt = with_sums(leaves, tf.constant(num_leaves, tree.dtype))
   checks.append(
       tf.debugging.assert_all_finite(rebuilt[1],
                                      "the checkpoint's total weight"))
   with tf.control_dependencies(checks):
     return tf.identity(rebuilt)
+
+
+def assert_zero_padding(leaves, num_leaves, what):
+  """Asserts that the leaves past `num_leaves` (the padding) are 0."""
+  return tf.debugging.assert_equal(
+      leaves[num_leaves:],
+      tf.zeros(tf.shape(leaves[num_leaves:]), leaves.dtype),
+      message=f"the checkpoint's padding {what} are not 0")
+
+
+def with_sums(leaves: tf.Tensor, node_zero: tf.Tensor) -> tf.Tensor:
+  """The heap-layout tree over `leaves` (capacity of them, padding
+  included), each parent the sum of its two children as the ops add them,
+  node 0 holding `node_zero`."""
+  levels = [leaves]
+  while levels[-1].shape[0] > 1:
+    pairs = tf.reshape(levels[-1], [-1, 2])
+    levels.append(pairs[:, 0] + pairs[:, 1])
+  return tf.concat([tf.reshape(node_zero, [1]), *reversed(levels)], axis=0)
 
 
 class SumTree(tf.Module):

@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "tensorflow/core/framework/dataset.h"
+#include "tensorflow/core/framework/function.h"
 #include "tensorflow/core/framework/model.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/resource_mgr.h"
@@ -33,15 +34,18 @@
 namespace adasamp {
 namespace {
 
+using ::tensorflow::AsyncOpKernel;
 using ::tensorflow::CancellationManager;
 using ::tensorflow::CancellationToken;
 using ::tensorflow::DataTypeVector;
+using ::tensorflow::FunctionLibraryRuntime;
 using ::tensorflow::HandleFromInput;
 using ::tensorflow::LookupOrCreateResource;
 using ::tensorflow::mutex;
 using ::tensorflow::mutex_lock;
 using ::tensorflow::Node;
 using ::tensorflow::OpKernel;
+using ::tensorflow::OpKernelConstruction;
 using ::tensorflow::OpKernelContext;
 using ::tensorflow::PartialTensorShape;
 using ::tensorflow::Tensor;
@@ -56,6 +60,10 @@ using ::tensorflow::errors::InvalidArgument;
 
 class DrawPermits : public ::tensorflow::ResourceBase {
  public:
+  // Waits this long or longer have no limit: a deadline further away would
+  // overflow the clock's range (about 292 years).
+  static constexpr double kUnlimitedSeconds = 1e9;
+
   std::string DebugString() const override {
     mutex_lock lock(mu_);
     return absl::StrCat("DrawPermits(", available_, ")");
@@ -86,7 +94,8 @@ class DrawPermits : public ::tensorflow::ResourceBase {
 
   // Takes a permit, waiting while there is none; CancelledError instead if
   // one of `cancellations` (null ones skipped) is cancelled first, and
-  // DeadlineExceededError if none comes in `timeout_seconds` (0: no limit).
+  // DeadlineExceededError if none comes in `timeout_seconds` (>= 0; inf or
+  // anything from kUnlimitedSeconds on: no limit).
   absl::Status Acquire(absl::Span<CancellationManager* const> cancellations,
                        double timeout_seconds) {
     bool cancelled = false;
@@ -110,13 +119,16 @@ class DrawPermits : public ::tensorflow::ResourceBase {
     absl::Status status;
     {
       mutex_lock lock(mu_);
+      // No limit is not 0 seconds: a subnormal timeout reads as 0 where
+      // TensorFlow flushes denormals, and must still time out.
+      const bool unlimited = timeout_seconds >= kUnlimitedSeconds;
       const auto deadline =
           std::chrono::steady_clock::now() +
           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-              std::chrono::duration<double>(timeout_seconds));
+              std::chrono::duration<double>(unlimited ? 0 : timeout_seconds));
       bool timed_out = false;
       while (available_ == 0 && !cancelled && !timed_out) {
-        if (timeout_seconds == 0) {
+        if (unlimited) {
           changed_.wait(lock);
           continue;
         }
@@ -177,6 +189,67 @@ class ReleaseDrawPermitsOp : public OpKernel {
   }
 };
 
+// Runs the function `f`, then releases one permit whatever `f`'s outcome,
+// then passes that outcome on: a try/finally around a stage's update. In a
+// graph an op that fails ends the run before any op ordered after it, so a
+// release after a rejected update would never run, and the pipeline's next
+// draw would wait for a permit that no update will release.
+class CallThenReleaseDrawPermitOp : public AsyncOpKernel {
+ public:
+  explicit CallThenReleaseDrawPermitOp(OpKernelConstruction* ctx)
+      : AsyncOpKernel(ctx) {
+    OP_REQUIRES_OK(ctx, ctx->GetAttr("f", &function_));
+  }
+
+  void ComputeAsync(OpKernelContext* ctx, DoneCallback done) override {
+    ::tensorflow::core::RefCountPtr<DrawPermits> permits;
+    OP_REQUIRES_OK_ASYNC(ctx, GetPermits(ctx, 0, &permits), done);
+    FunctionLibraryRuntime* library = ctx->function_library();
+    FunctionLibraryRuntime::Handle handle;
+    absl::Status instantiated =
+        library == nullptr
+            ? absl::InternalError("no function library to run f")
+            : library->Instantiate(function_.name(),
+                                   ::tensorflow::AttrSlice(&function_.attr()),
+                                   &handle);
+    if (!instantiated.ok()) {
+      ReleaseOne(*permits, instantiated, ctx);
+      done();
+      return;
+    }
+    FunctionLibraryRuntime::Options options(ctx->step_id());
+    options.rendezvous = ctx->rendezvous();
+    options.cancellation_manager = ctx->cancellation_manager();
+    options.collective_executor = ctx->collective_executor();
+    options.step_container = ctx->step_container();
+    options.runner = ctx->runner();
+    options.run_all_kernels_inline = ctx->run_all_kernels_inline();
+    std::vector<Tensor> args;
+    for (int i = 1; i < ctx->num_inputs(); ++i) args.push_back(ctx->input(i));
+    auto* results = new std::vector<Tensor>;
+    // The callback must be copyable: it holds the reference by hand.
+    DrawPermits* held = permits.release();
+    library->Run(options, handle, args, results,
+                 [ctx, done, results, held](const absl::Status& status) {
+                   ::tensorflow::core::ScopedUnref unref(held);
+                   delete results;
+                   ReleaseOne(*held, status, ctx);
+                   done();
+                 });
+  }
+
+ private:
+  // Releases a permit and sets the op's status: `outcome`, or the release's
+  // own error if `outcome` is OK.
+  static void ReleaseOne(DrawPermits& permits, const absl::Status& outcome,
+                         OpKernelContext* ctx) {
+    const absl::Status released = permits.Release(1);
+    ctx->SetStatus(outcome.ok() ? released : outcome);
+  }
+
+  ::tensorflow::NameAttrList function_;
+};
+
 class DrawPermitDatasetOp : public ::tensorflow::data::UnaryDatasetOpKernel {
  public:
   using UnaryDatasetOpKernel::UnaryDatasetOpKernel;
@@ -193,9 +266,9 @@ class DrawPermitDatasetOp : public ::tensorflow::data::UnaryDatasetOpKernel {
     double timeout_seconds = 0;
     OP_REQUIRES_OK(ctx, ::tensorflow::data::ParseScalarArgument(
                             ctx, "timeout_seconds", &timeout_seconds));
-    OP_REQUIRES(ctx, std::isfinite(timeout_seconds) && timeout_seconds >= 0,
-                InvalidArgument("timeout_seconds must be finite and >= 0, got ",
-                                timeout_seconds));
+    OP_REQUIRES(
+        ctx, timeout_seconds >= 0,
+        InvalidArgument("timeout_seconds must be >= 0, got ", timeout_seconds));
     ::tensorflow::core::RefCountPtr<DrawPermits> permits;
     OP_REQUIRES_OK(ctx, GetPermits(ctx, 1, &permits));
     *output = new Dataset(ctx, input, ctx->input(1), std::move(permits),
@@ -340,6 +413,9 @@ REGISTER_KERNEL_BUILDER(Name("AdaSamp>DrawPermitsHandle").Device(DEVICE_CPU),
                         ::tensorflow::ResourceHandleOp<DrawPermits>);
 REGISTER_KERNEL_BUILDER(Name("AdaSamp>ReleaseDrawPermits").Device(DEVICE_CPU),
                         ReleaseDrawPermitsOp);
+REGISTER_KERNEL_BUILDER(
+    Name("AdaSamp>CallThenReleaseDrawPermit").Device(DEVICE_CPU),
+    CallThenReleaseDrawPermitOp);
 REGISTER_KERNEL_BUILDER(Name("AdaSamp>DrawPermitDataset").Device(DEVICE_CPU),
                         DrawPermitDatasetOp);
 

@@ -29,6 +29,18 @@ Adds `count` permits, waking the draws that wait for them.
 count: a scalar >= 0.
 )doc");
 
+REGISTER_OP("AdaSamp>CallThenReleaseDrawPermit")
+    .Input("permits: resource")
+    .Input("args: Tin")
+    .Attr("Tin: list(type) >= 0")
+    .Attr("f: func")
+    .SetIsStateful()
+    .SetShapeFn(::tensorflow::shape_inference::NoOutputs)
+    .Doc(R"doc(
+Runs `f(*args)`, which returns nothing, then adds one permit whether `f`
+succeeded or failed, then fails with `f`'s error if it failed.
+)doc");
+
 REGISTER_OP("AdaSamp>DrawPermitDataset")
     .Input("input_dataset: variant")
     .Input("permits: resource")
@@ -45,10 +57,10 @@ Passes on the elements of `input_dataset`, taking one permit before each and
 waiting while there is none. Each iterator starts by setting the count to
 `initial_permits`. The wait ends with CancelledError when the iterator above
 it is torn down or deleted, and with DeadlineExceededError once it has lasted
-`timeout_seconds` (0: no limit).
+`timeout_seconds` (inf, or 1e9 and more: no limit).
 
 initial_permits: a scalar >= 1.
-timeout_seconds: a finite scalar >= 0.
+timeout_seconds: a scalar >= 0.
 )doc");
 
 }  // namespace adasamp

@@ -42,6 +42,8 @@ def _rows(f):
                                               f.batch_size)
 
   def prop3(n):
+    if f.initial_risk is None:
+      raise ValueError("pass --initial_risk, the initial model's risk R(h_0)")
     return bounds.hypothesis_stability_convex(n, steps(n), f.lipschitz,
                                               f.smoothness, f.eta,
                                               f.initial_risk)
@@ -87,6 +89,21 @@ def _rows(f):
   }
 
 
+# The constants' ranges, as tf_adasamp.bounds checks them; each finite too.
+_CONSTANT_RANGES = {
+    "delta": (lambda x: 0 < x < 1, "finite and in (0, 1)"),
+    "max_loss": (lambda x: x >= 0, "finite and >= 0"),
+    "lipschitz": (lambda x: x >= 0, "finite and >= 0"),
+    "smoothness": (lambda x: x >= 0, "finite and >= 0"),
+    "eta": (lambda x: x >= 0, "finite and >= 0"),
+    "strong_convexity": (lambda x: x > 0, "finite and > 0"),
+    "initial_risk": (lambda x: x >= 0, "finite and >= 0"),
+    "kl": (lambda x: x >= 0, "finite and >= 0"),
+    "chi2": (lambda x: x >= 0, "finite and >= 0"),
+    "target": (lambda x: x > 0, "finite and > 0"),
+}
+
+
 @dataclasses.dataclass(frozen=True)
 class Options:
   """The constants of the table."""
@@ -126,6 +143,15 @@ class Options:
         raise ValueError(f"--{name} must be >= 1, got {getattr(self, name)}")
     if self.epochs is not None and not 0 < self.epochs < math.inf:
       raise ValueError(f"--epochs must be finite and > 0, got {self.epochs}")
+    self._check_constants()
+
+  def _check_constants(self):
+    """Each constant in the range every row that uses it needs (a row may
+    need more, e.g. Prop. 2's smoothness > 0, and says so in its note)."""
+    for name, (ok, requirement) in _CONSTANT_RANGES.items():
+      value = getattr(self, name)
+      if value is not None and not (math.isfinite(value) and ok(value)):
+        raise ValueError(f"--{name} must be {requirement}, got {value}")
 
   def steps(self, n):
     """T for n examples: --T, or ceil(epochs n / B)."""
