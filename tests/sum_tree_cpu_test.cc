@@ -370,10 +370,10 @@ TYPED_TEST(SumTreeCpuTest, ReweightRefusesABatchWritingNothing) {
   cpu::RefusedUpdate refused = sampler.Reweight({0, 2, 1}, {1, inf, 1}, 1, 0);
   EXPECT_EQ(refused.reason, cpu::RefusedUpdate::kUtilityNotFinite);
   EXPECT_EQ(refused.position, 1);
-  // A repeat is not applied, so not checked either.
-  EXPECT_EQ(sampler.Reweight({3, 3}, {1, inf}, 1, 0).reason,
-            cpu::RefusedUpdate::kNone);
-  sampler = before;
+  // A repeat is not applied, but its utility is checked all the same.
+  refused = sampler.Reweight({3, 3}, {1, inf}, 1, 0);
+  EXPECT_EQ(refused.reason, cpu::RefusedUpdate::kUtilityNotFinite);
+  EXPECT_EQ(refused.position, 1);
   const T big = std::numeric_limits<T>::max();
   refused = sampler.Reweight({1, 3}, {1, big}, 4, T(0.5));
   EXPECT_EQ(refused.reason, cpu::RefusedUpdate::kLogWeightNotFinite);

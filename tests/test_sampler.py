@@ -390,6 +390,7 @@ def test_checkpoint_restores_distribution_and_random_state(tmp_path):
     ([0, 20], [1.0, 1.0], r"indices\[1\] = 20 is out of range \[0, 20\)"),
     ([-1], [1.0], r"indices\[0\] = -1 is out of range"),
     ([0, 1], [1.0, np.nan], r"utilities\[1\] = nan is not finite"),
+    ([0, 0], [1.0, np.nan], r"utilities\[1\] = nan is not finite"),
     ([0], [np.inf], r"utilities\[0\] = inf is not finite"),
     ([0], [1e308], "overflows"),
     ([0, 1], [1.0], "indices has 2 elements but utilities has 1"),

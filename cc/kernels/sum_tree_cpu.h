@@ -351,27 +351,31 @@ struct SamplerState {
   int64_t capacity;
 };
 
-// Why a reweight refused its batch: at the first occurrence of an index, in
-// `position`, a utility that is not finite, or one whose new log weight is not.
+// Why a reweight refused its batch: in `position`, a utility that is not
+// finite (the first such one, a repeated index's included), or, at the first
+// occurrence of an index, a utility whose new log weight is not.
 struct RefusedUpdate {
   enum Reason { kNone, kUtilityNotFinite, kLogWeightNotFinite };
   Reason reason = kNone;
   int64_t position = -1;
 };
 
-// The first occurrence of each index of `updates`, checked: what Reweight
-// would refuse, or kNone.
+// What Reweight would refuse, or kNone: every utility must be finite, though
+// only first occurrences reweight (a NaN anywhere says the batch's utilities
+// are not what the caller meant), and so must each first occurrence's new log
+// weight.
 template <typename T, typename Updates>
 RefusedUpdate CheckReweight(const Updates& updates, T amplitude, T decay,
-                            const T* utilities, const SamplerState<T>& state) {
+                            const T* utilities, int64_t count,
+                            const SamplerState<T>& state) {
+  for (int64_t i = 0; i < count; ++i) {
+    if (!IsFinite(utilities[i])) return {RefusedUpdate::kUtilityNotFinite, i};
+  }
   RefusedUpdate refused;
   updates.ForEachIndex([&](int64_t index, int64_t first, int64_t last) {
-    if (refused.reason != RefusedUpdate::kNone) return;
-    if (!IsFinite(utilities[first])) {
-      refused = {RefusedUpdate::kUtilityNotFinite, first};
-    } else if (!IsFinite(ReweightedLogWeight(state.log_weights[index],
-                                             utilities[first], amplitude,
-                                             decay))) {
+    if (refused.reason == RefusedUpdate::kNone &&
+        !IsFinite(ReweightedLogWeight(state.log_weights[index],
+                                      utilities[first], amplitude, decay))) {
       refused = {RefusedUpdate::kLogWeightNotFinite, first};
     }
   });
@@ -436,7 +440,7 @@ RefusedUpdate Reweight(T amplitude, T decay, const int64_t* indices,
   const RefusedUpdate refused =
       WithUpdates(indices, count, state.num_leaves, [&](const auto& updates) {
         const RefusedUpdate check =
-            CheckReweight(updates, amplitude, decay, utilities, state);
+            CheckReweight(updates, amplitude, decay, utilities, count, state);
         if (check.reason == RefusedUpdate::kNone) {
           ApplyReweight(updates, amplitude, decay, utilities, state);
         }

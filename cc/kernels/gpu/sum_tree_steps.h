@@ -279,9 +279,9 @@ ADASAMP_HOST_DEVICE inline void SetScaledLeaf(const ReweightState<T>& state,
   state.entropy_tree[state.capacity + index] = EntropyTerm(scaled, log_scaled);
 }
 
-// Reweight: flags bad indices; the first entry of each run (the first
-// occurrence of its index) computes the new log weight and flags a
-// non-finite utility or result.
+// Reweight: flags bad indices and non-finite utilities (a repeated index's
+// too); the first entry of each run (the first occurrence of its index)
+// computes the new log weight and flags a non-finite one.
 template <typename T>
 struct CheckReweight {
   const int64_t* sorted;
@@ -295,11 +295,12 @@ struct CheckReweight {
       SetFlag(invalid);
       return;
     }
-    if (!StartsRun(sorted, j, 0)) return;
     const T utility = state.utilities[positions[j]];
+    if (!IsFinite(utility)) SetFlag(invalid);
+    if (!StartsRun(sorted, j, 0)) return;
     const T log_weight = ReweightedLogWeight(state.log_weights[index], utility,
                                              state.amplitude, state.decay);
-    if (!IsFinite(utility) || !IsFinite(log_weight)) SetFlag(invalid);
+    if (!IsFinite(log_weight)) SetFlag(invalid);
     new_log_weights[j] = log_weight;
   }
 };
