@@ -226,6 +226,93 @@ def test_fit_on_arrays_draws_epochs_of_n_over_b_steps():
   assert steps.steps == 3 * math.ceil(NUM_EXAMPLES / BATCH_SIZE)
 
 
+class Batches(keras.callbacks.Callback):
+  """Counts the test and predict batches."""
+
+  def __init__(self):
+    super().__init__()
+    self.test = self.predict = 0
+
+  def on_test_batch_end(self, batch, logs=None):
+    self.test += 1
+
+  def on_predict_batch_end(self, batch, logs=None):
+    self.predict += 1
+
+
+def test_validation_evaluation_and_prediction_batch_as_the_stage():
+  x, y = toy_data()
+  trainer = make_trainer()
+  trainer.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+  stage_batches = math.ceil(NUM_EXAMPLES / BATCH_SIZE)
+  batches = Batches()
+  trainer.fit(x,
+              y,
+              steps_per_epoch=1,
+              validation_data=(x, y),
+              callbacks=[batches],
+              verbose=0)
+  assert batches.test == stage_batches  # Keras's default is 32
+  batches.test = 0
+  trainer.evaluate(x, y, callbacks=[batches], verbose=0)
+  trainer.predict(x, callbacks=[batches], verbose=0)
+  assert (batches.test, batches.predict) == (stage_batches, stage_batches)
+  # An explicit size still wins, and a dataset keeps its own batches.
+  batches.test = 0
+  trainer.evaluate(x, y, batch_size=60, callbacks=[batches], verbose=0)
+  trainer.evaluate(tf.data.Dataset.from_tensor_slices((x, y)).batch(40),
+                   callbacks=[batches],
+                   verbose=0)
+  assert batches.test == 2 + 3
+
+
+def log_weights_after_fit(from_logits, loss, seed=6):
+  trainer = make_trainer(max_lag=0,
+                         seed=seed,
+                         net=classifier(from_logits=True),
+                         utility="l1",
+                         from_logits=from_logits)
+  frozen_fit(trainer, *toy_data(), steps_per_epoch=3, loss=loss)
+  return trainer.stage.sampler.log_weights.numpy()
+
+
+def test_from_logits_is_read_from_the_compiled_loss():
+  logits_loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+  told = log_weights_after_fit(True, logits_loss)
+  assert np.any(told != 0)
+  np.testing.assert_array_equal(log_weights_after_fit(None, logits_loss), told)
+
+
+def test_from_logits_contradicting_the_loss_is_refused():
+  with pytest.raises(ValueError, match="from_logits=False, but the compiled"):
+    log_weights_after_fit(
+        False, keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+
+
+def test_outputs_that_are_not_probabilities_are_refused_naming_from_logits():
+  # A logits model compiled with a loss that takes probabilities: its
+  # outputs leave [0, 1], and the step refuses them before any update.
+  x, y = toy_data()
+  trainer = make_trainer(max_lag=0, net=classifier(from_logits=True))
+  with pytest.raises(tf.errors.InvalidArgumentError, match="from_logits=True"):
+    frozen_fit(trainer, x * 100, y, steps_per_epoch=1)
+  assert not np.any(trainer.stage.sampler.log_weights.numpy())
+
+
+def test_fit_with_a_seed_and_max_lag_0_repeats_itself():
+  x, y = toy_data()
+  runs = []
+  for _ in range(2):
+    trainer = make_trainer(max_lag=0, seed=7)
+    trainer.compile(optimizer=keras.optimizers.SGD(0.1),
+                    loss="sparse_categorical_crossentropy")
+    history = trainer.fit(x, y, epochs=2, validation_data=(x, y), verbose=0)
+    runs.append((history.history, trainer.get_weights()))
+  assert runs[0][0] == runs[1][0]
+  for first, second in zip(runs[0][1], runs[1][1]):
+    np.testing.assert_array_equal(first, second)
+
+
 def frozen_fit(trainer, *args, **kwargs):
   trainer.compile(optimizer=keras.optimizers.SGD(0.0),
                   loss=kwargs.pop("loss", "sparse_categorical_crossentropy"))
