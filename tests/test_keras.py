@@ -2,6 +2,7 @@
 
 import math
 import os
+import subprocess
 import sys
 
 import keras
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import child_process
 import reference
 import tf_adasamp
 from tf_adasamp import data
@@ -477,3 +479,27 @@ def test_sampling_tensorboard_says_how_to_install_tensorboard(monkeypatch):
   monkeypatch.setitem(sys.modules, "tensorboard", None)
   with pytest.raises(ImportError, match="pip install tensorboard"):
     SamplingTensorBoard("logs")
+
+
+def test_fit_writes_no_terminal_codes_into_a_file():
+  code = """
+import keras, numpy as np, tf_adasamp
+from tf_adasamp.keras import AdaptiveSamplingModel
+x = np.random.default_rng(0).normal(size=(64, 4)).astype("float32")
+y = (x[:, 0] > 0).astype("int64")
+stage = tf_adasamp.data.AdaptiveSampling(
+    tf_adasamp.AdaptiveSampler(64, 0.1, 0.5, seed=0), batch_size=16)
+trainer = AdaptiveSamplingModel(keras.Sequential(
+    [keras.Input((4,)), keras.layers.Dense(2, activation="softmax")]), stage)
+trainer.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+trainer.fit(x, y, epochs=2, validation_data=(x, y))
+trainer.evaluate(x, y)
+trainer.predict(x)
+"""
+  result = subprocess.run([sys.executable, "-c", code],
+                          env=child_process.environment(),
+                          capture_output=True,
+                          text=True,
+                          check=True)
+  assert "\x1b" not in result.stdout
+  assert result.stdout.count("val_loss") == 2  # a line an epoch

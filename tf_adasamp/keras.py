@@ -26,6 +26,7 @@ compiled function; evaluation and prediction compile whole.
 
 import math
 import numbers
+import sys
 
 import keras
 import numpy as np
@@ -171,14 +172,23 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
     if self._estimates is not None:
       self._estimates.reset_state()
 
-  def evaluate(self, x=None, y=None, batch_size=None, *args, **kwargs):
-    """`keras.Model.evaluate`, in batches of the stage's size by default."""
-    return super().evaluate(x, y, self._batch_size(x, batch_size), *args,
-                            **kwargs)
+  def evaluate(self,
+               x=None,
+               y=None,
+               batch_size=None,
+               verbose="auto",
+               *args,
+               **kwargs):
+    """`keras.Model.evaluate`, in batches of the stage's size by default;
+    `verbose="auto"` as in `fit`."""
+    return super().evaluate(x, y, self._batch_size(x, batch_size),
+                            _verbosity(verbose), *args, **kwargs)
 
-  def predict(self, x, batch_size=None, *args, **kwargs):
-    """`keras.Model.predict`, in batches of the stage's size by default."""
-    return super().predict(x, self._batch_size(x, batch_size), *args, **kwargs)
+  def predict(self, x, batch_size=None, verbose="auto", *args, **kwargs):
+    """`keras.Model.predict`, in batches of the stage's size by default;
+    `verbose="auto"` as in `fit`."""
+    return super().predict(x, self._batch_size(x, batch_size),
+                           _verbosity(verbose), *args, **kwargs)
 
   def _batch_size(self, x, batch_size):
     """`batch_size`, or the stage's where Keras batches `x` itself."""
@@ -230,7 +240,11 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
     stage; or `x` is the stage's dataset. `batch_size` is the stage's,
     `shuffle` does not apply (the stage draws), `validation_split` is not
     supported (pass `validation_data`). `class_weight` multiplies the
-    sample weights of each class, as in Keras.
+    sample weights of each class, as in Keras. Validation batches are the
+    stage's size unless `validation_batch_size` says otherwise.
+    `verbose="auto"` is Keras's progress bar on a terminal, and one line
+    an epoch, free of terminal control codes, where stdout is a file or a
+    pipe.
     """
     if validation_split:
       raise ValueError("validation_split is not supported: the stage draws "
@@ -252,7 +266,7 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
       self.train_function = None  # traced with the previous weights
     return super().fit(x,
                        epochs=epochs,
-                       verbose=verbose,
+                       verbose=_verbosity(verbose),
                        callbacks=callbacks,
                        shuffle=False,
                        validation_data=validation_data,
@@ -521,6 +535,14 @@ def _clone(metric):
   if isinstance(metric, keras.metrics.Metric):
     return metric.__class__.from_config(metric.get_config())
   return metric
+
+
+def _verbosity(verbose):
+  """Keras's `verbose`, "auto" resolved by where stdout goes: Keras's
+  progress bar (1) writes terminal control codes even into a file."""
+  if verbose != "auto":
+    return verbose
+  return 1 if sys.stdout.isatty() else 2
 
 
 def _outputs_logits(from_logits, loss):
