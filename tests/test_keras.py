@@ -14,6 +14,7 @@ import child_process
 import reference
 import tf_adasamp
 from tf_adasamp import data
+from tf_adasamp import diagnostics
 from tf_adasamp import utilities
 from tf_adasamp.keras import AdaptiveSamplingModel
 from tf_adasamp.keras import SamplingTensorBoard
@@ -446,33 +447,32 @@ def test_sampling_tensorboard_logs_the_distribution(tmp_path):
               y,
               epochs=2,
               verbose=0,
-              callbacks=[
-                  keras.callbacks.TensorBoard(log_dir),
-                  SamplingTensorBoard(os.path.join(log_dir, "sampling"),
-                                      training_data=(x, y))
-              ])
-  found = summaries(os.path.join(log_dir, "sampling"))
+              validation_data=(x, y),
+              callbacks=[SamplingTensorBoard(log_dir, training_data=(x, y))])
+  # Keras's runs, one tag per quantity: the step's kl and distinct_draws
+  # only as the sampler's diagnostics.
+  assert sorted(os.listdir(log_dir)) == ["train", "validation"]
+  found = summaries(os.path.join(log_dir, "train"))
   assert set(found) == {
-      "sampling/kl_divergence", "sampling/max_probability",
-      "sampling/effective_sample_size", "sampling/learning_rate",
-      "sampling/log_n_probability", "sampling/distinct_draws",
-      "sampling/mass_on_misclassified"
+      "epoch_loss", "epoch_adaptive_loss", "epoch_learning_rate",
+      *diagnostics.TAGS.values()
   }
-  assert 1 <= found["sampling/distinct_draws"][-1][1] <= trainer.stage.batch_size
+  assert set(summaries(os.path.join(log_dir, "validation"))) == {
+      "epoch_loss", "evaluation_loss_vs_iterations"
+  }
+  assert 1 <= found["sampler/distinct_draws"][-1][1] <= BATCH_SIZE
   wrong = np.argmax(trainer.predict(x, verbose=0), axis=-1) != y
-  assert [step for step, _ in found["sampling/kl_divergence"]] == [0, 1]
+  assert [step for step, _ in found["sampler/kl_divergence"]] == [0, 1]
   sampler = trainer.stage.sampler
   q = sampler.probabilities().numpy()
-  assert found["sampling/kl_divergence"][-1][1] == pytest.approx(
+  assert found["sampler/kl_divergence"][-1][1] == pytest.approx(
       sampler.kl_divergence().numpy())
-  assert found["sampling/max_probability"][-1][1] == pytest.approx(q.max())
-  assert found["sampling/effective_sample_size"][-1][1] == pytest.approx(
-      1 / np.sum(q**2), rel=1e-5)
-  assert found["sampling/learning_rate"][-1][1] == pytest.approx(0.05)
-  assert found["sampling/mass_on_misclassified"][-1][1] == pytest.approx(
+  assert found["sampler/max_probability"][-1][1] == pytest.approx(q.max())
+  assert found["sampler/effective_sample_size"][-1][1] == pytest.approx(
+      1 / np.sum(q**2) / NUM_EXAMPLES, rel=1e-5)
+  assert found["epoch_learning_rate"][-1][1] == pytest.approx(0.05)
+  assert found["sampler/misclassified_mass"][-1][1] == pytest.approx(
       q[wrong].sum(), rel=1e-5)
-  # Keras's own callback wrote its logs too.
-  assert summaries(os.path.join(log_dir, "train"))
 
 
 def test_sampling_tensorboard_says_how_to_install_tensorboard(monkeypatch):

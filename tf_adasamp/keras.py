@@ -26,6 +26,7 @@ compiled function; evaluation and prediction compile whole.
 
 import math
 import numbers
+import os
 import sys
 
 import keras
@@ -34,6 +35,7 @@ import tensorflow as tf
 
 from tf_adasamp import _keras_internals
 from tf_adasamp import data as data_lib
+from tf_adasamp import diagnostics
 from tf_adasamp import utilities as utilities_lib
 from tf_adasamp.sampler import AdaptiveSampler
 
@@ -318,7 +320,7 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
     self.stage.update(indices, batch_utilities)
     return {
         **logs, "kl": self.stage.sampler.kl_divergence(),
-        "distinct_draws": tf.size(tf.unique(indices)[0])
+        "distinct_draws": diagnostics.distinct_draws(indices)
     }
 
   def _learn_step(self, x, y, sample_weight, importance):
@@ -359,103 +361,92 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
     return super().test_step(data)
 
 
-class SamplingTensorBoard(keras.callbacks.Callback):
-  """Logs the sampling distribution Q_t to TensorBoard during `fit`.
+class SamplingTensorBoard(keras.callbacks.TensorBoard):
+  """`keras.callbacks.TensorBoard`, and the sampling distribution Q_t.
 
-  Under `sampling/`: `kl_divergence` KL(Q_t || uniform), `max_probability`
-  max_i Q_t(i) (uniform: 1 / n), `effective_sample_size` 1 / sum_i Q_t(i)^2
-  (n when uniform, 1 when one example takes all), `learning_rate`,
-  `distinct_draws` (distinct examples in the last batch), a histogram of
-  log(n Q_t(i)) (0 when uniform) and, given the training data,
-  `mass_on_misclassified` (the sampling mass on the examples the model gets
-  wrong; uniform sampling gives them the error rate). Use beside
-  `keras.callbacks.TensorBoard`, e.g. with `log_dir` a sibling of its own:
+  Writes what Keras's callback writes (the runs `train` and `validation`
+  under `log_dir`), and into the `train` run the sampler's diagnostics under
+  the tags of `tf_adasamp.diagnostics.TAGS` (`sampler/kl_divergence`,
+  `sampler/max_probability`, `sampler/effective_sample_size`,
+  `sampler/distinct_draws`, the histogram `sampler/log_n_probability` and,
+  given the training data, `sampler/misclassified_mass`); the module says
+  what each means. The step's `kl` and `distinct_draws` logs are written
+  there only, not also as Keras's `epoch_kl`: one tag per quantity. Use it
+  in place of Keras's callback:
 
-    callbacks=[keras.callbacks.TensorBoard("logs"),
-               tf_adasamp.keras.SamplingTensorBoard("logs/sampling")]
+    callbacks=[tf_adasamp.keras.SamplingTensorBoard("logs")]
   """
 
-  def __init__(self,
-               log_dir,
-               update_freq="epoch",
-               histogram_freq=1,
-               training_data=None):
+  def __init__(self, log_dir="logs", training_data=None, **kwargs):
     """Creates the callback.
 
     Args:
-      log_dir: the directory the summaries go to.
-      update_freq: "epoch", or an int: write every that many batches.
-      histogram_freq: write the histogram every that many writes; 0 never.
+      log_dir: the directory of the runs, as for Keras's callback.
       training_data: optional (x, y), the stage's examples in its order
         (class ids or one-hot labels); each write then predicts over x, a
-        pass over the training set, to log `mass_on_misclassified`.
+        pass over the training set, to log `sampler/misclassified_mass`.
+      **kwargs: passed to `keras.callbacks.TensorBoard`; its `update_freq`
+        (an int: every that many batches) also sets how often the sampler's
+        diagnostics are written.
     """
-    super().__init__()
     try:
       import tensorboard  # pylint: disable=g-import-not-at-top,unused-import
     except ImportError as error:
       raise ImportError(
           "SamplingTensorBoard writes TensorBoard summaries, "
           "which need TensorBoard: pip install tensorboard") from error
-    if update_freq != "epoch" and not (isinstance(update_freq, int) and
-                                       update_freq >= 1):
-      raise ValueError('update_freq must be "epoch" or an int >= 1, got '
-                       f"{update_freq!r}")
-    if not (isinstance(histogram_freq, int) and histogram_freq >= 0):
-      raise ValueError(
-          f"histogram_freq must be an int >= 0, got {histogram_freq!r}")
-    self.log_dir = log_dir
-    self.update_freq = update_freq
-    self.histogram_freq = histogram_freq
+    super().__init__(log_dir, **kwargs)
     self.training_data = training_data
-    self._writer = None
-    self._writes = 0
-    self._step = 0
+    self._sampler_writer = None
+    self._batches = 0
 
   def on_train_begin(self, logs=None):
     if not isinstance(self.model, AdaptiveSamplingModel):
       raise TypeError("SamplingTensorBoard logs an AdaptiveSamplingModel's "
                       f"sampler; the model is a {type(self.model).__name__}")
-    if self._writer is None:
-      self._writer = tf.summary.create_file_writer(self.log_dir)
+    super().on_train_begin(logs)
+    if self._sampler_writer is None:
+      self._sampler_writer = tf.summary.create_file_writer(
+          os.path.join(self.log_dir, "train"))
 
   def on_train_batch_end(self, batch, logs=None):
-    self._step += 1
-    if self.update_freq != "epoch" and self._step % self.update_freq == 0:
-      self._write(self._step, logs)
+    super().on_train_batch_end(batch, _without_sampler_logs(logs))
+    self._batches += 1
+    if self.update_freq != "epoch" and self._batches % self.update_freq == 0:
+      self._write_diagnostics(self._batches, logs)
 
   def on_epoch_end(self, epoch, logs=None):
+    super().on_epoch_end(epoch, _without_sampler_logs(logs))
     if self.update_freq == "epoch":
-      self._write(epoch, logs)
+      self._write_diagnostics(epoch, logs)
 
   def on_train_end(self, logs=None):
-    self._writer.flush()
+    super().on_train_end(logs)
+    self._sampler_writer.flush()
 
-  def _write(self, step, logs):
-    sampler = self.model.stage.sampler
-    n = sampler.num_examples
-    # log Q_t(i) from the exact log weights: no underflow to -inf.
-    log_q = sampler.log_weights - tf.reduce_logsumexp(sampler.log_weights)
-    q = tf.exp(log_q)
-    with self._writer.as_default(step=step):
-      tf.summary.scalar("sampling/kl_divergence", sampler.kl_divergence())
-      tf.summary.scalar("sampling/max_probability", tf.reduce_max(q))
-      tf.summary.scalar("sampling/effective_sample_size",
-                        1 / tf.reduce_sum(q * q))
-      optimizer = self.model.optimizer
-      if optimizer is not None:
-        tf.summary.scalar("sampling/learning_rate", optimizer.learning_rate)
-      if logs and "distinct_draws" in logs:
-        tf.summary.scalar("sampling/distinct_draws", logs["distinct_draws"])
-      if self.training_data is not None:
-        x, y = self.training_data
-        predicted = np.argmax(self.model.predict(x, verbose=0), axis=-1)
-        wrong = predicted != np.asarray(_class_ids(tf.convert_to_tensor(y)))
-        tf.summary.scalar("sampling/mass_on_misclassified",
-                          tf.reduce_sum(tf.boolean_mask(q, wrong)))
-      if self.histogram_freq and self._writes % self.histogram_freq == 0:
-        tf.summary.histogram("sampling/log_n_probability", log_q + math.log(n))
-    self._writes += 1
+  def _write_diagnostics(self, step, logs):
+    misclassified = None
+    if self.training_data is not None:
+      x, y = self.training_data
+      predicted = np.argmax(self.model.predict(x, verbose=0), axis=-1)
+      misclassified = predicted != np.asarray(
+          _class_ids(tf.convert_to_tensor(y)))
+    values = diagnostics.compute(self.model.stage.sampler,
+                                 misclassified=misclassified)
+    if logs and "distinct_draws" in logs:
+      values["distinct_draws"] = logs["distinct_draws"]
+    with self._sampler_writer.as_default():
+      diagnostics.write(values, step=step)
+
+
+# The train step's logs that SamplingTensorBoard writes as diagnostics.
+_SAMPLER_LOGS = ("kl", "distinct_draws")
+
+
+def _without_sampler_logs(logs):
+  return logs and {
+      name: value for name, value in logs.items() if name not in _SAMPLER_LOGS
+  }
 
 
 class _SamplerVariable(keras.Variable):
