@@ -141,8 +141,15 @@ class BuildOpLibrary(build_ext):
 
   def build_extension(self, ext):
     output = self.get_ext_fullpath(ext.name)
+    in_place = os.path.join(ROOT, self.get_ext_filename(ext.name))
     if not self.force and up_to_date(output):
       print(f"tf_adasamp: {output} is newer than its sources")
+      return
+    if not self.force and up_to_date(in_place):
+      # A wheel of a checkout whose library is built in place (make setup).
+      print(f"tf_adasamp: copying {in_place}, newer than its sources")
+      os.makedirs(os.path.dirname(output), exist_ok=True)
+      shutil.copy2(in_place, output)
       return
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
