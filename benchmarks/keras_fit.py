@@ -9,6 +9,7 @@ machine load; the first epoch (tracing) is left out.
 """
 
 import argparse
+import json
 import os
 import statistics
 import time
@@ -17,6 +18,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # pylint: disable=g-import-not-at-top,wrong-import-position
 
+from benchmarks.machine import load  # pylint: disable=g-import-not-at-top,wrong-import-position
+from benchmarks.machine import machine  # pylint: disable=g-import-not-at-top,wrong-import-position
 import tf_adasamp  # pylint: disable=g-import-not-at-top,wrong-import-position
 from tf_adasamp.experiment import datasets  # pylint: disable=g-import-not-at-top,wrong-import-position
 
@@ -54,10 +57,14 @@ def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--epochs", type=int, default=4)
   parser.add_argument("--batch_size", type=int, default=100)
+  parser.add_argument("--output",
+                      default=os.path.join(os.path.dirname(__file__), "results",
+                                           "keras_fit.json"))
   args = parser.parse_args()
+  load_before = load()
   data = datasets.load_fashion_mnist()
-  x, x_val = (images.reshape(len(images), -1)
-              for images in (data.x_train, data.x_test))
+  x, x_val = (
+      images.reshape(len(images), -1) for images in (data.x_train, data.x_test))
   y, y_val = data.y_train, data.y_test
 
   sampler = tf_adasamp.AdaptiveSampler(len(x), 0.1, 0.5, seed=0)
@@ -65,7 +72,8 @@ def main():
   models = {
       "AdaptiveSamplingModel.fit":
           tf_adasamp.keras.AdaptiveSamplingModel(mlp(0), stage, "l1"),
-      "keras.Model.fit": mlp(0),
+      "keras.Model.fit":
+          mlp(0),
   }
   timers = {name: Timer() for name in models}
   for model in models.values():
@@ -85,15 +93,36 @@ def main():
                 callbacks=[timers[name]],
                 verbose=0,
                 **batch)
-  print(f"load average (1, 5, 15 min) after the epochs: {os.getloadavg()}")
+  results = {
+      name: {
+          "epoch_s": statistics.median(timer.epochs[1:]),
+          "validation_s": statistics.median(timer.validation[1:]),
+      } for name, timer in timers.items()
+  }
   print(f"{'':28s} {'epoch (s)':>10s} {'validation (s)':>15s}  "
         f"(median of epochs 2-{args.epochs})")
-  for name, timer in timers.items():
-    print(f"{name:28s} {statistics.median(timer.epochs[1:]):10.2f} "
-          f"{statistics.median(timer.validation[1:]):15.2f}")
-  ratio = (statistics.median(timers["AdaptiveSamplingModel.fit"].epochs[1:]) /
-           statistics.median(timers["keras.Model.fit"].epochs[1:]))
-  print(f"ratio {ratio:.2f}x")
+  for name, result in results.items():
+    print(f"{name:28s} {result['epoch_s']:10.2f} "
+          f"{result['validation_s']:15.2f}")
+  ratio = (results["AdaptiveSamplingModel.fit"]["epoch_s"] /
+           results["keras.Model.fit"]["epoch_s"])
+  loads = [load_before, load()]
+  print(f"ratio {ratio:.2f}x; load average {loads[0]} before, {loads[1]} "
+        "after")
+  os.makedirs(os.path.dirname(args.output), exist_ok=True)
+  with open(args.output, "w") as f:
+    json.dump(
+        {
+            "epochs": args.epochs,
+            "batch_size": args.batch_size,
+            "machine": machine(),
+            "load": loads,
+            "results": results,
+            "ratio": ratio,
+        },
+        f,
+        indent=2)
+  print(f"wrote {args.output}")
 
 
 if __name__ == "__main__":
