@@ -90,14 +90,24 @@ def test_wheel_installs_and_runs_in_a_fresh_venv_without_a_compiler(tmp_path):
   ],
       cwd=ROOT)
   [wheel] = wheelhouse.glob("tf_adasamp-*.whl")
+  distribution, version = installed_tensorflow()
   with zipfile.ZipFile(wheel) as archive:
     assert "tf_adasamp/_sum_tree_ops.so" in archive.namelist()
+    requires = [
+        line.split(":", 1)[1].strip()
+        for line in archive.read(
+            "tf_adasamp-0.1.0.dist-info/METADATA").decode().splitlines()
+        if line.startswith("Requires-Dist:") and "extra ==" not in line
+    ]
+  # The TensorFlow distribution it was built with (tensorflow-cpu for a
+  # tensorflow-cpu build), at its minor version.
+  major, minor = (int(part) for part in version.split(".")[:2])
+  assert f"{distribution}<{major}.{minor + 1},>={major}.{minor}" in requires
   print(f"{wheel.name}: {wheel.stat().st_size / 2**20:.1f} MiB")
 
   venv = tmp_path / "venv"
   run([sys.executable, "-m", "venv", venv])
   python = venv / "bin" / "python"
-  distribution, version = installed_tensorflow()
   # From pip's cache after the first run.
   run([python, "-m", "pip", "install", "-q", f"{distribution}=={version}"])
   invoked = no_compilers(tmp_path / "no_compilers")
