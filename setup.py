@@ -1,16 +1,18 @@
 """Builds tf_adasamp and its op library against the installed TensorFlow.
 
-TensorFlow must be importable at build time, so install with
-`pip install --no-build-isolation .` into an environment that has it (a plain
-`pip install .` works too, but first installs TensorFlow into pip's isolated
-build environment).
+The op library is bound to the TensorFlow it is compiled against, so the
+build uses the environment's own: `pip install --no-build-isolation .`, or
+`pip wheel --no-build-isolation .` for a wheel that installs without a
+compiler. A build in pip's isolated environment is refused in one line.
 """
 
 import concurrent.futures
 import importlib.util
 import os
 import shutil
+import site
 import subprocess
+import sys
 
 from setuptools import Extension
 from setuptools import find_packages
@@ -18,6 +20,10 @@ from setuptools import setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+# The TensorFlow minor version the op library is built for; pyproject.toml's
+# build-system.requires pins the same (tests/test_wheel.py checks).
+SUPPORTED_TENSORFLOW = "2.21"
+INSTALL = "pip install --no-build-isolation ."
 
 
 def load_cuda_config(path):
@@ -138,9 +144,19 @@ class BuildOpLibrary(build_ext):
     return os.path.join(*ext_name.split(".")) + ".so"
 
   def build_extension(self, ext):
+    output = self.get_ext_fullpath(ext.name)
+    in_place = os.path.join(ROOT, self.get_ext_filename(ext.name))
+    if not self.force and up_to_date(output):
+      print(f"tf_adasamp: {output} is newer than its sources")
+      return
+    if not self.force and up_to_date(in_place):
+      # A wheel of a checkout whose library is built in place (make setup).
+      print(f"tf_adasamp: copying {in_place}, newer than its sources")
+      os.makedirs(os.path.dirname(output), exist_ok=True)
+      shutil.copy2(in_place, output)
+      return
     import tensorflow as tf  # pylint: disable=import-outside-toplevel
 
-    output = self.get_ext_fullpath(ext.name)
     os.makedirs(os.path.dirname(output), exist_ok=True)
     os.makedirs(self.build_temp, exist_ok=True)
     compiler = os.environ.get("CXX", shutil.which("g++") or "c++")
@@ -184,22 +200,57 @@ class BuildOpLibrary(build_ext):
     subprocess.check_call(link)
 
 
+def up_to_date(output):
+  """Whether `output` is newer than every source of the op library (as make
+  would judge), so that a rebuild, a wheel's included, skips the compile."""
+  sources = [
+      *FACTS["OP_LIBRARY_SOURCES"], *FACTS["OP_LIBRARY_GPU_SOURCES"],
+      FACTS["CUDA_SOURCE"], *FACTS["CUDA_HEADERS"], "bazel/build_facts.bzl"
+  ]
+  return os.path.exists(output) and os.path.getmtime(output) >= max(
+      os.path.getmtime(os.path.join(ROOT, path)) for path in sources)
+
+
+def refuse(reason):
+  """Ends the build with one line: `reason`, and the command to use."""
+  sys.exit(f"tf_adasamp: {reason}; install with: {INSTALL}")
+
+
 def tensorflow_requirement():
   """TensorFlow at the minor version the op library is built against (the
   .so is ABI-bound to it), under the distribution name that is installed:
-  a user of tensorflow-cpu must not get the full tensorflow beside it."""
+  a user of tensorflow-cpu must not get the full tensorflow beside it.
+
+  Refuses a build without TensorFlow, with another minor version, or in
+  pip's isolated build environment, whose TensorFlow is not the one the
+  package will run with.
+  """
   from importlib import metadata  # pylint: disable=import-outside-toplevel
 
+  spec = importlib.util.find_spec("tensorflow")
+  if spec is None:
+    refuse("the build compiles against the installed TensorFlow, and there "
+           f"is none: install tensorflow=={SUPPORTED_TENSORFLOW}.* (or "
+           "tensorflow-cpu) first")
+  environment = site.getsitepackages() + [site.getusersitepackages()]
+  if not any(
+      os.path.realpath(spec.origin).startswith(os.path.realpath(path) + os.sep)
+      for path in environment):
+    refuse("this is pip's isolated build environment, whose TensorFlow is "
+           "not the one the package will run with")
   for name in ("tensorflow-cpu", "tensorflow", "tf-nightly"):
     try:
       version = metadata.version(name)
     except metadata.PackageNotFoundError:
       continue
+    major_minor = ".".join(version.split(".")[:2])
+    if major_minor != SUPPORTED_TENSORFLOW and name != "tf-nightly":
+      refuse(f"{name} {version} is installed, and this release builds "
+             f"against TensorFlow {SUPPORTED_TENSORFLOW}")
     major, minor = (int(part) for part in version.split(".")[:2])
     return f"{name}>={major}.{minor},<{major}.{minor + 1}"
-  raise RuntimeError("tf_adasamp builds against the installed TensorFlow: "
-                     "install tensorflow (or tensorflow-cpu) first, then "
-                     "pip install --no-build-isolation .")
+  refuse("TensorFlow is importable but not installed as a distribution "
+         "(tensorflow, tensorflow-cpu or tf-nightly)")
 
 
 EXPERIMENT = [

@@ -2,6 +2,7 @@
 
 import math
 import os
+import subprocess
 import sys
 
 import keras
@@ -9,9 +10,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import child_process
 import reference
 import tf_adasamp
 from tf_adasamp import data
+from tf_adasamp import diagnostics
 from tf_adasamp import utilities
 from tf_adasamp.keras import AdaptiveSamplingModel
 from tf_adasamp.keras import SamplingTensorBoard
@@ -226,6 +229,93 @@ def test_fit_on_arrays_draws_epochs_of_n_over_b_steps():
   assert steps.steps == 3 * math.ceil(NUM_EXAMPLES / BATCH_SIZE)
 
 
+class Batches(keras.callbacks.Callback):
+  """Counts the test and predict batches."""
+
+  def __init__(self):
+    super().__init__()
+    self.test = self.predict = 0
+
+  def on_test_batch_end(self, batch, logs=None):
+    self.test += 1
+
+  def on_predict_batch_end(self, batch, logs=None):
+    self.predict += 1
+
+
+def test_validation_evaluation_and_prediction_batch_as_the_stage():
+  x, y = toy_data()
+  trainer = make_trainer()
+  trainer.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+  stage_batches = math.ceil(NUM_EXAMPLES / BATCH_SIZE)
+  batches = Batches()
+  trainer.fit(x,
+              y,
+              steps_per_epoch=1,
+              validation_data=(x, y),
+              callbacks=[batches],
+              verbose=0)
+  assert batches.test == stage_batches  # Keras's default is 32
+  batches.test = 0
+  trainer.evaluate(x, y, callbacks=[batches], verbose=0)
+  trainer.predict(x, callbacks=[batches], verbose=0)
+  assert (batches.test, batches.predict) == (stage_batches, stage_batches)
+  # An explicit size still wins, and a dataset keeps its own batches.
+  batches.test = 0
+  trainer.evaluate(x, y, batch_size=60, callbacks=[batches], verbose=0)
+  trainer.evaluate(tf.data.Dataset.from_tensor_slices((x, y)).batch(40),
+                   callbacks=[batches],
+                   verbose=0)
+  assert batches.test == 2 + 3
+
+
+def log_weights_after_fit(from_logits, loss, seed=6):
+  trainer = make_trainer(max_lag=0,
+                         seed=seed,
+                         net=classifier(from_logits=True),
+                         utility="l1",
+                         from_logits=from_logits)
+  frozen_fit(trainer, *toy_data(), steps_per_epoch=3, loss=loss)
+  return trainer.stage.sampler.log_weights.numpy()
+
+
+def test_from_logits_is_read_from_the_compiled_loss():
+  logits_loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+  told = log_weights_after_fit(True, logits_loss)
+  assert np.any(told != 0)
+  np.testing.assert_array_equal(log_weights_after_fit(None, logits_loss), told)
+
+
+def test_from_logits_contradicting_the_loss_is_refused():
+  with pytest.raises(ValueError, match="from_logits=False, but the compiled"):
+    log_weights_after_fit(
+        False, keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+
+
+def test_outputs_that_are_not_probabilities_are_refused_naming_from_logits():
+  # A logits model compiled with a loss that takes probabilities: its
+  # outputs leave [0, 1], and the step refuses them before any update.
+  x, y = toy_data()
+  trainer = make_trainer(max_lag=0, net=classifier(from_logits=True))
+  with pytest.raises(tf.errors.InvalidArgumentError, match="from_logits=True"):
+    frozen_fit(trainer, x * 100, y, steps_per_epoch=1)
+  assert not np.any(trainer.stage.sampler.log_weights.numpy())
+
+
+def test_fit_with_a_seed_and_max_lag_0_repeats_itself():
+  x, y = toy_data()
+  runs = []
+  for _ in range(2):
+    trainer = make_trainer(max_lag=0, seed=7)
+    trainer.compile(optimizer=keras.optimizers.SGD(0.1),
+                    loss="sparse_categorical_crossentropy")
+    history = trainer.fit(x, y, epochs=2, validation_data=(x, y), verbose=0)
+    runs.append((history.history, trainer.get_weights()))
+  assert runs[0][0] == runs[1][0]
+  for first, second in zip(runs[0][1], runs[1][1]):
+    np.testing.assert_array_equal(first, second)
+
+
 def frozen_fit(trainer, *args, **kwargs):
   trainer.compile(optimizer=keras.optimizers.SGD(0.0),
                   loss=kwargs.pop("loss", "sparse_categorical_crossentropy"))
@@ -357,36 +447,59 @@ def test_sampling_tensorboard_logs_the_distribution(tmp_path):
               y,
               epochs=2,
               verbose=0,
-              callbacks=[
-                  keras.callbacks.TensorBoard(log_dir),
-                  SamplingTensorBoard(os.path.join(log_dir, "sampling"),
-                                      training_data=(x, y))
-              ])
-  found = summaries(os.path.join(log_dir, "sampling"))
+              validation_data=(x, y),
+              callbacks=[SamplingTensorBoard(log_dir, training_data=(x, y))])
+  # Keras's runs, one tag per quantity: the step's kl and distinct_draws
+  # only as the sampler's diagnostics.
+  assert sorted(os.listdir(log_dir)) == ["train", "validation"]
+  found = summaries(os.path.join(log_dir, "train"))
   assert set(found) == {
-      "sampling/kl_divergence", "sampling/max_probability",
-      "sampling/effective_sample_size", "sampling/learning_rate",
-      "sampling/log_n_probability", "sampling/distinct_draws",
-      "sampling/mass_on_misclassified"
+      "epoch_loss", "epoch_adaptive_loss", "epoch_learning_rate",
+      *diagnostics.TAGS.values()
   }
-  assert 1 <= found["sampling/distinct_draws"][-1][1] <= trainer.stage.batch_size
+  assert set(summaries(os.path.join(log_dir, "validation"))) == {
+      "epoch_loss", "evaluation_loss_vs_iterations"
+  }
+  assert 1 <= found["sampler/distinct_draws"][-1][1] <= BATCH_SIZE
   wrong = np.argmax(trainer.predict(x, verbose=0), axis=-1) != y
-  assert [step for step, _ in found["sampling/kl_divergence"]] == [0, 1]
+  assert [step for step, _ in found["sampler/kl_divergence"]] == [0, 1]
   sampler = trainer.stage.sampler
   q = sampler.probabilities().numpy()
-  assert found["sampling/kl_divergence"][-1][1] == pytest.approx(
+  assert found["sampler/kl_divergence"][-1][1] == pytest.approx(
       sampler.kl_divergence().numpy())
-  assert found["sampling/max_probability"][-1][1] == pytest.approx(q.max())
-  assert found["sampling/effective_sample_size"][-1][1] == pytest.approx(
-      1 / np.sum(q**2), rel=1e-5)
-  assert found["sampling/learning_rate"][-1][1] == pytest.approx(0.05)
-  assert found["sampling/mass_on_misclassified"][-1][1] == pytest.approx(
+  assert found["sampler/max_probability"][-1][1] == pytest.approx(q.max())
+  assert found["sampler/effective_sample_size"][-1][1] == pytest.approx(
+      1 / np.sum(q**2) / NUM_EXAMPLES, rel=1e-5)
+  assert found["epoch_learning_rate"][-1][1] == pytest.approx(0.05)
+  assert found["sampler/misclassified_mass"][-1][1] == pytest.approx(
       q[wrong].sum(), rel=1e-5)
-  # Keras's own callback wrote its logs too.
-  assert summaries(os.path.join(log_dir, "train"))
 
 
 def test_sampling_tensorboard_says_how_to_install_tensorboard(monkeypatch):
   monkeypatch.setitem(sys.modules, "tensorboard", None)
   with pytest.raises(ImportError, match="pip install tensorboard"):
     SamplingTensorBoard("logs")
+
+
+def test_fit_writes_no_terminal_codes_into_a_file():
+  code = """
+import keras, numpy as np, tf_adasamp
+from tf_adasamp.keras import AdaptiveSamplingModel
+x = np.random.default_rng(0).normal(size=(64, 4)).astype("float32")
+y = (x[:, 0] > 0).astype("int64")
+stage = tf_adasamp.data.AdaptiveSampling(
+    tf_adasamp.AdaptiveSampler(64, 0.1, 0.5, seed=0), batch_size=16)
+trainer = AdaptiveSamplingModel(keras.Sequential(
+    [keras.Input((4,)), keras.layers.Dense(2, activation="softmax")]), stage)
+trainer.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+trainer.fit(x, y, epochs=2, validation_data=(x, y))
+trainer.evaluate(x, y)
+trainer.predict(x)
+"""
+  result = subprocess.run([sys.executable, "-c", code],
+                          env=child_process.environment(),
+                          capture_output=True,
+                          text=True,
+                          check=True)
+  assert "\x1b" not in result.stdout
+  assert result.stdout.count("val_loss") == 2  # a line an epoch

@@ -1,11 +1,14 @@
 """AdaptiveSamplingModel saves, restores and copies the sampler's state."""
 
 import os
+import subprocess
+import sys
 
 import keras
 import numpy as np
 import pytest
 
+import child_process
 from kernel_helpers import assert_same_state
 import tf_adasamp
 from tf_adasamp import data
@@ -80,6 +83,69 @@ def test_keras_file_round_trips_model_and_sampler(tmp_path):
   np.testing.assert_array_equal(loaded.stage.sampler.sample(32),
                                 trainer.stage.sampler.sample(32))
   loaded.fit(x, y, steps_per_epoch=2, verbose=0)
+
+
+def run_child(code, *args):
+  """Runs `code` in a fresh interpreter; returns its stdout."""
+  return subprocess.run([sys.executable, "-c", code, *args],
+                        env=child_process.environment(),
+                        capture_output=True,
+                        text=True,
+                        check=True).stdout
+
+
+LOAD_AFTER_IMPORT = {
+    "tf_adasamp, then keras":
+        "import tf_adasamp\nimport keras\n",
+    "keras, then tf_adasamp":
+        "import keras\nimport tf_adasamp\n",
+    "tf_adasamp, then tf.keras": ("import tf_adasamp\nimport tensorflow as tf\n"
+                                  "keras = tf.keras\n"),
+}
+
+
+@pytest.mark.parametrize("imports", LOAD_AFTER_IMPORT)
+def test_import_tf_adasamp_is_enough_to_load_a_saved_trainer(tmp_path, imports):
+  x, y = toy_data()
+  trainer = make_trainer()
+  trainer.fit(x, y, steps_per_epoch=2, verbose=0)
+  path = os.path.join(tmp_path, "trainer.keras")
+  trainer.save(path)
+  np.save(os.path.join(tmp_path, "x.npy"), x)
+  code = LOAD_AFTER_IMPORT[imports] + (
+      "import sys, numpy as np\n"
+      "loaded = keras.models.load_model(sys.argv[1])\n"
+      "print(type(loaded).__name__)\n"
+      "np.save(sys.argv[2], loaded.predict(np.load(sys.argv[3]), verbose=0))\n")
+  predictions = os.path.join(tmp_path, "predictions.npy")
+  out = run_child(code, path, predictions, os.path.join(tmp_path, "x.npy"))
+  assert out.split()[-1] == "AdaptiveSamplingModel"
+  np.testing.assert_allclose(np.load(predictions),
+                             trainer.predict(x, verbose=0),
+                             rtol=1e-6)
+
+
+def test_export_of_the_trainer_and_of_the_model_it_wraps(tmp_path):
+  x, y = toy_data()
+  trainer = make_trainer()
+  trainer.fit(x, y, steps_per_epoch=2, verbose=0)
+  expected = trainer.predict(x, verbose=0)
+  trainer.export(os.path.join(tmp_path, "trainer"))
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  reloaded = tf.saved_model.load(os.path.join(tmp_path, "trainer"))
+  np.testing.assert_allclose(reloaded.serve(x), expected, rtol=1e-6)
+  # Serving: the wrapped model's export, loaded where tf_adasamp is not.
+  served = os.path.join(tmp_path, "served")
+  trainer.model.export(served)
+  np.save(os.path.join(tmp_path, "x.npy"), x)
+  code = ("import sys, numpy as np, tensorflow as tf\n"
+          "model = tf.saved_model.load(sys.argv[1])\n"
+          "np.save(sys.argv[2], model.serve(np.load(sys.argv[3])).numpy())\n"
+          "assert not any(name.startswith('tf_adasamp') for name in "
+          "sys.modules)\n")
+  predictions = os.path.join(tmp_path, "predictions.npy")
+  run_child(code, served, predictions, os.path.join(tmp_path, "x.npy"))
+  np.testing.assert_allclose(np.load(predictions), expected, rtol=1e-6)
 
 
 @pytest.mark.parametrize("filename", ["best.keras", "best.weights.h5"])

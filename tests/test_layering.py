@@ -9,8 +9,9 @@ import child_process
 
 LIBRARY_MODULES = [
     "tf_adasamp", "tf_adasamp.bounds", "tf_adasamp.data",
-    "tf_adasamp.distribute", "tf_adasamp.keras", "tf_adasamp.ops",
-    "tf_adasamp.sampler", "tf_adasamp.sum_tree", "tf_adasamp.utilities"
+    "tf_adasamp.diagnostics", "tf_adasamp.distribute", "tf_adasamp.keras",
+    "tf_adasamp._keras_internals", "tf_adasamp.ops", "tf_adasamp.sampler",
+    "tf_adasamp.sum_tree", "tf_adasamp.utilities"
 ]
 APPLICATION_ONLY = [
     "tf_adasamp.experiment", "tensorflow_datasets", "matplotlib", "sklearn"
@@ -40,6 +41,15 @@ def test_bounds_imports_neither_tensorflow_nor_the_op_library():
   assert "numpy" in modules
   for forbidden in ("tensorflow", "tf_adasamp.ops", "absl"):
     assert forbidden not in modules, f"imported {forbidden}"
+
+
+def test_import_tf_adasamp_loads_neither_tensorflow_nor_keras():
+  modules = imported_after("import tf_adasamp")
+  for forbidden in ("tensorflow", "keras", "tf_adasamp.keras"):
+    assert forbidden not in modules, f"imported {forbidden}"
+  # Keras's import brings the Keras integration, which registers its classes.
+  modules = imported_after("import tf_adasamp\nimport keras")
+  assert "tf_adasamp.keras" in modules
 
 
 def test_op_library_loads_on_first_op_call():

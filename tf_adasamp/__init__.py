@@ -5,11 +5,16 @@ SGD", NIPS 2017: sample training examples from a data-dependent distribution
 kept in an in-graph sum-tree, and reweight the drawn examples by a utility.
 
 The library's modules are imported on first use, so that `tf_adasamp.bounds`
-(NumPy only) loads neither TensorFlow nor the op library. The paper's
-experiment (data sets, models, trainer, CLIs) is `tf_adasamp.experiment`.
+(NumPy only) loads neither TensorFlow nor the op library; `tf_adasamp.keras`
+is imported as soon as Keras is, so that `keras.models.load_model` finds its
+classes after `import tf_adasamp`. The paper's experiment (data sets, models,
+trainer, CLIs) is `tf_adasamp.experiment`.
 """
 
 import importlib
+import importlib.abc
+import importlib.util
+import sys
 
 __version__ = "0.1.0"
 
@@ -19,6 +24,7 @@ _EXPORTS = {
     "SumTree": "tf_adasamp.sum_tree",
     "bounds": "tf_adasamp.bounds",
     "data": "tf_adasamp.data",
+    "diagnostics": "tf_adasamp.diagnostics",
     "distribute": "tf_adasamp.distribute",
     "keras": "tf_adasamp.keras",
     "utilities": "tf_adasamp.utilities",
@@ -37,3 +43,47 @@ def __getattr__(name):
 
 def __dir__():
   return sorted([*globals(), *_EXPORTS])
+
+
+class _AfterKerasImport(importlib.abc.MetaPathFinder):
+  """Imports `tf_adasamp.keras`, which registers its classes with Keras's
+  serialization, right after Keras's own import completes."""
+
+  def find_spec(self, fullname, path, target=None):
+    if fullname != "keras":
+      return None
+    # Keras as the other finders find it; TensorFlow looks for it (without
+    # importing it) before it imports it, so this finder stays until the
+    # import itself runs.
+    for finder in sys.meta_path:
+      if finder is not self and hasattr(finder, "find_spec"):
+        spec = finder.find_spec(fullname, path, target)
+        if spec is not None:
+          if spec.loader is not None:
+            spec.loader = _ThenRegister(spec.loader, self)
+          return spec
+    return None
+
+
+class _ThenRegister(importlib.abc.Loader):
+  """`loader`, then the import of `tf_adasamp.keras`."""
+
+  def __init__(self, loader, finder):
+    self.loader = loader
+    self.finder = finder
+
+  def create_module(self, spec):
+    return self.loader.create_module(spec)
+
+  def exec_module(self, module):
+    module.__spec__.loader = self.loader
+    self.loader.exec_module(module)
+    if self.finder in sys.meta_path:
+      sys.meta_path.remove(self.finder)
+    importlib.import_module("tf_adasamp.keras")
+
+
+if "keras" in sys.modules:
+  importlib.import_module("tf_adasamp.keras")
+else:
+  sys.meta_path.insert(0, _AfterKerasImport())

@@ -26,20 +26,22 @@ compiled function; evaluation and prediction compile whole.
 
 import math
 import numbers
+import os
+import sys
 
 import keras
-# What `compile` builds from the metrics it is given ("accuracy" and such).
-from keras.src.trainers.compile_utils import CompileMetrics
 import numpy as np
 import tensorflow as tf
 
+from tf_adasamp import _keras_internals
 from tf_adasamp import data as data_lib
+from tf_adasamp import diagnostics
 from tf_adasamp import utilities as utilities_lib
 from tf_adasamp.sampler import AdaptiveSampler
 
 
 @keras.saving.register_keras_serializable(package="tf_adasamp")
-class AdaptiveSamplingModel(keras.Model):
+class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
   """Trains `model` with `fit` on adaptive batches.
 
   Example:
@@ -64,21 +66,24 @@ class AdaptiveSamplingModel(keras.Model):
                model: keras.Model,
                stage: data_lib.AdaptiveSampling,
                utility: str | utilities_lib.Utility = "l1",
-               from_logits: bool = False,
+               from_logits: bool | None = None,
                debias: bool = False,
                **kwargs):
     """Wraps `model`.
 
     Args:
       model: the `keras.Model` to train; its outputs are class
-        probabilities, or logits with `from_logits=True`.
+        probabilities, or logits (see `from_logits`).
       stage: the `tf_adasamp.data.AdaptiveSampling` stage that draws the
         training batches; the step reports utilities through it.
       utility: "zero_one", "l1", "cross_entropy" or a callable
         (labels [B], probabilities [B, C]) -> [B]; see
         `tf_adasamp.utilities`. To save the model, a callable must be
         registered with `keras.saving.register_keras_serializable`.
-      from_logits: whether `model` outputs logits.
+      from_logits: whether `model` outputs logits; None (the default)
+        takes it from the compiled loss (its `from_logits`, False for a
+        loss that has none). Outputs taken as probabilities are checked to
+        lie in [0, 1].
       debias: if True, weight each example's loss by 1 / (n Q_t(i)), so the
         optimized loss estimates the uniform average; Algorithm 1 does not.
       **kwargs: passed to `keras.Model`, e.g. `name`.
@@ -90,7 +95,7 @@ class AdaptiveSamplingModel(keras.Model):
     self.model = model
     self.stage = stage
     self.utility = utilities_lib.get(utility)
-    self.from_logits = bool(from_logits)
+    self.from_logits = None if from_logits is None else bool(from_logits)
     self.debias = bool(debias)
     # The sampler's tf.Variables, as non-trainable weights of this model:
     # saved, restored and copied with the model's own.
@@ -99,7 +104,8 @@ class AdaptiveSamplingModel(keras.Model):
         for variable in _sampler_variables(stage.sampler)
     ]
     self._learn = None
-    self._uniform = None
+    self._outputs_logits = None
+    self._estimates = None
     self._class_weight = None
     self.built = model.built
 
@@ -148,31 +154,70 @@ class AdaptiveSamplingModel(keras.Model):
   def make_train_function(self, force=False):
     if self.train_function is not None and not force:
       return self.train_function
+    self._outputs_logits = _outputs_logits(self.from_logits, self.loss)
+    self._estimates = _TrainingEstimates(
+        *_keras_internals.compiled_metrics(self))
     # With XLA on, it compiles `_learn`; the step around it runs the
     # stage's update, whose permit XLA cannot compile. `jit_compile` stays
     # as set, for evaluate and predict.
+    jit_compile = self.jit_compile
     self._learn = (tf.function(self._learn_step, jit_compile=True)
-                   if self.jit_compile else self._learn_step)
-    config = self._compile_config.config
-    self._uniform = _UniformEstimates(config["metrics"],
-                                      config["weighted_metrics"])
-    jit_compile, self._jit_compile = self._jit_compile, False
+                   if jit_compile else self._learn_step)
+    self.jit_compile = False
     try:
       return super().make_train_function(force)
     finally:
-      self._jit_compile = jit_compile
-
-  def _symbolic_build(self, iterator=None, data_batch=None):
-    # Under a tf.distribute strategy Keras builds the model from one
-    # training batch, which ends with the stage's indices and probabilities.
-    if data_batch is not None and len(data_batch) > 3:
-      data_batch = tuple(data_batch[:-2])
-    super()._symbolic_build(iterator=iterator, data_batch=data_batch)
+      self.jit_compile = jit_compile
 
   def reset_metrics(self):
     super().reset_metrics()
-    if self._uniform is not None:
-      self._uniform.reset_state()
+    if self._estimates is not None:
+      self._estimates.reset_state()
+
+  def evaluate(self,
+               x=None,
+               y=None,
+               batch_size=None,
+               verbose="auto",
+               *args,
+               **kwargs):
+    """`keras.Model.evaluate`, in batches of the stage's size by default;
+    `verbose="auto"` as in `fit`."""
+    return super().evaluate(x, y, self._batch_size(x, batch_size),
+                            _verbosity(verbose), *args, **kwargs)
+
+  def predict(self, x, batch_size=None, verbose="auto", *args, **kwargs):
+    """`keras.Model.predict`, in batches of the stage's size by default;
+    `verbose="auto"` as in `fit`."""
+    return super().predict(x, self._batch_size(x, batch_size),
+                           _verbosity(verbose), *args, **kwargs)
+
+  def _batch_size(self, x, batch_size):
+    """`batch_size`, or the stage's where Keras batches `x` itself."""
+    if batch_size is None and all(
+        hasattr(leaf, "__array__") for leaf in tf.nest.flatten(x)):
+      return self.stage.batch_size
+    return batch_size
+
+  def export(
+      self,
+      filepath,
+      format="tf_saved_model",  # pylint: disable=redefined-builtin
+      verbose=None,
+      input_signature=None,
+      **kwargs):
+    """`keras.Model.export`, by default with the wrapped model's inputs.
+
+    The export holds the sampler's state beside the model's weights; for
+    serving, export the wrapped model itself, `trainer.model.export(...)`.
+    """
+    if input_signature is None:
+      input_signature = _input_signature(self.model)
+    return super().export(filepath,
+                          format=format,
+                          verbose=verbose,
+                          input_signature=input_signature,
+                          **kwargs)
 
   def fit(self,
           x=None,
@@ -197,7 +242,11 @@ class AdaptiveSamplingModel(keras.Model):
     stage; or `x` is the stage's dataset. `batch_size` is the stage's,
     `shuffle` does not apply (the stage draws), `validation_split` is not
     supported (pass `validation_data`). `class_weight` multiplies the
-    sample weights of each class, as in Keras.
+    sample weights of each class, as in Keras. Validation batches are the
+    stage's size unless `validation_batch_size` says otherwise.
+    `verbose="auto"` is Keras's progress bar on a terminal, and one line
+    an epoch, free of terminal control codes, where stdout is a file or a
+    pipe.
     """
     if validation_split:
       raise ValueError("validation_split is not supported: the stage draws "
@@ -219,14 +268,15 @@ class AdaptiveSamplingModel(keras.Model):
       self.train_function = None  # traced with the previous weights
     return super().fit(x,
                        epochs=epochs,
-                       verbose=verbose,
+                       verbose=_verbosity(verbose),
                        callbacks=callbacks,
                        shuffle=False,
                        validation_data=validation_data,
                        initial_epoch=initial_epoch,
                        steps_per_epoch=steps_per_epoch,
                        validation_steps=validation_steps,
-                       validation_batch_size=validation_batch_size,
+                       validation_batch_size=(validation_batch_size or
+                                              self.stage.batch_size),
                        validation_freq=validation_freq)
 
   def _training_dataset(self, x, y, sample_weight):
@@ -261,15 +311,16 @@ class AdaptiveSamplingModel(keras.Model):
                                     self.stage.sampler.num_examples),
         self.compute_dtype)
     logs, y_pred = self._learn(x, y, sample_weight, importance)
-    if self.from_logits:
+    if self._outputs_logits:
       batch_utilities = utilities_lib.from_logits(self.utility, _class_ids(y),
                                                   y_pred)
     else:
+      _check_probabilities(y_pred)
       batch_utilities = self.utility(_class_ids(y), y_pred)
     self.stage.update(indices, batch_utilities)
     return {
         **logs, "kl": self.stage.sampler.kl_divergence(),
-        "distinct_draws": tf.size(tf.unique(indices)[0])
+        "distinct_draws": diagnostics.distinct_draws(indices)
     }
 
   def _learn_step(self, x, y, sample_weight, importance):
@@ -291,16 +342,18 @@ class AdaptiveSamplingModel(keras.Model):
     # The drawn batch, as Keras measures it: the `adaptive_` logs.
     adaptive_loss = loss if not self.debias else self.compute_loss(
         x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True)
-    batch_size = tf.shape(y_pred)[0]
-    self._loss_tracker.update_state(adaptive_loss, sample_weight=batch_size)
+    # Keras's own loss tracker is left to evaluation: its "loss" among the
+    # compiled metrics' results is not this step's.
     adaptive = self.compute_metrics(x, y, y_pred, sample_weight)
     # The training set under the uniform distribution: the plain logs.
     uniform_loss = loss if self.debias else self.compute_loss(
         x=x, y=y, y_pred=y_pred, sample_weight=uniform_weight, training=True)
-    self._uniform.update_state(uniform_loss, batch_size, y, y_pred,
-                               uniform_weight)
-    logs = self._uniform.result()
-    logs.update((f"adaptive_{name}", value) for name, value in adaptive.items())
+    self._estimates.update_state(adaptive_loss, uniform_loss, y, y_pred,
+                                 uniform_weight)
+    logs = self._estimates.result()
+    logs.update((f"adaptive_{name}", value)
+                for name, value in adaptive.items()
+                if name != "loss")
     return logs, y_pred
 
   def test_step(self, data):
@@ -308,103 +361,92 @@ class AdaptiveSamplingModel(keras.Model):
     return super().test_step(data)
 
 
-class SamplingTensorBoard(keras.callbacks.Callback):
-  """Logs the sampling distribution Q_t to TensorBoard during `fit`.
+class SamplingTensorBoard(keras.callbacks.TensorBoard):
+  """`keras.callbacks.TensorBoard`, and the sampling distribution Q_t.
 
-  Under `sampling/`: `kl_divergence` KL(Q_t || uniform), `max_probability`
-  max_i Q_t(i) (uniform: 1 / n), `effective_sample_size` 1 / sum_i Q_t(i)^2
-  (n when uniform, 1 when one example takes all), `learning_rate`,
-  `distinct_draws` (distinct examples in the last batch), a histogram of
-  log(n Q_t(i)) (0 when uniform) and, given the training data,
-  `mass_on_misclassified` (the sampling mass on the examples the model gets
-  wrong; uniform sampling gives them the error rate). Use beside
-  `keras.callbacks.TensorBoard`, e.g. with `log_dir` a sibling of its own:
+  Writes what Keras's callback writes (the runs `train` and `validation`
+  under `log_dir`), and into the `train` run the sampler's diagnostics under
+  the tags of `tf_adasamp.diagnostics.TAGS` (`sampler/kl_divergence`,
+  `sampler/max_probability`, `sampler/effective_sample_size`,
+  `sampler/distinct_draws`, the histogram `sampler/log_n_probability` and,
+  given the training data, `sampler/misclassified_mass`); the module says
+  what each means. The step's `kl` and `distinct_draws` logs are written
+  there only, not also as Keras's `epoch_kl`: one tag per quantity. Use it
+  in place of Keras's callback:
 
-    callbacks=[keras.callbacks.TensorBoard("logs"),
-               tf_adasamp.keras.SamplingTensorBoard("logs/sampling")]
+    callbacks=[tf_adasamp.keras.SamplingTensorBoard("logs")]
   """
 
-  def __init__(self,
-               log_dir,
-               update_freq="epoch",
-               histogram_freq=1,
-               training_data=None):
+  def __init__(self, log_dir="logs", training_data=None, **kwargs):
     """Creates the callback.
 
     Args:
-      log_dir: the directory the summaries go to.
-      update_freq: "epoch", or an int: write every that many batches.
-      histogram_freq: write the histogram every that many writes; 0 never.
+      log_dir: the directory of the runs, as for Keras's callback.
       training_data: optional (x, y), the stage's examples in its order
         (class ids or one-hot labels); each write then predicts over x, a
-        pass over the training set, to log `mass_on_misclassified`.
+        pass over the training set, to log `sampler/misclassified_mass`.
+      **kwargs: passed to `keras.callbacks.TensorBoard`; its `update_freq`
+        (an int: every that many batches) also sets how often the sampler's
+        diagnostics are written.
     """
-    super().__init__()
     try:
       import tensorboard  # pylint: disable=g-import-not-at-top,unused-import
     except ImportError as error:
       raise ImportError(
           "SamplingTensorBoard writes TensorBoard summaries, "
           "which need TensorBoard: pip install tensorboard") from error
-    if update_freq != "epoch" and not (isinstance(update_freq, int) and
-                                       update_freq >= 1):
-      raise ValueError('update_freq must be "epoch" or an int >= 1, got '
-                       f"{update_freq!r}")
-    if not (isinstance(histogram_freq, int) and histogram_freq >= 0):
-      raise ValueError(
-          f"histogram_freq must be an int >= 0, got {histogram_freq!r}")
-    self.log_dir = log_dir
-    self.update_freq = update_freq
-    self.histogram_freq = histogram_freq
+    super().__init__(log_dir, **kwargs)
     self.training_data = training_data
-    self._writer = None
-    self._writes = 0
-    self._step = 0
+    self._sampler_writer = None
+    self._batches = 0
 
   def on_train_begin(self, logs=None):
     if not isinstance(self.model, AdaptiveSamplingModel):
       raise TypeError("SamplingTensorBoard logs an AdaptiveSamplingModel's "
                       f"sampler; the model is a {type(self.model).__name__}")
-    if self._writer is None:
-      self._writer = tf.summary.create_file_writer(self.log_dir)
+    super().on_train_begin(logs)
+    if self._sampler_writer is None:
+      self._sampler_writer = tf.summary.create_file_writer(
+          os.path.join(self.log_dir, "train"))
 
   def on_train_batch_end(self, batch, logs=None):
-    self._step += 1
-    if self.update_freq != "epoch" and self._step % self.update_freq == 0:
-      self._write(self._step, logs)
+    super().on_train_batch_end(batch, _without_sampler_logs(logs))
+    self._batches += 1
+    if self.update_freq != "epoch" and self._batches % self.update_freq == 0:
+      self._write_diagnostics(self._batches, logs)
 
   def on_epoch_end(self, epoch, logs=None):
+    super().on_epoch_end(epoch, _without_sampler_logs(logs))
     if self.update_freq == "epoch":
-      self._write(epoch, logs)
+      self._write_diagnostics(epoch, logs)
 
   def on_train_end(self, logs=None):
-    self._writer.flush()
+    super().on_train_end(logs)
+    self._sampler_writer.flush()
 
-  def _write(self, step, logs):
-    sampler = self.model.stage.sampler
-    n = sampler.num_examples
-    # log Q_t(i) from the exact log weights: no underflow to -inf.
-    log_q = sampler.log_weights - tf.reduce_logsumexp(sampler.log_weights)
-    q = tf.exp(log_q)
-    with self._writer.as_default(step=step):
-      tf.summary.scalar("sampling/kl_divergence", sampler.kl_divergence())
-      tf.summary.scalar("sampling/max_probability", tf.reduce_max(q))
-      tf.summary.scalar("sampling/effective_sample_size",
-                        1 / tf.reduce_sum(q * q))
-      optimizer = self.model.optimizer
-      if optimizer is not None:
-        tf.summary.scalar("sampling/learning_rate", optimizer.learning_rate)
-      if logs and "distinct_draws" in logs:
-        tf.summary.scalar("sampling/distinct_draws", logs["distinct_draws"])
-      if self.training_data is not None:
-        x, y = self.training_data
-        predicted = np.argmax(self.model.predict(x, verbose=0), axis=-1)
-        wrong = predicted != np.asarray(_class_ids(tf.convert_to_tensor(y)))
-        tf.summary.scalar("sampling/mass_on_misclassified",
-                          tf.reduce_sum(tf.boolean_mask(q, wrong)))
-      if self.histogram_freq and self._writes % self.histogram_freq == 0:
-        tf.summary.histogram("sampling/log_n_probability", log_q + math.log(n))
-    self._writes += 1
+  def _write_diagnostics(self, step, logs):
+    misclassified = None
+    if self.training_data is not None:
+      x, y = self.training_data
+      predicted = np.argmax(self.model.predict(x, verbose=0), axis=-1)
+      misclassified = predicted != np.asarray(
+          _class_ids(tf.convert_to_tensor(y)))
+    values = diagnostics.compute(self.model.stage.sampler,
+                                 misclassified=misclassified)
+    if logs and "distinct_draws" in logs:
+      values["distinct_draws"] = logs["distinct_draws"]
+    with self._sampler_writer.as_default():
+      diagnostics.write(values, step=step)
+
+
+# The train step's logs that SamplingTensorBoard writes as diagnostics.
+_SAMPLER_LOGS = ("kl", "distinct_draws")
+
+
+def _without_sampler_logs(logs):
+  return logs and {
+      name: value for name, value in logs.items() if name not in _SAMPLER_LOGS
+  }
 
 
 class _SamplerVariable(keras.Variable):
@@ -430,27 +472,35 @@ def _sampler_variables(sampler):
   return [*sampler.variables, sampler.generator.state]
 
 
-class _UniformEstimates:
-  """Training loss and metrics under the uniform distribution.
+class _TrainingEstimates:
+  """The training logs' own metrics: the drawn batches' loss
+  (`adaptive_loss`), and the training set's loss and metrics under the
+  uniform distribution (importance-weighted copies of the compiled ones).
 
-  Importance-weighted copies of the compiled loss and metrics, kept out of
-  the model's metrics so that evaluation and validation log only Keras's
-  own.
+  Kept out of the model's metrics so that evaluation and validation log
+  only Keras's own.
   """
 
   def __init__(self, metrics, weighted_metrics):
+    self.adaptive_loss = keras.metrics.Mean(name="adaptive_loss")
     self.loss = keras.metrics.Mean(name="loss")
     every = [*_flat(metrics), *_flat(weighted_metrics)]
-    self.metrics = (CompileMetrics(None, [_clone(metric) for metric in every])
-                    if every else None)
+    self.metrics = (_keras_internals.metrics_like_compile(
+        [_clone(metric) for metric in every]) if every else None)
 
-  def update_state(self, loss, batch_size, y, y_pred, weights):
-    self.loss.update_state(loss, sample_weight=batch_size)
+  def update_state(self, adaptive_loss, uniform_loss, y, y_pred, weights):
+    # Each batch's mean loss counts by its size, as in Keras's own logs.
+    batch_size = tf.shape(y_pred)[0]
+    self.adaptive_loss.update_state(adaptive_loss, sample_weight=batch_size)
+    self.loss.update_state(uniform_loss, sample_weight=batch_size)
     if self.metrics is not None:
       self.metrics.update_state(y, y_pred, sample_weight=weights)
 
   def result(self):
-    results = {"loss": self.loss.result()}
+    results = {
+        "loss": self.loss.result(),
+        "adaptive_loss": self.adaptive_loss.result()
+    }
     if self.metrics is not None and self.metrics.built:
       # Named as Keras would the unweighted ones (no `weighted_` prefix).
       results.update((metric.name.removeprefix("weighted_"), metric.result())
@@ -458,6 +508,7 @@ class _UniformEstimates:
     return results
 
   def reset_state(self):
+    self.adaptive_loss.reset_state()
     self.loss.reset_state()
     if self.metrics is not None:
       self.metrics.reset_state()
@@ -475,6 +526,59 @@ def _clone(metric):
   if isinstance(metric, keras.metrics.Metric):
     return metric.__class__.from_config(metric.get_config())
   return metric
+
+
+def _verbosity(verbose):
+  """Keras's `verbose`, "auto" resolved by where stdout goes: Keras's
+  progress bar (1) writes terminal control codes even into a file."""
+  if verbose != "auto":
+    return verbose
+  return 1 if sys.stdout.isatty() else 2
+
+
+def _outputs_logits(from_logits, loss):
+  """Whether the model outputs logits: `from_logits` (the wrapper's
+  argument), else what the compiled `loss` says."""
+  loss_says = (loss.get_config().get("from_logits") if isinstance(
+      loss, keras.losses.Loss) else None)
+  if from_logits is None:
+    return bool(loss_says)
+  if loss_says is not None and bool(loss_says) != from_logits:
+    raise ValueError(
+        f"from_logits={from_logits}, but the compiled loss has "
+        f"from_logits={loss_says}: the utilities would be computed from "
+        "outputs the loss reads otherwise; leave from_logits out to take the "
+        "loss's")
+  return from_logits
+
+
+def _check_probabilities(y_pred):
+  """Fails unless `y_pred` lies in [0, 1], as probabilities do."""
+  y_pred = tf.cast(y_pred, tf.float32)
+  tf.debugging.assert_equal(
+      tf.reduce_all((y_pred >= 0) & (y_pred <= 1 + 1e-6)),
+      True,
+      message="the model's outputs are not probabilities (some lie outside "
+      "[0, 1]), so utilities cannot be computed from them; for a model "
+      "that outputs logits, compile with a loss that has from_logits=True "
+      "or pass from_logits=True to AdaptiveSamplingModel")
+
+
+def _input_signature(model):
+  """The input specs of a built Functional or Sequential `model`."""
+  try:
+    inputs = model.inputs
+  except (AttributeError, ValueError):
+    inputs = None
+  if not inputs:
+    raise ValueError(
+        f"the wrapped model, a {type(model).__name__}, has no symbolic "
+        "inputs to export with; pass input_signature, e.g. "
+        "[keras.InputSpec(shape=(None, ...), dtype=...)]")
+  return [
+      keras.InputSpec(shape=(None, *tensor.shape[1:]), dtype=tensor.dtype)
+      for tensor in inputs
+  ]
 
 
 def _is_endless(dataset):

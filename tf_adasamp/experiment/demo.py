@@ -36,50 +36,61 @@ def train(data,
           batch_size=32,
           learning_rate=0.1,
           log_every=None):
-  """Trains one logistic regression; returns its held-out accuracy.
+  """Trains one logistic regression with `AdaptiveSamplingModel.fit`;
+  returns its held-out accuracy.
 
   amplitude 0 is uniform sampling: the weights stay equal, and with the same
-  seed the draws are those of the adaptive run until it first reweights.
+  seed the draws are those of the adaptive run until it first reweights
+  (the stage's `max_lag=0` draws exactly Algorithm 1's sequence).
   """
   # Here, not at the top: --help, and a Ctrl-C while TensorFlow loads
   # (seconds), get their answers before it.
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  import keras  # pylint: disable=import-outside-toplevel
 
-  x = tf.constant(data.x_train.reshape(len(data.y_train), -1))
-  y = tf.constant(data.y_train)
-  tf.keras.utils.set_random_seed(seed)
-  model = tf.keras.Sequential(
-      [tf.keras.layers.Dense(data.num_classes, activation="softmax")])
-  model.build([None, x.shape[1]])
-  optimizer = tf.keras.optimizers.SGD(learning_rate)
+  x = data.x_train.reshape(len(data.y_train), -1)
+  keras.utils.set_random_seed(seed)
+  model = keras.Sequential([
+      keras.Input(x.shape[1:]),
+      keras.layers.Dense(data.num_classes, activation="softmax")
+  ])
   sampler = tf_adasamp.AdaptiveSampler(len(data.y_train),
                                        amplitude,
                                        decay,
                                        seed=seed)
+  stage = tf_adasamp.data.AdaptiveSampling(sampler, batch_size, max_lag=0)
+  trainer = tf_adasamp.keras.AdaptiveSamplingModel(model,
+                                                   stage,
+                                                   utility="zero_one")
+  trainer.compile(optimizer=keras.optimizers.SGD(learning_rate),
+                  loss="sparse_categorical_crossentropy",
+                  metrics=["accuracy"])
+  callbacks = [
+      keras.callbacks.LambdaCallback(
+          on_train_batch_end=lambda batch, logs: _print_diagnostics(
+              trainer, x, data.y_train, batch + 1, log_every))
+  ] if log_every else []
+  trainer.fit(x,
+              data.y_train,
+              steps_per_epoch=steps,
+              callbacks=callbacks,
+              verbose=0)
+  _, accuracy = trainer.evaluate(data.x_test.reshape(len(data.y_test), -1),
+                                 data.y_test,
+                                 verbose=0)
+  return accuracy
 
-  @tf.function
-  def step():
-    indices = sampler.sample(batch_size)
-    batch_x, batch_y = tf.gather(x, indices), tf.gather(y, indices)
-    with tf.GradientTape() as tape:
-      loss = tf.reduce_mean(
-          tf.keras.losses.sparse_categorical_crossentropy(
-              batch_y, model(batch_x)))
-    optimizer.apply_gradients(
-        zip(tape.gradient(loss, model.trainable_variables),
-            model.trainable_variables))
-    sampler.update(indices,
-                   tf_adasamp.utilities.zero_one(batch_y, model(batch_x)))
 
-  for t in range(1, steps + 1):
-    step()
-    if log_every and t % log_every == 0:
-      wrong = np.argmax(model(x), axis=1) != data.y_train
-      mass = sampler.probabilities().numpy()[wrong].sum()
-      print(f"{t:5d} {wrong.mean():8.3f} {mass:9.3f} "
-            f"{float(sampler.kl_divergence()):7.3f}")
-  held_out = data.x_test.reshape(len(data.y_test), -1)
-  return float(np.mean(np.argmax(model(held_out), axis=1) == data.y_test))
+def _print_diagnostics(trainer, x, y, step, every):
+  """Every `every` steps, prints the training error, the sampling mass on
+  the misclassified examples and KL(Q_t || uniform)."""
+  if step % every:
+    return
+  wrong = np.argmax(trainer.predict(x, verbose=0), axis=1) != y
+  values = tf_adasamp.diagnostics.compute(trainer.stage.sampler,
+                                          misclassified=wrong)
+  print(f"{step:5d} {wrong.mean():8.3f} "
+        f"{float(values['misclassified_mass']):9.3f} "
+        f"{float(values['kl_divergence']):7.3f}")
 
 
 def main(steps=500, amplitude=AMPLITUDE, decay=DECAY, seeds=5):

@@ -1,0 +1,46 @@
+"""The Keras internals that `tf_adasamp.keras` needs, and no public API gives.
+
+Everything private to Keras that the library touches is here, so that a Keras
+release that moves one breaks one file; tests/test_keras_internals.py checks
+each assumption below, and fails on a Keras minor version other than
+`TESTED_KERAS_VERSION` until someone has rerun the checks and raised it.
+"""
+
+import keras
+# What `compile` builds from the metrics it is given: it resolves "accuracy"
+# to the accuracy that fits the labels' and predictions' shapes, which
+# `keras.metrics.get("accuracy")` does not.
+from keras.src.trainers.compile_utils import CompileMetrics
+
+TESTED_KERAS_VERSION = "3.15"
+
+
+def compiled_metrics(model):
+  """(metrics, weighted_metrics), as the objects given to `model.compile`.
+
+  `get_compile_config()` has them only serialized, and deserializing loses a
+  metric function that is not registered with Keras.
+  """
+  config = model._compile_config.config  # pylint: disable=protected-access
+  return config["metrics"], config["weighted_metrics"]
+
+
+def metrics_like_compile(metrics):
+  """A Keras metric that runs `metrics` (as `compile` takes them), as
+  `compile` would build them."""
+  return CompileMetrics(None, metrics)
+
+
+class StageBatchBuild:
+  """A `keras.Model` mixin: builds the model from a batch of the stage.
+
+  Under a tf.distribute strategy, `fit` builds the model's, loss's and
+  metrics' state from one training batch before the first step, through
+  `Trainer._symbolic_build`, which takes the batch as (x, y, sample_weight);
+  the stage's batches end with its indices and probabilities.
+  """
+
+  def _symbolic_build(self, iterator=None, data_batch=None):
+    if data_batch is not None and len(data_batch) > 3:
+      data_batch = tuple(data_batch[:-2])
+    super()._symbolic_build(iterator=iterator, data_batch=data_batch)  # pylint: disable=no-member
