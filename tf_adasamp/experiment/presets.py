@@ -111,15 +111,16 @@ PRESETS = {
                  decay=0.5,
                  sweep_amplitudes=(0.1, 0.3, 1.0, 3.0, 10.0)),
     # The main job: 3000 steps, 60 epochs of the 5000 training images, long
-    # enough for uniform SGD to fit them. From `python -m
-    # tf_adasamp.experiment.tuning` (docs/experiment/tuning/).
+    # enough for uniform sampling to fit them. Step sizes, amplitude and
+    # decay from `python -m tf_adasamp.experiment.tuning`
+    # (docs/experiment/tuning/fashion_mnist_5k.md).
     ("fashion_mnist_5k", "mlp"):
         Settings(steps=3000,
                  eval_interval=100,
                  sgd_learning_rate=0.3,
-                 sgd_lr_decay=0.0,
+                 sgd_lr_decay=0.001,
                  adagrad_learning_rate=0.1,
-                 amplitude=0.3,
+                 amplitude=0.1,
                  decay=0.5,
                  sweep_amplitudes=(0.1, 0.3, 1.0, 3.0, 10.0)),
     # 40 epochs of CIFAR-10's 50000 training images; not tuned here (no
