@@ -383,10 +383,14 @@ def markdown(results, command):
         f"{_interval(row['auc_difference'])} | "
         f"{_interval(row['final_difference'])} | "
         f"{np.mean(row['max_kl']):.3f} |")
-  best, safe = chosen(results)
-  summary = _settings_summary(results)
+  lines += _choice_lines(results)
   lines += _stage3_lines(results)
-  lines += [
+  return "\n".join(lines) + "\n"
+
+
+def _choice_lines(results):
+  best, safe = chosen(results)
+  lines = [
       "",
       "## Choice",
       "",
@@ -394,11 +398,11 @@ def markdown(results, command):
       "worse than uniform at 95% |",
       "|---|---|---|---|",
   ]
-  for key, entry in summary.items():
+  for key, entry in _settings_summary(results).items():
     lines.append(f"| {key[0]:g} | {key[1]:g} | "
                  f"{np.mean(entry['gains']):+.4f} | "
                  f"{', '.join(entry['worse']) or 'none'} |")
-  lines += [
+  return lines + [
       "",
       f"- Best mean time-averaged gain: amplitude {best[0]:g}, decay "
       f"{best[1]:g}.",
@@ -406,7 +410,6 @@ def markdown(results, command):
       (", ".join(f"amplitude {a:g} / decay {d:g}" for a, d in safe) or "none") +
       ".",
   ]
-  return "\n".join(lines) + "\n"
 
 
 def _stage3_lines(results):
