@@ -122,7 +122,8 @@ PRESETS = {
                  adagrad_learning_rate=0.1,
                  amplitude=0.1,
                  decay=0.5,
-                 sweep_amplitudes=(0.1, 0.3, 1.0, 3.0, 10.0)),
+                 sweep_amplitudes=(0.1, 0.3, 1.0, 3.0, 10.0),
+                 adaptive_learning_rates=(0.3, 0.3, 0.1, 0.1)),
     # 40 epochs of CIFAR-10's 50000 training images; not tuned here (no
     # CIFAR-10 on the machine that wrote this).
     ("cifar10", "cnn"):
