@@ -1,6 +1,9 @@
 # Set-up and the two everyday commands (see README.md):
 #   make experiment  set up, then run the main job: the paper's experiment
-#                    on Fashion-MNIST, with its figures and summary
+#                    on 5,000 Fashion-MNIST images with an MLP, its figures
+#                    and summary in runs/fashion_mnist_5k/report
+#   make experiment-docs  regenerate the committed docs/experiment/ summaries
+#                    (both regimes) and record the commit that made them
 #   make test    set up, then run every test: pytest and `bazel test //...`
 # Set-up is idempotent: a virtual environment in .venv with TensorFlow and the
 # package installed in place (its op library built against that TensorFlow,
@@ -26,7 +29,8 @@ FASHION_MNIST := /usr/share/datasets/fashion-mnist
 # Where Debian's googletest package puts the sources (WORKSPACE reads them).
 GOOGLETEST := /usr/src/googletest
 
-.PHONY: setup build-deps fashion-mnist experiment demo test pytest \
+.PHONY: setup build-deps fashion-mnist experiment experiment-docs \
+  experiment-docs-check demo test pytest \
   bazel-test format format-check clang-format clean
 
 # In two passes, so that the op library that pip's editable install builds
@@ -55,8 +59,15 @@ $(OP_LIBRARY): $(CC_SOURCES) | $(VENV)/installed build-deps
 	$(PY) setup.py -q build_ext --inplace
 
 experiment: setup
-	$(PY) -m tf_adasamp.experiment.reproduce --dataset=fashion_mnist \
-	  --trials=10 --output_dir=runs/fashion_mnist --report_dir=docs/experiment
+	$(PY) -m tf_adasamp.experiment.reproduce --dataset=fashion_mnist_5k \
+	  --trials=10 --output_dir=runs/fashion_mnist_5k
+
+experiment-docs: setup
+	$(PY) -m tf_adasamp.experiment.refresh
+
+# Fails where the committed summaries are not the committed code's.
+experiment-docs-check:
+	$(PY) -m tf_adasamp.experiment.refresh --check
 
 demo: setup
 	$(PY) -m tf_adasamp.experiment.demo

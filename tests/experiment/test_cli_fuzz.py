@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from tf_adasamp.experiment import reproduce
-from tf_adasamp.experiment import study
+from tf_adasamp.experiment import presets
 from tf_adasamp.experiment import train_config
 from tf_adasamp.experiment import tuning
 
@@ -141,7 +141,7 @@ def test_command_lines_answer_help_and_bad_flags_before_tensorflow_loads(
 
 @pytest.mark.parametrize("module,settings", [
     ("train", [train_config.TrainConfig]),
-    ("reproduce", [reproduce.Options, study.Settings]),
+    ("reproduce", [reproduce.Options, presets.Settings]),
     ("tuning", [tuning.Options]),
 ])
 def test_help_lists_every_setting(tmp_path, module, settings):

@@ -143,3 +143,33 @@ def test_network_reachable_tells_listening_from_closed_port():
 def test_unknown_dataset_is_a_value_error():
   with pytest.raises(ValueError, match="unknown dataset 'mnist'"):
     datasets.load("mnist")
+
+
+def test_subset_is_a_fixed_sample_of_both_splits_in_their_order():
+  full = datasets.load_digits()
+  first = datasets.subset(full, "small", 500, 100, seed=0)
+  again = datasets.subset(full, "small", 500, 100, seed=0)
+  other = datasets.subset(full, "small", 500, 100, seed=1)
+  assert (len(first.y_train), len(first.y_test)) == (500, 100)
+  np.testing.assert_array_equal(first.x_train, again.x_train)
+  np.testing.assert_array_equal(first.y_test, again.y_test)
+  assert not np.array_equal(first.y_train, other.y_train)
+  # Rows of the original, in its order.
+  rows = [
+      int(np.flatnonzero((full.x_train == image).all(axis=(1, 2, 3)))[0])
+      for image in first.x_train[:20]
+  ]
+  assert rows == sorted(rows)
+  with pytest.raises(ValueError, match="subset size 0"):
+    datasets.subset(full, "small", 0, 100, seed=0)
+  with pytest.raises(ValueError, match="subset size 2000"):
+    datasets.subset(full, "small", 500, 2000, seed=0)
+
+
+@fashion_mnist_installed
+def test_fashion_mnist_5k_is_5000_and_5000_of_fashion_mnist():
+  data = datasets.load("fashion_mnist_5k")
+  assert (len(data.y_train), len(data.y_test)) == (5000, 5000)
+  assert data.image_shape == (28, 28, 1)
+  # Every class is there, about equally.
+  assert np.bincount(data.y_train, minlength=10).min() > 400

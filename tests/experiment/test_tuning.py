@@ -5,6 +5,7 @@ import dataclasses
 import numpy as np
 
 from tf_adasamp.experiment import datasets
+from tf_adasamp.experiment import presets
 from tf_adasamp.experiment import study
 from tf_adasamp.experiment import tuning
 
@@ -24,9 +25,10 @@ def test_tuning_reads_validation_splits_never_the_test_set(tmp_path):
                            adagrad_learning_rates="0.1",
                            amplitudes="1",
                            decays="0.5",
+                           adaptive_lr_factors="2",
                            output_dir=str(tmp_path),
                            workers=1)
-  settings = dataclasses.replace(study.preset("digits", "logistic"),
+  settings = dataclasses.replace(presets.preset("digits", "logistic"),
                                  steps=4,
                                  eval_interval=2,
                                  batch_size=16)
@@ -41,8 +43,14 @@ def test_tuning_reads_validation_splits_never_the_test_set(tmp_path):
       tuning.ADAPTIVE)
   best, safe = tuning.chosen(results)
   assert best == (1.0, 0.5)
+  # Stage 3: each adaptive algorithm at its rule's step size and twice it.
+  assert len(results["adaptive_step_sizes"]) == 2 * len(tuning.ADAPTIVE)
+  chosen_sgd = results["chosen_step_sizes"]["sgd"][0]
+  assert results["chosen_adaptive_learning_rates"][0] in (chosen_sgd,
+                                                          2 * chosen_sgd)
   text = tuning.markdown(results, "cmd")
-  assert "## Stage 1" in text and "## Stage 2" in text and "Best mean" in text
+  for section in ("## Stage 1", "## Stage 2", "## Stage 3", "Best mean"):
+    assert section in text
   assert len(safe) <= 1
 
 

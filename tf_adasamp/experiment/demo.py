@@ -17,7 +17,7 @@ import numpy as np
 import tf_adasamp
 from tf_adasamp.experiment import datasets
 from tf_adasamp.experiment import flags as flags_lib
-from tf_adasamp.experiment import report
+from tf_adasamp.experiment import verdicts
 
 PROGRAM = "tf-adasamp-demo"
 
@@ -106,7 +106,8 @@ def main(steps=500, amplitude=AMPLITUDE, decay=DECAY, seeds=5):
       train(data, amplitude, decay, seed, steps) for seed in range(1, seeds)
   ]
   uniform = [train(data, 0.0, decay, seed, steps) for seed in range(seeds)]
-  mean, low, high = report.paired_interval(np.subtract(adaptive, uniform))
+  test = verdicts.paired_test(np.subtract(adaptive, uniform))
+  mean, low, high = test.mean, test.low, test.high
   print(f"Held-out accuracy after {steps} steps, {seeds} seeds (the same "
         "initial model per seed):")
   print(f"  uniform  {np.mean(uniform):.4f}   adaptive {np.mean(adaptive):.4f}"

@@ -1,6 +1,6 @@
 """The five panels of the paper's Figure 1 (London, NIPS 2017, Experiments).
 
-  train_loss.png      training cross-entropy over iterations (log scale)
+  train_loss.png      training cross-entropy over epochs (log scale)
   train_accuracy.png  training accuracy
   test_accuracy.png   test accuracy
   amplitude.png       effect of the amplitude alpha on train and test accuracy
@@ -21,6 +21,8 @@ matplotlib.use("Agg")  # files only; no display needed
 from matplotlib import ticker  # pylint: disable=wrong-import-position
 import matplotlib.pyplot as plt  # pylint: disable=wrong-import-position
 import numpy as np  # pylint: disable=wrong-import-position
+
+from tf_adasamp.experiment import study  # pylint: disable=wrong-import-position
 
 _COLOURS = {"Unif": "0.35", "AdaSamp-01": "tab:blue", "AdaSamp-L1": "tab:red"}
 _LINESTYLES = {"SGD": "-", "AdaGrad": "--"}
@@ -48,7 +50,7 @@ def plot_curves(ax, curves, metric, ylabel, log_scale=False):
 
   Args:
     ax: matplotlib Axes.
-    curves: {algorithm: {"step": [E], metric: [trials, E]}}.
+    curves: {algorithm: {"epoch": [E], metric: [trials, E]}}.
     metric: which metric to draw.
     ylabel: its label.
     log_scale: log-scale y axis.
@@ -57,17 +59,17 @@ def plot_curves(ax, curves, metric, ylabel, log_scale=False):
     values = np.asarray(curve[metric])
     mean, std = values.mean(axis=0), values.std(axis=0)
     line_style = style(algorithm)
-    ax.plot(curve["step"], mean, label=algorithm, linewidth=1.6, **line_style)
+    ax.plot(curve["epoch"], mean, label=algorithm, linewidth=1.6, **line_style)
     lower = mean - std
     if log_scale:  # a band below zero has no place on a log axis
       lower = np.maximum(lower, mean / 10)
-    ax.fill_between(curve["step"],
+    ax.fill_between(curve["epoch"],
                     lower,
                     mean + std,
                     alpha=0.15,
                     color=line_style["color"],
                     linewidth=0)
-  ax.set_xlabel("iteration")
+  ax.set_xlabel("epoch")
   ax.set_ylabel(ylabel)
   if log_scale:
     ax.set_yscale("log")
@@ -85,15 +87,20 @@ def plot_amplitude(ax, sweep):
   Args:
     ax: matplotlib Axes.
     sweep: {"algorithm": name, "amplitude": [A] (0 is uniform sampling),
-      "train_accuracy": [A, trials] (first-half means),
-      "test_accuracy": [A, trials] (final)}.
+      "curves": [A] curves, as study.collect gives them}.
   """
   positions = np.arange(len(sweep["amplitude"]))
-  for metric, label, colour, marker in [
-      ("train_accuracy", "train accuracy, mean over 1st half", "tab:blue", "o"),
-      ("test_accuracy", "test accuracy, final", "tab:orange", "s")
+  half = sweep["curves"][0]["epoch"][-1] / 2
+  train = [
+      study.mean_over(c["epoch"], c["train_accuracy"], half)
+      for c in sweep["curves"]
+  ]
+  test = [c["test_accuracy"][:, -1] for c in sweep["curves"]]
+  for values, label, colour, marker in [
+      (train, "train accuracy, mean over 1st half", "tab:blue", "o"),
+      (test, "test accuracy, final", "tab:orange", "s")
   ]:
-    values = np.asarray(sweep[metric])
+    values = np.asarray(values)
     ax.errorbar(positions,
                 values.mean(axis=1),
                 yerr=values.std(axis=1),
@@ -140,7 +147,7 @@ def figure1(curves, sweep, out_dir, title=""):
   """Writes the five panels and figure1.png to `out_dir`; returns the paths.
 
   Args:
-    curves: {algorithm: {"step": [E], metric: [trials, E]}}, metrics
+    curves: {algorithm: {"epoch": [E], metric: [trials, E]}}, metrics
       train_loss, train_accuracy, test_accuracy and kl.
     sweep: the amplitude sweep, as for plot_amplitude.
     out_dir: directory for the PNG files.

@@ -1,16 +1,19 @@
 """Reproduces the experiment of London (NIPS 2017), section "Experiments".
 
 Runs the paper's six algorithms for --trials trials plus an amplitude sweep
-(tf_adasamp.experiment.study), then draws the five panels of Figure 1 and
-writes summary.md (tf_adasamp.experiment.report), which opens with the
-list of departures from the paper. The main job, offline on Fashion-MNIST
-(Debian's dataset-fashion-mnist) with the L2 logistic regression:
+(tf_adasamp.experiment.study, trained by tf_adasamp.experiment.runner),
+then draws the five panels of Figure 1 and writes summary.md
+(tf_adasamp.experiment.report), which opens with the departures from the
+paper and the verdict rules. The main job (`make experiment`), offline, a
+784-512-10 MLP on 5,000 Fashion-MNIST images (Debian's
+dataset-fashion-mnist):
 
-  python -m tf_adasamp.experiment.reproduce --dataset=fashion_mnist \\
-      --trials=10 --output_dir=runs/fashion_mnist --report_dir=docs/experiment
+  python -m tf_adasamp.experiment.reproduce --dataset=fashion_mnist_5k \\
+      --trials=10 --output_dir=runs/fashion_mnist_5k
 
-scikit-learn's digits (`--dataset=digits`, the paper's CNN) for quick runs,
-and `--dataset=cifar10` on a machine with CIFAR-10 (or a network).
+The convex regime is --dataset=fashion_mnist (the L2 logistic regression),
+scikit-learn's digits (`--dataset=digits`, the paper's CNN) serves quick
+runs, and `--dataset=cifar10` a machine with CIFAR-10 (or a network).
 Interrupted, it resumes where it stopped when run again.
 """
 
@@ -21,10 +24,13 @@ import sys
 from absl import flags
 from absl import logging
 
+from tf_adasamp import _validation
 from tf_adasamp.experiment import datasets
 from tf_adasamp.experiment import flags as flags_lib
+from tf_adasamp.experiment import presets
 from tf_adasamp.experiment import report
 from tf_adasamp.experiment import run_files
+from tf_adasamp.experiment import runner
 from tf_adasamp.experiment import study
 from tf_adasamp.experiment import train_config
 from tf_adasamp.experiment.flags import option
@@ -36,14 +42,15 @@ FLAGS = flags.FLAGS
 @dataclasses.dataclass(frozen=True)
 class Options:
   """What the experiment runs on and where it writes."""
-  dataset: str = option("fashion_mnist", "Data set; fashion_mnist (Debian's "
-                        "dataset-fashion-mnist) and digits need no network.",
+  dataset: str = option("fashion_mnist_5k", "Data set; fashion_mnist_5k and "
+                        "fashion_mnist (Debian's dataset-fashion-mnist) and "
+                        "digits need no network.",
                         choices=datasets.DATASETS)
   data_dir: str | None = option(
       None, "tensorflow_datasets directory holding "
       "a prepared CIFAR-10.")
   model: str | None = option(None, "Model to train (default: the data "
-                             "set's, study.DEFAULT_MODELS).",
+                             "set's, presets.DEFAULT_MODELS).",
                              choices=train_config.MODELS)
   trials: int = option(10, "Trials (seeds 0..trials-1).")
   output_dir: str | None = option(
@@ -55,57 +62,68 @@ class Options:
   progress: bool = option(False, "Show a progress bar per run (with "
                           "--workers=1).")
   workers: int = option(
-      2, "Worker processes to split the runs among, each "
+      2, "Worker processes that train the runs, each "
       "with one TensorFlow thread.")
 
 
 def define_flags():
   flags_lib.define(Options)
   # Unset settings take the data set's preset.
-  flags_lib.define(study.Settings, unset_defaults=True)
+  flags_lib.define(presets.Settings, unset_defaults=True)
+
+
+def _plan(options, model, output_dir, report_dir):
+  """(settings, runs, data), every setting checked before any run starts."""
+  _validation.positive_int(options.workers, "workers")
+  _validation.positive_int(options.trials, "trials")
+  settings = dataclasses.replace(
+      presets.preset(options.dataset, model),
+      **flags_lib.values(presets.Settings, skip_unset=True))
+  if settings.eval_interval > settings.steps / 2:
+    # The report averages each half of training over its evaluations.
+    raise ValueError(
+        f"--steps={settings.steps} with --eval_interval="
+        f"{settings.eval_interval} gives fewer than 2 evaluations in each "
+        "half of training, too few for the report; use an eval_interval "
+        "of at most steps / 2")
+  runs = study.plan(settings, options.trials, output_dir, options.dataset,
+                    options.data_dir, model)
+  run_files.ensure_writable_dir(output_dir, "output_dir")
+  run_files.ensure_writable_dir(report_dir, "report_dir")
+  data = datasets.load(options.dataset, options.data_dir)
+  if settings.batch_size > len(data.y_train):
+    raise ValueError(f"--batch_size={settings.batch_size} is larger than the "
+                     f"{len(data.y_train)} training examples of "
+                     f"{options.dataset}")
+  return settings, runs, data
 
 
 def main():
   if not FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)
   options = flags_lib.parse(PROGRAM, Options)
-  model = options.model or study.DEFAULT_MODELS[options.dataset]
+  model = options.model or presets.DEFAULT_MODELS[options.dataset]
   output_dir = options.output_dir or os.path.join("runs", options.dataset)
   report_dir = options.report_dir or os.path.join(output_dir, "report")
   try:
-    settings = dataclasses.replace(
-        study.preset(options.dataset, model),
-        **flags_lib.values(study.Settings, skip_unset=True))
-    if settings.eval_interval > settings.steps / 2:
-      # The report averages each half of training over its evaluations.
-      raise ValueError(
-          f"--steps={settings.steps} with --eval_interval="
-          f"{settings.eval_interval} gives fewer than 2 evaluations in each "
-          "half of training, too few for the report; use an eval_interval "
-          "of at most steps / 2")
-    runs = study.plan(settings, options.trials, output_dir, options.dataset,
-                      options.data_dir, model)
-    # Before any run, not after hours of them.
-    run_files.ensure_writable_dir(output_dir, "output_dir")
-    run_files.ensure_writable_dir(report_dir, "report_dir")
-    data = datasets.load(options.dataset, options.data_dir)
+    settings, runs, data = _plan(options, model, output_dir, report_dir)
+    runner.run_all(runs,
+                   data,
+                   progress=options.progress,
+                   workers=options.workers)
   except (TypeError, ValueError, datasets.DatasetUnavailableError) as error:
-    sys.exit(f"{PROGRAM}: {error}")
-  try:
-    study.run_all(runs,
-                  data,
-                  progress=options.progress,
-                  workers=options.workers)
-  except (run_files.RunError, RuntimeError) as error:
+    # run_files.RunError is a ValueError: a run that cannot start or failed.
     sys.exit(f"{PROGRAM}: {error}")
   except KeyboardInterrupt:
-    flags_lib.interrupted(PROGRAM, study.INTERRUPTED)
+    flags_lib.interrupted(PROGRAM, runner.INTERRUPTED)
   command = " ".join(
       ["python -m tf_adasamp.experiment.reproduce", *sys.argv[1:]])
-  departures = study.departures(options.dataset, model, settings,
-                                options.trials, len(data.y_train))
-  for path in report.report(runs, settings, options.trials, options.dataset,
-                            model, report_dir, command, departures):
+  departures = presets.departures(options.dataset, model, settings,
+                                  options.trials, len(data.y_train))
+  title = (f"Adaptive vs uniform sampling on {options.dataset} ({model}), "
+           f"{options.trials} trials")
+  for path in report.report(runs, settings, options.trials, title, report_dir,
+                            command, departures):
     print(f"wrote {path}")
 
 

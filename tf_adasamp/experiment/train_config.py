@@ -11,7 +11,7 @@ from tf_adasamp import _validation
 from tf_adasamp.experiment import datasets
 from tf_adasamp.experiment.flags import option
 
-MODELS = ("cnn", "logistic")  # models.build's
+MODELS = ("cnn", "logistic", "mlp")  # models.build's
 UTILITIES = ("zero_one", "l1", "cross_entropy")  # tf_adasamp.utilities'
 SAMPLINGS = ("uniform", "adaptive")
 STRATEGIES = ("default", "mirrored", "multi_worker")
@@ -37,7 +37,7 @@ class TrainConfig:
       "(tfds' default if unset).")
   model: str = option("cnn", "cnn: the paper's CNN; logistic: "
                       "L2-regularised logistic regression (strongly "
-                      "convex).",
+                      "convex); mlp: one hidden layer of 512 ReLUs.",
                       choices=MODELS)
   l2: float = option(
       1e-3, "L2 penalty (strong-convexity modulus) of the "

@@ -16,15 +16,20 @@ up by default) are not the reported trials' seeds (0 to trials - 1).
            its uniform counterpart of the same seed (stage 1's winner):
            paired differences of the time-averaged and of the final
            validation accuracy, with 95% t-intervals.
+  stage 3  each adaptive algorithm's own step size, at the chosen amplitude
+           and decay: its update rule's winning step size times each of
+           --adaptive_lr_factors (and 1, stage 2's run), by the highest
+           time-averaged validation accuracy.
 
 It writes a markdown report (and the same numbers as JSON beside it) naming
-the stage-2 setting with the best mean time-averaged gain (the experiment's
-preset) and the settings for which no algorithm is worse than uniform
-sampling at 95% confidence (candidates for the defaults):
+the stage-2 setting with the best mean time-averaged gain, the settings for
+which no algorithm is worse than uniform sampling at 95% confidence, and
+each adaptive algorithm's step size (the experiment's preset):
 
-  python -m tf_adasamp.experiment.tuning --dataset=fashion_mnist \\
-      --model=logistic --output_dir=runs/tuning/fashion_mnist \\
-      --report=docs/experiment/tuning/fashion_mnist.md
+  python -m tf_adasamp.experiment.tuning --dataset=fashion_mnist_5k \\
+      --seeds=100,101,102 --validation_size=1000 --decays=0.5 \\
+      --output_dir=runs/tuning/fashion_mnist_5k \\
+      --report=docs/experiment/tuning/fashion_mnist_5k.md
 
 Like the experiment, it resumes where it stopped when run again.
 """
@@ -40,20 +45,21 @@ from absl import flags
 from absl import logging
 import numpy as np
 
+from tf_adasamp import _validation
 from tf_adasamp.experiment import datasets
 from tf_adasamp.experiment import flags as flags_lib
+from tf_adasamp.experiment import presets
 from tf_adasamp.experiment import report
 from tf_adasamp.experiment import run_files
+from tf_adasamp.experiment import runner
 from tf_adasamp.experiment import study
 from tf_adasamp.experiment import train_config
+from tf_adasamp.experiment import verdicts
 from tf_adasamp.experiment.flags import option
 
 PROGRAM = "tf-adasamp-tuning"
 FLAGS = flags.FLAGS
-ADAPTIVE = [
-    name for name, (sampling, _, _) in study.ALGORITHMS.items()
-    if sampling == "adaptive"
-]
+ADAPTIVE = presets.ADAPTIVE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,7 +74,7 @@ class Options:
       None, "tensorflow_datasets directory "
       "holding a prepared CIFAR-10.")
   model: str | None = option(None, "Model (default: the data set's, "
-                             "study.DEFAULT_MODELS).",
+                             "presets.DEFAULT_MODELS).",
                              choices=train_config.MODELS)
   steps: int | None = option(None, "Steps per run (default: the preset's).")
   eval_interval: int | None = option(
@@ -88,6 +94,9 @@ class Options:
                                          "AdaGrad's step sizes.")
   amplitudes: tuple = option("0.3,1", "Amplitudes.")
   decays: tuple = option("0.5,0.9", "Decays.")
+  adaptive_lr_factors: tuple = option(
+      "0.5,2", "Stage 3: each adaptive "
+      "algorithm's step sizes, as multiples of its update rule's winner.")
   output_dir: str | None = option(
       None, "Directory of the runs (default "
       "runs/tuning/<dataset>).")
@@ -119,6 +128,22 @@ def _run(algorithm, trial, output_dir, base, **fields):
   return study.Run(algorithm, fields.get("amplitude", 0.0), trial, config)
 
 
+def _adaptive_run(algorithm, seed, directory, base, eta, gamma, amplitude,
+                  decay):
+  _, utility, rule = presets.ALGORITHMS[algorithm]
+  return _run(algorithm,
+              seed,
+              directory,
+              base,
+              sampling="adaptive",
+              utility=utility,
+              optimizer=rule,
+              learning_rate=eta,
+              lr_decay=gamma,
+              amplitude=amplitude,
+              decay=decay)
+
+
 def _scores(run):
   """(time-averaged, final) validation accuracy, max KL of a finished run."""
   records = run_files.read_metrics(run.config.output_dir)
@@ -129,9 +154,9 @@ def _scores(run):
 
 
 def tune(options, full_data, settings, log=print):
-  """Runs both stages; returns the results as a JSON-ready dict."""
+  """Runs the three stages; returns the results as a JSON-ready dict."""
+  _validation.positive_int(options.workers, "workers")
   seeds = [int(s) for s in floats(options.seeds)]
-  root = options.output_dir
   base = train_config.TrainConfig(dataset=options.dataset,
                                   data_dir=options.data_dir,
                                   model=options.model,
@@ -139,16 +164,27 @@ def tune(options, full_data, settings, log=print):
                                   eval_interval=settings.eval_interval,
                                   batch_size=settings.batch_size,
                                   utility_at=settings.utility_at,
-                                  output_dir=root,
+                                  output_dir=options.output_dir,
                                   resume=True)
   data = functools.partial(_validation_data, full_data, options.validation_size)
 
   def train(runs):
     start = time.time()
-    study.run_all(runs, data, workers=options.workers)
+    runner.run_all(runs, data, workers=options.workers)
     log(f"{len(runs)} runs in {time.time() - start:.0f} s")
 
-  # Stage 1: step sizes, uniform sampling.
+  results = {
+      "options": dataclasses.asdict(options),
+      "settings": dataclasses.asdict(settings),
+  }
+  baselines = _stage1(options, seeds, base, train, results)
+  stage2 = _stage2(options, seeds, base, train, results, baselines)
+  _stage3(options, base, train, results, baselines, stage2)
+  return results
+
+
+def _stage1(options, seeds, base, train, results):
+  """Step sizes with uniform sampling; {rule: ((eta, gamma), runs)}."""
   candidates = {
       "sgd": [(eta, gamma)
               for eta in floats(options.sgd_learning_rates)
@@ -162,7 +198,7 @@ def tune(options, full_data, settings, log=print):
       stage1[rule][(eta, gamma)] = [
           _run(f"Unif-{'SGD' if rule == 'sgd' else 'AdaGrad'}",
                seed,
-               os.path.join(root, "stage1", name),
+               os.path.join(options.output_dir, "stage1", name),
                base,
                sampling="uniform",
                optimizer=rule,
@@ -173,13 +209,7 @@ def tune(options, full_data, settings, log=print):
       run for runs in stage1.values() for group in runs.values()
       for run in group
   ])
-  results = {
-      "options": dataclasses.asdict(options),
-      "settings": dataclasses.asdict(settings),
-      "step_sizes": [],
-      "chosen_step_sizes": {},
-      "amplitude_decay": []
-  }
+  results["step_sizes"], results["chosen_step_sizes"] = [], {}
   baselines = {}
   for rule, grid in stage1.items():
     best = None
@@ -196,36 +226,33 @@ def tune(options, full_data, settings, log=print):
       if best is None or scores[:, 0].mean() > np.mean(best[1]["auc"]):
         best = ((eta, gamma), row, runs)
     results["chosen_step_sizes"][rule] = list(best[0])
-    baselines[rule] = best
+    baselines[rule] = (best[0], best[2])
+  return baselines
 
-  # Stage 2: amplitude and decay of the adaptive algorithms.
+
+def _stage2(options, seeds, base, train, results, baselines):
+  """Amplitude and decay of the adaptive algorithms against uniform;
+  {(amplitude, decay, algorithm): runs}."""
   count = options.stage2_seeds or len(seeds)
   stage2 = {}
   for amplitude in floats(options.amplitudes):
     for decay in floats(options.decays):
       for algorithm in ADAPTIVE:
-        _, utility, rule = study.ALGORITHMS[algorithm]
-        eta, gamma = baselines[rule][0]
+        eta, gamma = baselines[presets.ALGORITHMS[algorithm][2]][0]
         stage2[(amplitude, decay, algorithm)] = [
-            _run(algorithm,
-                 seed,
-                 os.path.join(root, "stage2",
-                              f"{algorithm}-a{amplitude:g}-d{decay:g}"),
-                 base,
-                 sampling="adaptive",
-                 utility=utility,
-                 optimizer=rule,
-                 learning_rate=eta,
-                 lr_decay=gamma,
-                 amplitude=amplitude,
-                 decay=decay) for seed in seeds[:count]
+            _adaptive_run(
+                algorithm, seed,
+                os.path.join(options.output_dir, "stage2",
+                             f"{algorithm}-a{amplitude:g}-d{decay:g}"), base,
+                eta, gamma, amplitude, decay) for seed in seeds[:count]
         ]
   train([run for runs in stage2.values() for run in runs])
   results["stage2_seeds"] = seeds[:count]
+  results["amplitude_decay"] = []
   for (amplitude, decay, algorithm), runs in stage2.items():
-    rule = study.ALGORITHMS[algorithm][2]
+    rule = presets.ALGORITHMS[algorithm][2]
     ours = np.array([_scores(run) for run in runs])
-    theirs = np.array([_scores(run)[:2] for run in baselines[rule][2][:count]])
+    theirs = np.array([_scores(run)[:2] for run in baselines[rule][1][:count]])
     results["amplitude_decay"].append({
         "amplitude": amplitude,
         "decay": decay,
@@ -234,7 +261,41 @@ def tune(options, full_data, settings, log=print):
         "final_difference": (ours[:, 1] - theirs[:, 1]).tolist(),
         "max_kl": ours[:, 2].tolist()
     })
-  return results
+  return stage2
+
+
+def _stage3(options, base, train, results, baselines, stage2):
+  """Each adaptive algorithm's own step size at the chosen amplitude and
+  decay."""
+  (amplitude, decay), _ = chosen(results)
+  grid, new_runs = {}, []
+  for algorithm in ADAPTIVE:
+    (eta, gamma), _ = baselines[presets.ALGORITHMS[algorithm][2]]
+    grid[(algorithm, eta)] = stage2[(amplitude, decay, algorithm)]
+    for factor in floats(options.adaptive_lr_factors):
+      grid[(algorithm, eta * factor)] = [
+          _adaptive_run(
+              algorithm, run.trial,
+              os.path.join(options.output_dir, "stage3",
+                           f"{algorithm}-eta{eta * factor:g}"), base,
+              eta * factor, gamma, amplitude, decay)
+          for run in grid[(algorithm, eta)]
+      ]
+      new_runs += grid[(algorithm, eta * factor)]
+  train(new_runs)
+  results["stage3_setting"] = [amplitude, decay]
+  results["adaptive_step_sizes"] = [{
+      "algorithm": algorithm,
+      "eta": eta,
+      "auc": [_scores(run)[0] for run in runs]
+  } for (algorithm, eta), runs in grid.items()]
+  results["chosen_adaptive_learning_rates"] = [
+      max((row
+           for row in results["adaptive_step_sizes"]
+           if row["algorithm"] == algorithm),
+          key=lambda row: np.mean(row["auc"]))["eta"]
+      for algorithm in ADAPTIVE
+  ]
 
 
 def _settings_summary(results):
@@ -246,8 +307,8 @@ def _settings_summary(results):
     entry = summary.setdefault(key, {"gains": [], "worse": []})
     entry["gains"].append(np.mean(row["auc_difference"]))
     for metric in ("auc_difference", "final_difference"):
-      if report.verdict(*report.paired_interval(row[metric])[1:],
-                        1) == (report.CONTRADICTED):
+      test = verdicts.paired_test(row[metric])
+      if test.high < 0:  # the interval excludes 0 below it
         entry["worse"].append(f"{row['algorithm']} ({metric.split('_')[0]})")
   return summary
 
@@ -260,9 +321,8 @@ def chosen(results):
   return best, [key for key, entry in summary.items() if not entry["worse"]]
 
 
-def _interval(values, digits=4):
-  mean, low, high = report.paired_interval(values)
-  return f"{mean:+.{digits}f} [{low:+.{digits}f}, {high:+.{digits}f}]"
+def _interval(values):
+  return report.interval_text(verdicts.paired_test(values))
 
 
 def markdown(results, command):
@@ -323,9 +383,14 @@ def markdown(results, command):
         f"{_interval(row['auc_difference'])} | "
         f"{_interval(row['final_difference'])} | "
         f"{np.mean(row['max_kl']):.3f} |")
+  lines += _choice_lines(results)
+  lines += _stage3_lines(results)
+  return "\n".join(lines) + "\n"
+
+
+def _choice_lines(results):
   best, safe = chosen(results)
-  summary = _settings_summary(results)
-  lines += [
+  lines = [
       "",
       "## Choice",
       "",
@@ -333,11 +398,11 @@ def markdown(results, command):
       "worse than uniform at 95% |",
       "|---|---|---|---|",
   ]
-  for key, entry in summary.items():
+  for key, entry in _settings_summary(results).items():
     lines.append(f"| {key[0]:g} | {key[1]:g} | "
                  f"{np.mean(entry['gains']):+.4f} | "
                  f"{', '.join(entry['worse']) or 'none'} |")
-  lines += [
+  return lines + [
       "",
       f"- Best mean time-averaged gain: amplitude {best[0]:g}, decay "
       f"{best[1]:g}.",
@@ -345,7 +410,28 @@ def markdown(results, command):
       (", ".join(f"amplitude {a:g} / decay {d:g}" for a, d in safe) or "none") +
       ".",
   ]
-  return "\n".join(lines) + "\n"
+
+
+def _stage3_lines(results):
+  amplitude, decay = results["stage3_setting"]
+  lines = [
+      "",
+      "## Stage 3: each adaptive algorithm's step size",
+      "",
+      f"At amplitude {amplitude:g} and decay {decay:g} (stage 2's best); "
+      "time-averaged validation accuracy, mean ± std over the stage-2 seeds; "
+      "the winner of each algorithm in bold.",
+      "",
+      "| algorithm | step size | validation accuracy, time-averaged |",
+      "|---|---|---|",
+  ]
+  chosen_etas = dict(zip(ADAPTIVE, results["chosen_adaptive_learning_rates"]))
+  for row in results["adaptive_step_sizes"]:
+    cells = [row["algorithm"], f"{row['eta']:g}", report.mean_std(row["auc"])]
+    if chosen_etas[row["algorithm"]] == row["eta"]:
+      cells = [f"**{cell}**" for cell in cells]
+    lines.append("| " + " | ".join(cells) + " |")
+  return lines
 
 
 def define_flags():
@@ -356,7 +442,7 @@ def main():
   if not FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)
   options = flags_lib.parse(PROGRAM, Options)
-  model = options.model or study.DEFAULT_MODELS[options.dataset]
+  model = options.model or presets.DEFAULT_MODELS[options.dataset]
   output_dir = options.output_dir or os.path.join("runs", "tuning",
                                                   options.dataset)
   options = dataclasses.replace(options,
@@ -365,7 +451,7 @@ def main():
                                 report=options.report or
                                 os.path.join(output_dir, "tuning.md"))
   try:
-    settings = study.preset(options.dataset, model)
+    settings = presets.preset(options.dataset, model)
     settings = dataclasses.replace(settings,
                                    steps=options.steps or settings.steps,
                                    eval_interval=options.eval_interval or
@@ -376,7 +462,7 @@ def main():
           run_files.RunError) as error:
     sys.exit(f"{PROGRAM}: {error}")
   except KeyboardInterrupt:
-    flags_lib.interrupted(PROGRAM, study.INTERRUPTED)
+    flags_lib.interrupted(PROGRAM, runner.INTERRUPTED)
   command = " ".join(["python -m tf_adasamp.experiment.tuning", *sys.argv[1:]])
   os.makedirs(os.path.dirname(os.path.abspath(options.report)), exist_ok=True)
   with open(options.report, "w") as f:

@@ -1,0 +1,271 @@
+"""The paper's four claims, judged on the experiment's curves by the rules
+of `verdicts`.
+
+  1. Adaptive sampling reduces the empirical risk faster.
+  2. AdaGrad with adaptive sampling gains test accuracy early.
+  3. A larger amplitude trains faster but tests worse.
+  4. KL(Q_t || P_t) rises early, then decays toward 0 as the empirical risk
+     converges.
+
+Windows are in epochs. Claims 1 and 2 are judged in each adaptive variant's
+window of non-uniform sampling (`verdicts.nonuniform_window`), with the
+first half of training shown beside it; claim 3 on the sweep's amplitudes
+that do not collapse, with all of them shown beside; claim 4 only where the
+uniform counterpart fits its data.
+"""
+
+import dataclasses
+
+import numpy as np
+
+from tf_adasamp.experiment import presets
+from tf_adasamp.experiment import verdicts
+from tf_adasamp.experiment.study import mean_over
+
+# Claim 4: the KL has decayed when its final value is below this fraction of
+# its peak.
+KL_DECAYED = 0.2
+
+
+@dataclasses.dataclass
+class Comparison:
+  """One comparison: per-trial values tested against `reference`."""
+  label: str
+  measure: str
+  differences: np.ndarray
+  expected_sign: int  # the paper's direction: +1 above, -1 below
+  reference: float = 0.0
+  test: verdicts.Test | None = None
+  adjusted_p: float = float("nan")
+  verdict: str = verdicts.NO_VERDICT
+
+
+@dataclasses.dataclass
+class Family:
+  """Comparisons adjusted together (Holm), with their combined verdict."""
+  name: str
+  comparisons: list
+  verdict: str = verdicts.NO_VERDICT
+
+
+def judge(name, comparisons):
+  """Tests `comparisons`, adjusts their p-values together and combines
+  their verdicts; returns the Family."""
+  for c in comparisons:
+    c.test = verdicts.paired_test(c.differences, c.reference)
+  adjusted = verdicts.holm([c.test.p for c in comparisons])
+  for c, p in zip(comparisons, adjusted):
+    c.adjusted_p = float(p)
+    c.verdict = verdicts.comparison_verdict(c.test, p, c.expected_sign)
+  return Family(name, comparisons,
+                verdicts.combine(c.verdict for c in comparisons))
+
+
+@dataclasses.dataclass
+class Claim:
+  """A claim: the family its verdict rests on, families shown beside it,
+  the precondition's figures, and notes."""
+  text: str
+  families: list
+  precondition: list = dataclasses.field(default_factory=list)
+  notes: list = dataclasses.field(default_factory=list)
+  testable: bool = True
+
+  @property
+  def verdict(self):
+    if not self.testable:
+      return verdicts.NOT_TESTABLE
+    return self.families[0].verdict if self.families else verdicts.NO_VERDICT
+
+
+def _final_error(curve):
+  return 1 - float(np.mean(curve["train_accuracy"][:, -1]))
+
+
+def fit_lines(curves):
+  """Whether the model fits its data, from each uniform run's final
+  training error."""
+  lines = []
+  for name in ("Unif-SGD", "Unif-AdaGrad"):
+    error = _final_error(curves[name])
+    fits = "fits" if error <= verdicts.FIT_ERROR else "does not fit"
+    lines.append(f"{name}'s final training error {100 * error:.2f}% "
+                 f"({fits} its data: the threshold is "
+                 f"{100 * verdicts.FIT_ERROR:g}%).")
+  return lines
+
+
+def _windows(curves):
+  """{adaptive variant: (start, end) epochs or None}."""
+  return {
+      name:
+          verdicts.nonuniform_window(curves[name]["epoch"],
+                                     curves[name]["kl"].mean(axis=0))
+      for name in presets.ADAPTIVE
+      if name in curves
+  }
+
+
+def _against_uniform(curves, name, metric, expected_sign, window):
+  """Adaptive minus uniform of `metric`'s time average over `window`."""
+  ours, theirs = curves[name], curves[presets.counterpart(name)]
+  since, until = window
+  difference = (mean_over(ours["epoch"], ours[metric], until, since) -
+                mean_over(theirs["epoch"], theirs[metric], until, since))
+  return Comparison(
+      f"{name} − {presets.counterpart(name)}",
+      f"{metric.replace('_', ' ')}, epochs "
+      f"[{since:g}, {until:g}]", difference, expected_sign)
+
+
+def _early_claim(text, curves, names, measures):
+  """Claims 1 and 2: `measures` ((metric, expected sign)) of `names`
+  against uniform, in the non-uniform window and in the first half."""
+  windows = _windows(curves)
+  half = curves[presets.ADAPTIVE[0]]["epoch"][-1] / 2
+  precondition = [
+      (f"{name}: peak mean KL {np.nanmax(curves[name]['kl'].mean(axis=0)):.4f}"
+       " nats; " + (f"non-uniform window epochs [{windows[name][0]:g}, "
+                    f"{windows[name][1]:g}]" if windows[name] else
+                    f"sampling never left uniform (peak below "
+                    f"{verdicts.MIN_KL:g} nats): not testable"))
+      for name in names
+  ]
+  testable = [name for name in names if windows[name]]
+  claim = Claim(text, [], precondition, fit_lines(curves), bool(testable))
+  if testable:
+    claim.families.append(
+        judge("non-uniform window", [
+            _against_uniform(curves, name, metric, sign, windows[name])
+            for name in testable
+            for metric, sign in measures
+        ]))
+  claim.families.append(
+      judge("first half (for comparison)", [
+          _against_uniform(curves, name, metric, sign, (0.0, half))
+          for name in names
+          for metric, sign in measures
+      ]))
+  return claim
+
+
+def sweep_table(sweep, num_classes):
+  """Per amplitude of the sweep: its collapse figures, as a dict of lists."""
+  rows = []
+  for amplitude, curve in zip(sweep["amplitude"], sweep["curves"]):
+    kl = np.nan_to_num(curve["kl"])
+    final_train = curve["train_accuracy"][:, -1]
+    collapsed = verdicts.collapsed(kl, final_train, num_classes)
+    rows.append({
+        "amplitude": amplitude,
+        "max_kl": kl.max(axis=1),
+        "min_support": verdicts.effective_support(kl).min(),
+        "min_ess": float(np.nanmin(curve["ess_fraction"])),
+        "final_train": final_train,
+        "collapsed": int(collapsed.sum()),
+        "trials": len(collapsed),
+    })
+  return rows
+
+
+def _rank_comparisons(sweep, keep):
+  """Per-trial Spearman correlations with the amplitude, over the sweep's
+  amplitudes where `keep` is True."""
+  amplitudes = np.asarray(sweep["amplitude"])[keep]
+  curves = [c for c, k in zip(sweep["curves"], keep) if k]
+  half = curves[0]["epoch"][-1] / 2
+  train = np.array(
+      [mean_over(c["epoch"], c["train_accuracy"], half) for c in curves])
+  test = np.array([c["test_accuracy"][:, -1] for c in curves])
+  label = "amplitudes " + ", ".join(f"{a:g}" for a in amplitudes)
+  return [
+      Comparison(label, f"ρ(amplitude, train accuracy, epochs [0, {half:g}])",
+                 np.array([verdicts.spearman(amplitudes, t) for t in train.T]),
+                 +1),
+      Comparison(label, "ρ(amplitude, final test accuracy)",
+                 np.array([verdicts.spearman(amplitudes, t) for t in test.T]),
+                 -1)
+  ]
+
+
+def amplitude_claim(curves, sweep, num_classes):
+  """Claim 3, on the amplitudes that do not collapse; all of them beside."""
+  text = (f"A larger amplitude trains faster but tests worse: over the sweep "
+          f"of {sweep['algorithm']} (amplitude 0 is "
+          f"{presets.counterpart(sweep['algorithm'])}), the per-trial "
+          "Spearman ρ of the amplitude with first-half training accuracy is "
+          "positive and with final test accuracy negative.")
+  rows = sweep_table(sweep, num_classes)
+  keep = np.array([row["collapsed"] == 0 for row in rows])
+  dropped = [f"{row['amplitude']:g}" for row in rows if row["collapsed"]]
+  precondition = [
+      f"{keep.sum()} of {len(keep)} amplitudes do not collapse" +
+      (f" (collapsed: {', '.join(dropped)})" if dropped else "") +
+      "; a trend needs 3."
+  ]
+  claim = Claim(text, [], precondition, fit_lines(curves), keep.sum() >= 3)
+  if keep.sum() >= 3:
+    claim.families.append(
+        judge("amplitudes that do not collapse", _rank_comparisons(sweep,
+                                                                   keep)))
+  if len(keep) >= 3 and dropped:
+    claim.families.append(
+        judge("all amplitudes (for comparison)",
+              _rank_comparisons(sweep, np.ones(len(keep), bool))))
+  return claim
+
+
+def kl_claim(curves, amplitude, decay):
+  """Claim 4, for the adaptive variants whose uniform counterpart fits its
+  data."""
+  text = ("The conditional KL(Q_t ‖ P_t) rises early, then decays toward 0 "
+          "as the empirical risk converges: for each AdaSamp variant, the "
+          f"final KL is below {KL_DECAYED:g} × the trial's peak.")
+  precondition, comparisons = [], []
+  for name in presets.ADAPTIVE:
+    error = _final_error(curves[presets.counterpart(name)])
+    fits = error <= verdicts.FIT_ERROR
+    precondition.append(
+        f"{name}: {presets.counterpart(name)}'s final training error "
+        f"{100 * error:.2f}% ({'at most' if fits else 'above'} "
+        f"{100 * verdicts.FIT_ERROR:g}%; at that error the 0-1 utility's KL "
+        f"settles near {verdicts.kl_floor(error, amplitude, decay):.4f} nats"
+        ")" + ("" if fits else ": not testable"))
+    if not fits:
+      continue
+    kl = np.nan_to_num(curves[name]["kl"])
+    peaks = kl.max(axis=1)
+    peak_epoch = curves[name]["epoch"][int(np.argmax(kl.mean(axis=0)))]
+    comparisons.append(
+        Comparison(name, f"final KL / peak KL (mean peak at epoch "
+                   f"{peak_epoch:g})",
+                   np.divide(kl[:, -1],
+                             peaks,
+                             out=np.zeros_like(peaks),
+                             where=peaks > 0),
+                   -1,
+                   reference=KL_DECAYED))
+  claim = Claim(text, [], precondition, testable=bool(comparisons))
+  if comparisons:
+    claim.families.append(judge("variants whose model fits", comparisons))
+  return claim
+
+
+def assess(curves, sweep, amplitude, decay, num_classes=10):
+  """The four claims, judged; a list of Claims."""
+  adaptive = [name for name in presets.ADAPTIVE if name in curves]
+  return [
+      _early_claim(
+          "Adaptive sampling reduces empirical risk faster: for every AdaSamp "
+          "variant, training cross-entropy averaged over the window is lower, "
+          "and training accuracy higher, than its uniform counterpart's.",
+          curves, adaptive, [("train_loss", -1), ("train_accuracy", +1)]),
+      _early_claim(
+          "AdaGrad with adaptive sampling gains test accuracy early: each "
+          "AdaSamp-*-AdaGrad's test accuracy averaged over the window is "
+          "higher than Unif-AdaGrad's.", curves,
+          [n for n in adaptive if n.endswith("AdaGrad")],
+          [("test_accuracy", +1)]),
+      amplitude_claim(curves, sweep, num_classes),
+      kl_claim(curves, amplitude, decay),
+  ]

@@ -1,0 +1,232 @@
+"""The experiment's settings: the six algorithms, each data set's preset
+hyperparameters, and how the runs depart from the paper's experiment.
+
+Free of TensorFlow, like everything the command lines read before they
+train.
+"""
+
+import dataclasses
+
+from tf_adasamp.experiment import train_config
+from tf_adasamp.experiment.flags import option
+
+ALGORITHMS = {
+    "AdaSamp-01-SGD": ("adaptive", "zero_one", "sgd"),
+    "AdaSamp-L1-SGD": ("adaptive", "l1", "sgd"),
+    "Unif-SGD": ("uniform", "zero_one", "sgd"),
+    "AdaSamp-01-AdaGrad": ("adaptive", "zero_one", "adagrad"),
+    "AdaSamp-L1-AdaGrad": ("adaptive", "l1", "adagrad"),
+    "Unif-AdaGrad": ("uniform", "zero_one", "adagrad"),
+}
+ADAPTIVE = tuple(name for name, (sampling, _, _) in ALGORITHMS.items()
+                 if sampling == "adaptive")
+# The decay recorded for uniform runs, which do not use it.
+UNIFORM_DECAY = 0.5
+
+
+def counterpart(algorithm):
+  """The uniform algorithm with the same update rule."""
+  return "Unif-" + algorithm.rpartition("-")[2]
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+  """Hyperparameters of the experiment (per data set: PRESETS); each field
+  is also a flag of tf_adasamp.experiment.reproduce.
+
+  The step sizes are per algorithm where the tuning chose them so: a
+  learning rate of None in `step_sizes` means the update rule's."""
+  steps: int = option(dataclasses.MISSING, "Training steps per run.")
+  eval_interval: int = option(dataclasses.MISSING, "Steps between evaluations.")
+  sgd_learning_rate: float = option(dataclasses.MISSING,
+                                    "SGD's eta in eta / (1 + gamma t).")
+  sgd_lr_decay: float = option(dataclasses.MISSING,
+                               "SGD's gamma in eta / (1 + gamma t).")
+  adagrad_learning_rate: float = option(dataclasses.MISSING,
+                                        "AdaGrad's step size.")
+  amplitude: float = option(dataclasses.MISSING,
+                            "Amplitude of the adaptive algorithms.")
+  decay: float = option(dataclasses.MISSING,
+                        "Decay of the adaptive algorithms.")
+  sweep_amplitudes: tuple = option(dataclasses.MISSING,
+                                   "Comma-separated amplitudes of the sweep.")
+  adaptive_learning_rates: tuple = option(
+      (), "Comma-separated step sizes of the four adaptive algorithms, in "
+      "the order AdaSamp-01-SGD, AdaSamp-L1-SGD, AdaSamp-01-AdaGrad, "
+      "AdaSamp-L1-AdaGrad; empty: their uniform counterparts'.")
+  sweep_algorithm: str = option(
+      "AdaSamp-01-SGD", "Adaptive algorithm whose "
+      "amplitude is swept.")
+  batch_size: int = option(100, "Examples per step.")
+  utility_at: str = option("updated", "updated (h_t, Algorithm 1) or step "
+                           "(h_{t-1}, cheaper).",
+                           choices=train_config.UTILITY_AT)
+
+  def learning_rate(self, algorithm):
+    """(eta, gamma) of `algorithm`: its own tuned step size where the
+    preset has one, else its update rule's."""
+    rule = ALGORITHMS[algorithm][2]
+    if rule == "sgd":
+      eta, gamma = self.sgd_learning_rate, self.sgd_lr_decay
+    else:
+      eta, gamma = self.adagrad_learning_rate, 0.0
+    if self.adaptive_learning_rates and algorithm in ADAPTIVE:
+      if len(self.adaptive_learning_rates) != len(ADAPTIVE):
+        raise ValueError(
+            f"adaptive_learning_rates needs {len(ADAPTIVE)} values (one per "
+            f"adaptive algorithm), got {self.adaptive_learning_rates}")
+      eta = float(self.adaptive_learning_rates[ADAPTIVE.index(algorithm)])
+    return eta, gamma
+
+
+# The model each data set runs by default.
+DEFAULT_MODELS = {
+    "digits": "cnn",
+    "fashion_mnist": "logistic",
+    "fashion_mnist_5k": "mlp",
+    "cifar10": "cnn"
+}
+
+PRESETS = {
+    # 500 steps, 33 epochs of the 1500 training digits.
+    ("digits", "cnn"):
+        Settings(steps=500,
+                 eval_interval=25,
+                 sgd_learning_rate=0.3,
+                 sgd_lr_decay=0.002,
+                 adagrad_learning_rate=0.1,
+                 amplitude=1.0,
+                 decay=0.5,
+                 sweep_amplitudes=(0.3, 1.0, 3.0, 10.0)),
+    # The second regime, convex: 2000 steps, 3.3 epochs of the 60000
+    # training images. From `python -m tf_adasamp.experiment.tuning`
+    # (docs/experiment/tuning/fashion_mnist.md).
+    ("fashion_mnist", "logistic"):
+        Settings(steps=2000,
+                 eval_interval=100,
+                 sgd_learning_rate=1.0,
+                 sgd_lr_decay=0.01,
+                 adagrad_learning_rate=0.1,
+                 amplitude=0.1,
+                 decay=0.5,
+                 sweep_amplitudes=(0.1, 0.3, 1.0, 3.0, 10.0)),
+    # The main job: 3000 steps, 60 epochs of the 5000 training images, long
+    # enough for uniform sampling to fit them. Step sizes, amplitude and
+    # decay from `python -m tf_adasamp.experiment.tuning`
+    # (docs/experiment/tuning/fashion_mnist_5k.md).
+    ("fashion_mnist_5k", "mlp"):
+        Settings(steps=3000,
+                 eval_interval=100,
+                 sgd_learning_rate=0.3,
+                 sgd_lr_decay=0.001,
+                 adagrad_learning_rate=0.1,
+                 amplitude=0.1,
+                 decay=0.5,
+                 sweep_amplitudes=(0.1, 0.3, 1.0, 3.0, 10.0),
+                 adaptive_learning_rates=(0.3, 0.3, 0.1, 0.1)),
+    # 40 epochs of CIFAR-10's 50000 training images; not tuned here (no
+    # CIFAR-10 on the machine that wrote this).
+    ("cifar10", "cnn"):
+        Settings(steps=20000,
+                 eval_interval=500,
+                 sgd_learning_rate=0.05,
+                 sgd_lr_decay=1e-4,
+                 adagrad_learning_rate=0.01,
+                 amplitude=1.0,
+                 decay=0.5,
+                 sweep_amplitudes=(0.3, 1.0, 3.0, 10.0)),
+}
+
+
+def preset(dataset, model):
+  """The settings for `model` on `dataset`; a data set without a preset for
+  the model gets its default model's, which then has not been tuned for
+  it."""
+  if dataset not in DEFAULT_MODELS:
+    raise ValueError(f"unknown dataset {dataset!r}; choose one of "
+                     f"{tuple(DEFAULT_MODELS)}")
+  return PRESETS.get((dataset, model),
+                     PRESETS[(dataset, DEFAULT_MODELS[dataset])])
+
+
+_CROSS_VALIDATED = (
+    "Cross-validated as the paper says, on random subsets of the training "
+    "data: `python -m tf_adasamp.experiment.tuning` (each tuning seed, "
+    "disjoint from the reported trials' seeds, holds out its own random "
+    "part of the training images as validation; the test set is never "
+    "read), its command and tables in docs/experiment/tuning/.")
+# How each preset's hyperparameters were chosen.
+TUNING = {
+    ("digits", "cnn"):
+        ("Step sizes by hand; amplitude and decay from a grid on five tuning "
+         "seeds, by first-half training cross-entropy on the training set "
+         "itself (no validation split)."),
+    ("fashion_mnist", "logistic"):
+        _CROSS_VALIDATED + " Step sizes with uniform sampling, shared by "
+        "the adaptive variants; one amplitude and decay for all four.",
+    ("fashion_mnist_5k", "mlp"):
+        _CROSS_VALIDATED + " Step sizes with uniform sampling, then "
+        "amplitude and decay, then each adaptive variant's own step size at "
+        "that amplitude and decay.",
+}
+_DATA = {
+    "digits": ("scikit-learn's digits (1,500 training and 297 test 8x8 "
+               "grayscale images, 10 classes) instead of CIFAR-10"),
+    "fashion_mnist": ("Fashion-MNIST (60,000 training and 10,000 test 28x28 "
+                      "grayscale images, 10 classes) instead of CIFAR-10 "
+                      "(50,000 / 10,000 32x32 colour images): this machine "
+                      "is offline and has no CIFAR-10"),
+    "fashion_mnist_5k": ("a fixed random 5,000 of Fashion-MNIST's training "
+                         "images and 5,000 of its test images (28x28 "
+                         "grayscale, 10 classes) instead of CIFAR-10: small "
+                         "enough for a model to fit them, and for every "
+                         "evaluation to read both whole, on a 2-core CPU"),
+}
+_MODELS = {
+    "logistic": ("An L2-regularised multinomial logistic regression (penalty "
+                 "0.001, strongly convex) instead of the paper's CNN: the "
+                 "convex regime of Corollary 1, which cannot fit its data"),
+    "mlp": ("A 784-512-10 multilayer perceptron (ReLU, unregularised) "
+            "instead of the paper's CNN, which is too slow for a CPU "
+            "(docs/experiment.md gives its cost); like the paper's CNN it "
+            "fits its training data"),
+}
+
+
+def departures(dataset, model, settings, trials, num_train):
+  """What these runs do differently from the paper's experiment, as
+  sentences for the summary."""
+  lines = []
+  if dataset in _DATA:
+    lines.append(f"Data: {_DATA[dataset]}.")
+  if model in _MODELS:
+    lines.append(f"Model: {_MODELS[model]}.")
+  elif dataset == "digits":
+    lines.append("Model: the paper's CNN, with all four convolutions padded "
+                 "(8x8 inputs would shrink to nothing otherwise).")
+  if trials != 10:
+    lines.append(f"Trials: {trials} (the paper: 10).")
+  lines.append(
+      f"Length: {settings.steps} steps of batch {settings.batch_size} "
+      f"({settings.steps * settings.batch_size / num_train:.1f} epochs); "
+      "the paper does not say how long it trained.")
+  lines.append("Tuning: " + TUNING.get(
+      (dataset, model), "none: this preset has not been tuned on this data "
+      "set.") + " The paper tuned all hyperparameters by cross-validation "
+               "on random subsets of the training data and gives no details.")
+  lines.append(
+      "Step-size index: SGD's step size eta / (1 + gamma t) counts t from 0 "
+      "(the first update uses eta); in the paper's Algorithm 1 t starts at "
+      "1. AdaGrad is Keras' Adagrad (initial accumulator 0.1), which the "
+      "paper does not specify.")
+  lines.append(
+      f"Amplitude sweep: {settings.sweep_algorithm} only, at amplitudes "
+      f"{', '.join(f'{a:g}' for a in settings.sweep_amplitudes)} (the "
+      "paper does not say which algorithm or which amplitudes).")
+  lines.append(
+      "Evaluation: training metrics are computed on the whole training set "
+      f"every {settings.eval_interval} steps, in inference mode.")
+  lines.append(
+      "Verdicts: the paper reads its claims off mean curves; here each is "
+      "judged on paired per-trial differences with the rules below.")
+  return lines
