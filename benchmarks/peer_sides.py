@@ -11,8 +11,9 @@ library (and NumPy):
   ours_xla     "draw" and "step" with jit_compile=True (SumTree.set has no
                XLA kernel, so "tree_step" does not compile)
   flashbax     flashbax's sum-tree (float32): stratified_sample ("draw"), and
-               then set_batch_bincount of the draws ("step"), in a
-               lax.fori_loop under jax.jit, the tree donated
+               then set_batch_bincount of the draws ("step": its bincount
+               is O(n) a batch), in a lax.fori_loop under jax.jit, the
+               tree donated
   cpprb        cpprb's PrioritizedReplayBuffer from Python, one call a
                batch: sample(B) ("draw"), then update_priorities of the
                draws ("step")
@@ -22,15 +23,17 @@ library (and NumPy):
                change); and the step that changes them, the cumulative sum
                remade each batch ("step")
   categorical  tf.random.categorical over the log weights in a tf.range loop
-               inside a tf.function ("draw": O(n B) a batch)
+               inside a tf.function ("draw": O(n) a batch, the cumulative
+               sum of the softmax)
 
 Every loop sums the draws (so nothing is left unused) and the draws are over
 the same weights (gamma(0.5) + 1e-3, seeded by n); a step writes the same B
 new weights at the drawn leaves. A loop runs LOOP batches a call (fewer where
 one batch takes long), its calls repeated for at least --min-seconds, --repeats
-times, the workloads taking turns. Prints one JSON line: per workload the wall
-and CPU seconds (the process's, all its threads) per batch of each repeat, the
-process's id and its thread count at the end.
+times, the workloads taking turns, each repeat after an untimed call. Prints
+one JSON line: per workload the wall and CPU seconds (the process's, all its
+threads) per batch of each repeat, the process's id and its thread count at
+the end.
 
   python -m benchmarks.peer_sides SIDE --num-leaves N --batch-size B
       [--repeats 5] [--min-seconds 0.2] [--dtype float64]
@@ -265,39 +268,33 @@ SIDES = {
 }
 
 
-def batches_per_call(run):
-  """LOOP, or fewer where one batch takes long; after run's warm-up calls
-  (tracing, compiling)."""
-  run(1)
+def plan(run, min_seconds):
+  """(batches per call, calls per repeat) of `run`, after its warm-up call
+  (tracing, compiling): LOOP batches a call, or fewer where one batch takes
+  long, and enough calls for min_seconds."""
   run(1)
   start = time.perf_counter()
   run(1)
-  one = time.perf_counter() - start
-  batches = max(1, min(LOOP, int(MAX_CALL_SECONDS / max(one, 1e-9))))
-  run(batches)
-  return batches
+  one = max(time.perf_counter() - start, 1e-9)
+  batches = max(1, min(LOOP, int(MAX_CALL_SECONDS / one)))
+  return batches, max(1, int(min_seconds / (one * batches)))
 
 
 def timed(workloads, repeats, min_seconds):
   """{name: {batches_per_call, wall, cpu}}: the seconds per batch of each
   repeat, the workloads taking turns."""
-  plan = {}
-  for name, run in workloads.items():
-    batches = batches_per_call(run)
-    start = time.perf_counter()
-    run(batches)
-    seconds = time.perf_counter() - start
-    plan[name] = (batches, max(1, int(min_seconds / max(seconds, 1e-9))))
+  plans = {name: plan(run, min_seconds) for name, run in workloads.items()}
   result = {
       name: {
           "batches_per_call": batches,
           "wall": [],
           "cpu": []
-      } for name, (batches, _) in plan.items()
+      } for name, (batches, _) in plans.items()
   }
   for _ in range(repeats):
     for name, run in workloads.items():
-      batches, calls = plan[name]
+      batches, calls = plans[name]
+      run(batches)  # warms the caches the other workloads used
       start, start_cpu = time.perf_counter(), time.process_time()
       for _ in range(calls):
         run(batches)
