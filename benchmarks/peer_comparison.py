@@ -249,6 +249,30 @@ def parse_args(argv):
   return parser.parse_args(argv)
 
 
+def write(path, command, info, args, rows):
+  """The JSON record: each row with its ratios and every process's record."""
+  for row in rows:
+    row["ratios"] = [{
+        "ours": side,
+        "workload": workload,
+        "peer": peer,
+        "peer_workload": peer_workload,
+        **r
+    } for (side, workload, peer,
+           peer_workload), r in ratios(row["rates"]).items()]
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path, "w", encoding="utf-8") as f:
+    json.dump(
+        {
+            "command": command,
+            "machine": info,
+            "args": vars(args),
+            "rows": rows
+        },
+        f,
+        indent=1)
+
+
 def main(argv=None):
   args = parse_args(argv)
   command = " ".join(["python -m benchmarks.peer_comparison", *sys.argv[1:]])
@@ -266,31 +290,13 @@ def main(argv=None):
           "rates": summarize_row(records, batch_size),
           "processes": records,
       })
+      # Written row by row, so that a run stopped early keeps its rows.
+      write(args.output, command, info, args, rows)
       print(f"n={num_leaves} B={batch_size} done (load {before}-{load()})",
             flush=True)
   print_rates(rows)
   print_ratios(rows)
   print_targets(rows)
-  for row in rows:
-    row["ratios"] = [{
-        "ours": side,
-        "workload": workload,
-        "peer": peer,
-        "peer_workload": peer_workload,
-        **r
-    } for (side, workload, peer,
-           peer_workload), r in ratios(row["rates"]).items()]
-  os.makedirs(os.path.dirname(args.output), exist_ok=True)
-  with open(args.output, "w", encoding="utf-8") as f:
-    json.dump(
-        {
-            "command": command,
-            "machine": info,
-            "args": vars(args),
-            "rows": rows
-        },
-        f,
-        indent=1)
   print(f"wrote {args.output}")
 
 
