@@ -256,10 +256,10 @@ int main(int argc, char** argv) {
   }
   if (batch_sizes.empty()) batch_sizes = {4096, 128};
   std::printf(
-      "ns per draw, one thread (%s walks):\n\n| n | B | type | Philox uniforms "
-      "| "
-      "walk | walk down the top 1, 2, ... levels (cumulative) | probability "
-      "gather alone |\n|---|---|---|---|---|---|---|---|\n",
+      "ns per draw, one thread (%s walks):\n\n"
+      "| n | B | type | Philox uniforms | the same, 8 blocks per AVX-512 "
+      "vector | walk | walk down the top 1, 2, ... levels (cumulative) | "
+      "probability gather alone |\n|---|---|---|---|---|---|---|---|\n",
 #if defined(__x86_64__)
       adasamp::cpu::UseAvx512() ? "AVX-512" : "scalar"
 #else
