@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU halves of issues 15 and 17: the GPU tests, then the TensorFlow-level
-# GPU benchmarks and the sum-tree ops beside flashbax on the GPU, figures and a
-# log written to $OUT (the device tool brings it back), else
+# GPU benchmarks, the sum-tree ops alone and beside flashbax on the GPU (each
+# side in its own process), figures and a log written to $OUT (the device tool brings it back), else
 # benchmarks/results/. On an H200 (runs 5 and 6) the default steps took
 # about 9 minutes (devices 16 s, gpu_tests 120, gpu_steps 30, train_step 45,
 # train_step_xla 55, trainer 50, trainer_xla 140, throughput 50): more than
@@ -11,7 +11,7 @@
 #
 #   bash benchmarks/gpu_session.sh [--cpu] [STEP ...]
 #   steps: devices gpu_tests gpu_steps train_step train_step_xla trainer
-#   trainer_xla throughput (the default), suite
+#   trainer_xla throughput peers (the default), suite
 #
 # On the GPU machine, after /work/shared/gpu/README.md's set-up (the six
 # pieces, on-device.sh), from the checkout's root:
@@ -19,7 +19,7 @@
 #   run(carry=["tf_adasamp/_sum_tree_ops.so", ".gpu/py"], timeout_s=400,
 #       command="source /tmp/tfenv.sh && bash benchmarks/gpu_session.sh \
 #                devices gpu_tests gpu_steps train_step")
-#   run(... the same, with train_step_xla trainer trainer_xla throughput)
+#   run(... the same, with train_step_xla trainer trainer_xla throughput peers)
 #
 # .gpu/py holds what the machine lacks: TensorBoard's summary API for the
 # trainer, flashbax (whose JAX, chex and flax the machine has) and
@@ -39,7 +39,7 @@ if [ "${1:-}" = "--cpu" ]; then
   [ -x .venv/bin/python ] && PYTHON=.venv/bin/python
   shift
 fi
-STEPS_WANTED=" ${*:-devices gpu_tests gpu_steps train_step train_step_xla trainer trainer_xla throughput} "
+STEPS_WANTED=" ${*:-devices gpu_tests gpu_steps train_step train_step_xla trainer trainer_xla throughput peers} "
 [ -d .gpu/py ] && export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$PWD/.gpu/py"
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
 RESULTS=${OUT:-benchmarks/results}
@@ -63,17 +63,17 @@ step() {
 if [ "$SMOKE" = 1 ]; then
   STEPS=5; REPEATS=2; TRAINER_STEPS=25; ROUNDS=1
   TRAINER_XLA_STEPS=25; XLA_ROUNDS=1
-  SIZES="1000 50000"; BATCH_SIZES="128"; BASELINES="numpy flashbax"
+  SIZES="1000 50000"; BATCH_SIZES="128"; PEER_SIZES=1000; PEER_BATCH_SIZES=128
+  PEERS="ours numpy"
 else
   STEPS=200; REPEATS=7; TRAINER_STEPS=600; ROUNDS=3
   TRAINER_XLA_STEPS=5000; XLA_ROUNDS=5
-  SIZES="50000 1000000 10000000"; BATCH_SIZES="4096 32768"; BASELINES=flashbax
+  SIZES="50000 1000000 10000000"; BATCH_SIZES="4096 32768"
+  PEER_SIZES="50000 1000000"; PEER_BATCH_SIZES=4096; PEERS="ours ours_xla flashbax"
 fi
 
 step devices 60 "$PYTHON" -c "import tensorflow as tf; \
-print('TensorFlow', tf.__version__, tf.config.list_logical_devices()); \
-from benchmarks import baselines; \
-print('flashbax', baselines.flashbax_version(), 'on', baselines.jax_backend())"
+print('TensorFlow', tf.__version__, tf.config.list_logical_devices())"
 # The kernels against the CPU, and the trainer's exact resumption with
 # --deterministic; all skipped where TensorFlow sees no GPU.
 step gpu_tests 240 "$PYTHON" -m pytest -q -m gpu tests
@@ -97,12 +97,17 @@ step trainer 150 "$PYTHON" -m benchmarks.train_step --trainer \
 step trainer_xla 200 "$PYTHON" -m benchmarks.train_step --trainer --jit_compile \
     --steps "$TRAINER_XLA_STEPS" --rounds "$XLA_ROUNDS" \
     --output "$RESULTS/trainer_step_xla_gpu.json"
-# Our ops (on the GPU) beside flashbax's jitted tree (on JAX's GPU), in one
-# process; each takes GPU memory as it needs it, not all of it up front.
-step throughput 150 env TF_FORCE_GPU_ALLOW_GROWTH=true \
-    XLA_PYTHON_CLIENT_PREALLOCATE=false "$PYTHON" -m \
+# Our ops alone on the GPU (a microbenchmark).
+step throughput 150 env TF_FORCE_GPU_ALLOW_GROWTH=true "$PYTHON" -m \
     benchmarks.sum_tree_throughput --sizes $SIZES --batch-sizes $BATCH_SIZES \
-    --baselines $BASELINES --repeats 3 --min-seconds 0.1 \
+    --repeats 3 --min-seconds 0.1 \
     --output "$RESULTS/sum_tree_throughput_gpu.json"
+# Our sampler beside flashbax's jitted tree (on JAX's GPU), each side in its
+# own process, one round; each takes GPU memory as it needs it.
+step peers 200 env TF_FORCE_GPU_ALLOW_GROWTH=true \
+    XLA_PYTHON_CLIENT_PREALLOCATE=false "$PYTHON" -m \
+    benchmarks.peer_comparison --sizes $PEER_SIZES \
+    --batch-sizes $PEER_BATCH_SIZES --sides $PEERS --rounds 1 --repeats 3 \
+    --min-seconds 0.1 --output "$RESULTS/peer_comparison_gpu.json"
 echo "== done in $(( $(date +%s) - T0 )) s; failed: $FAILED" | tee -a "$LOG"
 exit "$FAILED"

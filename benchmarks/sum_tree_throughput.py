@@ -1,4 +1,4 @@
-"""Sum-tree op throughput on CPU, against the baselines users would pick.
+"""Raw-op microbenchmarks of the sum-tree ops on one device, no peers.
 
 For each n (leaves) and B (batch size), in float64:
   sample         draws/s of SumTreeSample, uniforms given
@@ -9,24 +9,21 @@ For each n (leaves) and B (batch size), in float64:
   reweight       unique updates/s of AdaptiveReweight
   step           microseconds per AdaptiveSampler step: draw (its
                  uniforms made inside) + reweight
-and, in the same run, the baselines of benchmarks/baselines.py (cpprb and
-flashbax only if installed), each as the ratio of our median rate to theirs:
-`draw` against those that make their own random numbers, `sample` against the
-NumPy tree (given uniforms), `set` against the updates, and for cpprb's
-updates also `reweight`. Then one sampler step at
-n = 50000, B = 100, op by op.
+Then one sampler step at n = 50000, B = 100, op by op, and the same in a
+tf.range loop. These time the ops, not a user's loop: the ratios against
+flashbax, cpprb, NumPy and tf.random.categorical come from
+benchmarks.peer_comparison, each side in its own process.
 
-TensorFlow work runs in-graph: one tf.function runs UNROLL batches, each
+The ops run in-graph: one concrete function runs UNROLL batches, each
 after the previous one's outputs (a control dependency) and state (the
 variables' order), on inputs that rotate between calls so that consecutive
-batches touch different leaves, and every set changes the leaves it writes
-(baselines' sets too). Steps are ordered by their state only, so TF
-may draw a step's uniforms while the previous step reweights, as in any
-in-graph loop. NumPy and cpprb run from Python, one batch per call. Every
-figure is over --repeats runs of at least --min-seconds each, ours and the
-baselines' at one n, B taking turns (seconds_per_call): the best (min time)
-and the median; the process's CPU time (all threads) is recorded too, and a
-table per CPU-second printed, for machines that other jobs share.
+batches touch different leaves, and every set changes the leaves it writes.
+Steps are ordered by their state only, so TF may draw a step's uniforms
+while the previous step reweights, as in any in-graph loop. Every figure is
+over --repeats runs of at least --min-seconds each, the figures at one n, B
+taking turns (seconds_per_call): the best (min time) and the median; the
+process's CPU time (all threads) is recorded too, and a table per
+CPU-second printed, for machines that other jobs share.
 
   python -m benchmarks.sum_tree_throughput [--sizes 10000 50000 1000000
       10000000] [--batch-sizes 128 1024 4096] [--repeats 5]
@@ -44,18 +41,13 @@ import numpy as np
 import tensorflow as tf
 
 import tf_adasamp
-from benchmarks import baselines
 from benchmarks import gpu_steps
 from tf_adasamp import ops
 from benchmarks.machine import load
 from benchmarks.machine import machine
 
-# Batches per tf.function call: as many as flashbax's jitted loop runs
-# (baselines.FlashbaxSumTree.LOOP), over which the call's own cost spreads.
+# Batches per concrete-function call, over which the call's own cost spreads.
 UNROLL = 64
-# O(n)-per-batch baselines run fewer batches per call at large n, where one
-# batch already costs milliseconds.
-UNROLL_LARGE_N = 4
 INPUT_SETS = 4
 LOOP_STEPS = 1000
 DTYPE = tf.float64
@@ -138,23 +130,14 @@ def in_graph(batch, input_sets, unroll):
   return lambda: concrete(next(cycle))
 
 
-def rotating(batch, input_sets):
-  """A call that runs batch(*inputs) on the next of `input_sets`."""
-  cycle = itertools.cycle(input_sets)
-  return lambda: batch(*next(cycle))
-
-
 def random_weights(num_leaves, rng):
-  # Positive, so that every baseline accepts them.
   return rng.gamma(0.5, size=num_leaves) + 1e-3
 
 
 def changing(updates):
   """`updates`, (indices, weights) pairs, then the same indices with twice
   the weights: cycled through, every set changes the leaves it writes, as a
-  training step's do. (Setting a leaf to the value it holds lets cpprb stop
-  at the leaf: cycling the same updates made its sets 2-3x as fast at
-  n >= 10^6.)"""
+  training step's do."""
   return updates + [(indices, 2 * weights) for indices, weights in updates]
 
 
@@ -229,84 +212,6 @@ def measure_ours(num_leaves, batch_size, weights, rng):
   }
 
 
-def measure_baselines(num_leaves, batch_size, weights, rng, names):
-  """{name: (call, units per call)} of the baselines `names` at n, B."""
-  result = {}
-  unroll = UNROLL if num_leaves <= 10**5 else UNROLL_LARGE_N
-  # TF's GPU kernel of tf.random.categorical counts its n * B work in an
-  # int32 and aborts the process past it.
-  on_gpu = bool(tf.config.list_logical_devices("GPU"))
-  if "categorical" in names and not (on_gpu and
-                                     num_leaves * batch_size >= 2**31):
-    log_weights = tf.constant(np.log(weights))
-    result["categorical"] = (in_graph(
-        lambda: baselines.categorical(log_weights, batch_size), [()],
-        unroll), unroll * batch_size)
-
-  # As many distinct batches as the in-graph runs rotate through.
-  def unique_updates():
-    return [(rng.choice(num_leaves, batch_size,
-                        replace=False), random_weights(batch_size, rng))
-            for _ in range(INPUT_SETS * UNROLL)]
-
-  if "numpy" in names:
-    probabilities = weights / weights.sum()
-    result["numpy_choice"] = (
-        lambda: baselines.numpy_choice(rng, probabilities, batch_size),
-        batch_size)
-    numpy_tree = baselines.NumpySumTree(weights)
-    result["numpy_tree_sample"] = (rotating(
-        numpy_tree.sample,
-        [(rng.random(batch_size),) for _ in range(INPUT_SETS * UNROLL)]),
-                                   batch_size)
-    result["numpy_tree_set"] = (rotating(numpy_tree.set,
-                                         changing(unique_updates())),
-                                batch_size)
-
-  if "cpprb" in names and baselines.cpprb_version() is not None:
-    cpprb_tree = baselines.CpprbSumTree(weights)
-    result["cpprb_sample"] = (lambda: cpprb_tree.sample(batch_size), batch_size)
-    result["cpprb_set"] = (rotating(cpprb_tree.set,
-                                    changing(unique_updates())), batch_size)
-
-  if "flashbax" in names and baselines.flashbax_version() is not None:
-    flashbax_tree = baselines.FlashbaxSumTree(weights)
-    loop = flashbax_tree.LOOP
-    result["flashbax_sample"] = (lambda: flashbax_tree.sample(batch_size),
-                                 batch_size)
-    result["flashbax_sample_jit"] = (
-        lambda: flashbax_tree.sample_loop(batch_size), loop * batch_size)
-    loop_updates = [
-        tuple(
-            np.stack(column)
-            for column in zip(
-                *[(rng.choice(num_leaves, batch_size, replace=False),
-                   random_weights(batch_size, rng))
-                  for _ in range(loop)]))
-        for _ in range(INPUT_SETS)
-    ]
-    result["flashbax_set_jit"] = (rotating(flashbax_tree.set_loop,
-                                           changing(loop_updates)),
-                                  loop * batch_size)
-  return result
-
-
-BASELINES = ["categorical", "numpy", "cpprb", "flashbax"]
-
-# Which of our figures each baseline is compared with.
-COUNTERPART = {
-    "categorical": "draw",
-    "numpy_choice": "draw",
-    "numpy_tree_sample": "sample",
-    "numpy_tree_set": "set",
-    "cpprb_sample": "draw",
-    "cpprb_set": "set",
-    "flashbax_sample": "draw",
-    "flashbax_sample_jit": "draw",
-    "flashbax_set_jit": "set",
-}
-
-
 def step_breakdown(args, num_leaves=50000, batch_size=100):
   """Microseconds per in-graph op of one sampler step, and per step."""
   sampler = tf_adasamp.AdaptiveSampler(num_leaves,
@@ -369,45 +274,17 @@ def print_tables(results):
     print(f"| {row['n']} | {row['batch_size']} | {' | '.join(cells)} | "
           f"{row['load'][0]}-{row['load'][1]} |")
 
-  names = list(results[0]["baselines"])
-  print("\nBaselines: median rate (M/s), and our median rate over theirs:\n")
-  print("| n | B | " + " | ".join(names) + " |")
-  print("|---|---|" + "---|" * len(names))
-  for row in results:
-    cells = []
-    for name in names:
-      theirs = row["baselines"][name]["median"]
-      ours = row["ours"][COUNTERPART[name]]["median"]
-      ratio = ours / theirs
-      digits = 2 if ratio < 10 else 0
-      cells.append(f"{millions(theirs)} ({ratio:.{digits}f}x)")
-    print(f"| {row['n']} | {row['batch_size']} | {' | '.join(cells)} |")
-
 
 def print_cpu_table(results):
-  """Our rates and ratios per CPU-second, where the machine is shared."""
-  names = [
-      name for name in ("flashbax_sample_jit", "cpprb_set")
-      if name in results[0]["baselines"]
-  ]
-  print("\nPer CPU-second of the process (all threads), median, M/s; our "
-        "rate over theirs in brackets:\n")
-  print("| n | B | sample | draw | set | reweight | " + " | ".join(names) +
-        " |")
-  print("|---|---|---|---|---|---|" + "---|" * len(names))
+  """Our rates per CPU-second, where the machine is shared."""
+  print("\nPer CPU-second of the process (all threads), median, M/s:\n")
+  print("| n | B | sample | draw | set | reweight |")
+  print("|---|---|---|---|---|---|")
   for row in results:
-    ours = row["ours"]
     cells = [
-        millions(ours[k]["cpu_median"])
+        millions(row["ours"][k]["cpu_median"])
         for k in ("sample", "draw", "set", "reweight")
     ]
-    for name in names:
-      theirs = row["baselines"][name]["cpu_median"]
-      counterparts = ["draw"
-                     ] if name.startswith("flashbax") else ["set", "reweight"]
-      ratios = ", ".join(
-          f"{ours[k]['cpu_median'] / theirs:.2f}x" for k in counterparts)
-      cells.append(f"{millions(theirs)} ({ratios})")
     print(f"| {row['n']} | {row['batch_size']} | {' | '.join(cells)} |")
 
 
@@ -417,15 +294,9 @@ def find(results, num_leaves, batch_size):
               None)
 
 
-def ratio_to(row, ours, theirs):
-  """Our median rate of `ours` over the baseline `theirs`, or None."""
-  if theirs not in row["baselines"]:
-    return None
-  return row["ours"][ours]["median"] / row["baselines"][theirs]["median"]
-
-
 def print_targets(results, loop_steps):
-  """Issue 7's and issue 17's targets, where this run measured them."""
+  """Issue 7's and issue 17's targets on the ops alone, where this run
+  measured them (the targets against peers: benchmarks.peer_comparison)."""
   print("\nTargets (median; best in brackets):")
   checks = []
   for num_leaves, batch_size, minimum in [(50000, 4096, 50e6),
@@ -438,27 +309,6 @@ def print_targets(results, loop_steps):
                      f"{minimum / 1e6:g}M", sample["median"]
                      >= minimum, f"{millions(sample['median'])}M "
                      f"[{millions(sample['best'])}M]"))
-  for num_leaves in (50000, 10**6, 10**7):
-    row = find(results, num_leaves, 4096)
-    ratio = row and ratio_to(row, "draw", "flashbax_sample_jit")
-    if ratio:
-      checks.append((f"draws (uniforms included) vs flashbax in-jit at "
-                     f"n={num_leaves}, B=4096 >= 2x", ratio
-                     >= 2, f"{ratio:.2f}x"))
-  for ours in ("set", "reweight"):
-    ratios = [(row["n"], row["batch_size"], ratio_to(row, ours, "cpprb_set"))
-              for row in results]
-    ratios = [r for r in ratios if r[2] is not None]
-    if ratios:
-      worst = min(ratios, key=lambda r: r[2])
-      checks.append(
-          (f"{ours} vs cpprb update_priorities > 1x at every n, B", worst[2]
-           > 1, f"lowest {worst[2]:.2f}x at n={worst[0]}, B={worst[1]}"))
-  row = find(results, 10**6, 128)
-  ratio = row and ratio_to(row, "draw", "categorical")
-  if ratio:
-    checks.append(("draws (uniforms included) vs tf.random.categorical at "
-                   "n=1e6, B=128 >= 50x", ratio >= 50, f"{ratio:.0f}x"))
   step = loop_steps["sampler"]
   for limit in (15, 25):
     checks.append(
@@ -480,12 +330,6 @@ def main():
                       nargs="+",
                       default=[128, 1024, 4096])
   parser.add_argument("--repeats", type=int, default=5)
-  parser.add_argument("--baselines",
-                      nargs="+",
-                      choices=BASELINES,
-                      default=BASELINES,
-                      help="the baselines to measure (cpprb and flashbax "
-                      "where installed)")
   parser.add_argument("--min-seconds",
                       type=float,
                       default=0.05,
@@ -497,11 +341,7 @@ def main():
 
   command = " ".join(
       ["python -m benchmarks.sum_tree_throughput", *sys.argv[1:]])
-  info = {
-      **machine(), "cpprb": baselines.cpprb_version(),
-      "flashbax": baselines.flashbax_version(),
-      "jax_backend": baselines.jax_backend()
-  }
+  info = machine()
   print(command, json.dumps(info), sep="\n")
   rng = np.random.default_rng(0)
   results = []
@@ -509,17 +349,12 @@ def main():
     weights = random_weights(num_leaves, rng)
     for batch_size in args.batch_sizes:
       before = load()
-      ours = measure_ours(num_leaves, batch_size, weights, rng)
-      theirs = measure_baselines(num_leaves, batch_size, weights, rng,
-                                 args.baselines)
-      measured = rates({**ours, **theirs}, args.repeats, args.min_seconds)
-      ours = {name: measured[name] for name in ours}
-      theirs = {name: measured[name] for name in theirs}
+      ours = rates(measure_ours(num_leaves, batch_size, weights, rng),
+                   args.repeats, args.min_seconds)
       results.append({
           "n": num_leaves,
           "batch_size": batch_size,
           "ours": ours,
-          "baselines": theirs,
           "load": [before, load()]
       })
       print(
