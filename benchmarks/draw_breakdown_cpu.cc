@@ -10,8 +10,9 @@
 // the ops ask for large variables' (MADV_HUGEPAGE here); float64, and float32
 // (as flashbax's tree); the fastest of kRuns runs.
 //
-//   g++ -std=c++17 -O3 -ffp-contract=off -I. -o build/draw_breakdown_cpu
-//       benchmarks/draw_breakdown_cpu.cc
+//   g++ -std=c++17 -O3 -ffp-contract=off -I. \
+//       -I"$(python -c 'import tensorflow as tf; print(tf.sysconfig.get_include())')" \
+//       -o build/draw_breakdown_cpu benchmarks/draw_breakdown_cpu.cc
 //   build/draw_breakdown_cpu [BATCH ...]   (default 4096 128)
 
 #include <sys/mman.h>
@@ -87,10 +88,11 @@ T* GammaTree(int64_t num_leaves, int64_t capacity) {
 template <typename T>
 void PhiloxUniforms(const adasamp::Philox& philox, int64_t batch_size, T* out) {
   constexpr int kPerBlock = adasamp::PhiloxUniforms<T>::kPerBlock;
-  uint32_t block[4];
+  adasamp::Philox::ResultType block;
   for (int64_t i = 0; i < batch_size; ++i) {
     if (i % kPerBlock == 0) {
-      adasamp::PhiloxBlock(philox, static_cast<uint64_t>(i / kPerBlock), block);
+      block =
+          adasamp::PhiloxBlock(philox, static_cast<uint64_t>(i / kPerBlock));
     }
     out[i] = adasamp::UniformFromBlock<T>(block, i, batch_size, false);
   }
@@ -115,7 +117,7 @@ __attribute__((target("avx512f"))) __m512d DoublesFromWords(__m512i high,
 __attribute__((target("avx512f"))) void PhiloxUniformsAvx512(
     const adasamp::Philox& philox, int64_t batch_size, double* out) {
   const __m512i low32 = _mm512_set1_epi64(0xffffffffu);
-  const uint64_t base = uint64_t{philox.counter[1]} << 32 | philox.counter[0];
+  const uint64_t base = uint64_t{philox.counter()[1]} << 32 | philox.counter()[0];
   const __m512i lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
   // Uniform 2b is block b's words 0-1, uniform 2b + 1 its words 2-3.
   const __m512i first_half = _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0);
@@ -127,15 +129,15 @@ __attribute__((target("avx512f"))) void PhiloxUniformsAvx512(
     __m512i c0 = _mm512_and_si512(low, low32);
     __m512i c1 = _mm512_srli_epi64(low, 32);
     __m512i c2 = _mm512_mask_add_epi64(
-        _mm512_set1_epi64(philox.counter[2]), carry,
-        _mm512_set1_epi64(philox.counter[2]), _mm512_set1_epi64(1));
+        _mm512_set1_epi64(philox.counter()[2]), carry,
+        _mm512_set1_epi64(philox.counter()[2]), _mm512_set1_epi64(1));
     const __mmask8 wrap = _mm512_cmpgt_epu64_mask(c2, low32);
     __m512i c3 = _mm512_mask_add_epi64(
-        _mm512_set1_epi64(philox.counter[3]), wrap,
-        _mm512_set1_epi64(philox.counter[3]), _mm512_set1_epi64(1));
+        _mm512_set1_epi64(philox.counter()[3]), wrap,
+        _mm512_set1_epi64(philox.counter()[3]), _mm512_set1_epi64(1));
     c2 = _mm512_and_si512(c2, low32);
     c3 = _mm512_and_si512(c3, low32);
-    uint32_t k0 = philox.key[0], k1 = philox.key[1];
+    uint32_t k0 = philox.key()[0], k1 = philox.key()[1];
     for (int round = 0; round < 10; ++round) {
       const __m512i p0 = _mm512_mul_epu32(c0, _mm512_set1_epi64(0xD2511F53u));
       const __m512i p1 = _mm512_mul_epu32(c2, _mm512_set1_epi64(0xCD9E8D57u));
