@@ -4,8 +4,10 @@
 // cores other jobs share this still measures the code rather than the share
 // of the machine the op got, as long as the thread is not preempted often.
 //
-//   g++ -std=c++17 -O3 -ffp-contract=off -I. -o build/descend_cpu_bench
-//       benchmarks/descend_cpu_bench.cc
+//   g++ -std=c++17 -O3 -ffp-contract=off -I. -I"$TF_INCLUDE"
+//       -o build/descend_cpu_bench benchmarks/descend_cpu_bench.cc
+//
+// where TF_INCLUDE is tf.sysconfig.get_include() (for TSL's Philox).
 //   build/descend_cpu_bench
 
 #include <algorithm>

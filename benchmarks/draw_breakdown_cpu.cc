@@ -10,9 +10,10 @@
 // the ops ask for large variables' (MADV_HUGEPAGE here); float64, and float32
 // (as flashbax's tree); the fastest of kRuns runs.
 //
-//   g++ -std=c++17 -O3 -ffp-contract=off -I. \
-//       -I"$(python -c 'import tensorflow as tf; print(tf.sysconfig.get_include())')" \
+//   g++ -std=c++17 -O3 -ffp-contract=off -I. -I"$TF_INCLUDE"
 //       -o build/draw_breakdown_cpu benchmarks/draw_breakdown_cpu.cc
+//
+// where TF_INCLUDE is tf.sysconfig.get_include() (for TSL's Philox).
 //   build/draw_breakdown_cpu [BATCH ...]   (default 4096 128)
 
 #include <sys/mman.h>
@@ -117,7 +118,8 @@ __attribute__((target("avx512f"))) __m512d DoublesFromWords(__m512i high,
 __attribute__((target("avx512f"))) void PhiloxUniformsAvx512(
     const adasamp::Philox& philox, int64_t batch_size, double* out) {
   const __m512i low32 = _mm512_set1_epi64(0xffffffffu);
-  const uint64_t base = uint64_t{philox.counter()[1]} << 32 | philox.counter()[0];
+  const uint64_t base =
+      uint64_t{philox.counter()[1]} << 32 | philox.counter()[0];
   const __m512i lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
   // Uniform 2b is block b's words 0-1, uniform 2b + 1 its words 2-3.
   const __m512i first_half = _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0);
