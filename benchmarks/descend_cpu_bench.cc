@@ -6,9 +6,9 @@
 //
 //   g++ -std=c++17 -O3 -ffp-contract=off -I. -I"$TF_INCLUDE"
 //       -o build/descend_cpu_bench benchmarks/descend_cpu_bench.cc
-//
-// where TF_INCLUDE is tf.sysconfig.get_include() (for TSL's Philox).
 //   build/descend_cpu_bench
+//
+// TF_INCLUDE: tf.sysconfig.get_include(), for TSL's Philox.
 
 #include <algorithm>
 #include <chrono>

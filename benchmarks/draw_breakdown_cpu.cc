@@ -12,9 +12,9 @@
 //
 //   g++ -std=c++17 -O3 -ffp-contract=off -I. -I"$TF_INCLUDE"
 //       -o build/draw_breakdown_cpu benchmarks/draw_breakdown_cpu.cc
-//
-// where TF_INCLUDE is tf.sysconfig.get_include() (for TSL's Philox).
 //   build/draw_breakdown_cpu [BATCH ...]   (default 4096 128)
+//
+// TF_INCLUDE: tf.sysconfig.get_include(), for TSL's Philox.
 
 #include <sys/mman.h>
 #if defined(__x86_64__)
