@@ -1,0 +1,159 @@
+"""What a sampling distribution Q_t looks like, and its TensorBoard names.
+
+Every quantity is computed from the sampler's log weights, the exact state:
+log q_i = log w_i - logsumexp(log w). Reading `sampler.probabilities()`
+instead would read the sum-tree's cached weights, which underflow to 0 once
+an example's weight falls far enough below the largest, and log 0 is -inf.
+
+The quantities, keyed by their names in `TAGS`:
+
+  kl_divergence          KL(Q_t || uniform) = sum_i q_i log(n q_i); 0 when
+                         uniform, log n when one example takes all.
+  max_probability        max_i q_i; 1 / n when uniform.
+  effective_sample_size  1 / (n sum_i q_i^2), the effective sample size as a
+                         fraction of n: 1 when uniform, 1 / n when one
+                         example takes all.
+  distinct_draws         distinct examples in a batch of draws.
+  misclassified_mass     sum of q_i over the training examples the model gets
+                         wrong; uniform sampling gives them the error rate.
+  log_n_probability      log(n q_i) for each example, a histogram; 0 when
+                         uniform.
+
+`compute` returns them as a dict, `write` writes such a dict to the default
+`tf.summary` writer under `TAGS`, so every writer (the experiment's trainer,
+`tf_adasamp.keras.SamplingTensorBoard`) uses the same names.
+"""
+
+import math
+
+import tensorflow as tf
+
+# Quantity -> its TensorBoard tag. `log_n_probability` is a histogram, the
+# rest are scalars.
+TAGS = {
+    "kl_divergence": "sampler/kl_divergence",
+    "max_probability": "sampler/max_probability",
+    "effective_sample_size": "sampler/effective_sample_size",
+    "distinct_draws": "sampler/distinct_draws",
+    "misclassified_mass": "sampler/misclassified_mass",
+    "log_n_probability": "sampler/log_n_probability",
+}
+HISTOGRAMS = frozenset({"log_n_probability"})
+
+
+def log_probabilities(sampler):
+  """log q_i for each of the sampler's n examples, float64 [n].
+
+  From `sampler.log_weights` (an AdaptiveSampler's); a sampler without log
+  weights (the uniform one) has q_i = 1 / n.
+  """
+  log_weights = getattr(sampler, "log_weights", None)
+  if log_weights is None:
+    n = sampler.num_examples
+    return tf.fill([n], tf.constant(-math.log(n), tf.float64))
+  log_weights = tf.cast(tf.convert_to_tensor(log_weights), tf.float64)
+  return log_weights - tf.reduce_logsumexp(log_weights)
+
+
+def kl_divergence(log_q):
+  """KL(Q || uniform) of the [n] log probabilities `log_q`."""
+  n = _num_examples(log_q)
+  kl = tf.reduce_sum(tf.exp(log_q) * (log_q + math.log(n)))
+  # Round-off can leave a uniform distribution a hair below zero.
+  return tf.maximum(kl, tf.zeros([], log_q.dtype))
+
+
+def max_probability(log_q):
+  """max_i q_i of the [n] log probabilities `log_q`."""
+  return tf.exp(tf.reduce_max(log_q))
+
+
+def effective_sample_size(log_q):
+  """1 / (n sum_i q_i^2) of the [n] log probabilities `log_q`, in (0, 1]."""
+  n = _num_examples(log_q)
+  return tf.exp(-tf.reduce_logsumexp(2 * log_q) - math.log(n))
+
+
+def misclassified_mass(log_q, misclassified):
+  """sum_i q_i over the examples where the [n] bool `misclassified` holds."""
+  misclassified = tf.convert_to_tensor(misclassified, tf.bool)
+  return tf.reduce_sum(
+      tf.where(misclassified, tf.exp(log_q), tf.zeros_like(log_q)))
+
+
+def distinct_draws(indices):
+  """How many distinct indices the [B] int `indices` hold, int64.
+
+  Counts the runs of the sorted draws rather than calling `tf.unique`, which
+  has no XLA kernel, so a loop compiled with jit_compile=True can call it.
+  """
+  indices = tf.sort(tf.reshape(indices, [-1]))
+  return tf.math.count_nonzero(starts_of_runs(indices))
+
+
+def starts_of_runs(values):
+  """[B] bool: whether each of the sorted `values` starts a run of equal
+  ones."""
+  return tf.concat(
+      [tf.ones_like(values[:1], tf.bool), values[1:] != values[:-1]], 0)
+
+
+def log_n_probability(log_q):
+  """log(n q_i) for each of the [n] log probabilities `log_q`."""
+  return log_q + math.log(_num_examples(log_q))
+
+
+def compute(sampler, indices=None, misclassified=None):
+  """The diagnostics of `sampler`'s distribution now, {quantity: tensor}.
+
+  Args:
+    sampler: an AdaptiveSampler, or a sampler without log weights (uniform).
+    indices: optional [B] draws of one batch, for `distinct_draws`.
+    misclassified: optional [n] bool, the training examples the model gets
+      wrong, for `misclassified_mass`.
+
+  Returns:
+    A dict with the scalars kl_divergence, max_probability,
+    effective_sample_size, the [n] log_n_probability and, given their
+    inputs, distinct_draws and misclassified_mass.
+  """
+  log_q = log_probabilities(sampler)
+  values = {
+      "kl_divergence": kl_divergence(log_q),
+      "max_probability": max_probability(log_q),
+      "effective_sample_size": effective_sample_size(log_q),
+      "log_n_probability": log_n_probability(log_q),
+  }
+  if indices is not None:
+    values["distinct_draws"] = distinct_draws(indices)
+  if misclassified is not None:
+    values["misclassified_mass"] = misclassified_mass(log_q, misclassified)
+  return values
+
+
+def write(values, step=None):
+  """Writes `values` ({quantity: value}, e.g. from `compute`) under `TAGS`.
+
+  Writes to the default `tf.summary` writer at `step` (the writer's default
+  step if None); quantities whose value is None are left out. Without a
+  default writer nothing is written, as with `tf.summary` itself.
+
+  Raises:
+    ValueError: a quantity not in `TAGS`.
+  """
+  unknown = sorted(set(values) - set(TAGS))
+  if unknown:
+    raise ValueError(f"values has quantities {unknown} that are not "
+                     f"diagnostics; choose among {sorted(TAGS)}")
+  for name, value in values.items():
+    if value is not None:
+      summary = (tf.summary.histogram
+                 if name in HISTOGRAMS else tf.summary.scalar)
+      summary(TAGS[name], value, step=step)
+
+
+def _num_examples(log_q):
+  n = log_q.shape[0]
+  if n is None:
+    raise ValueError("log_q must have a static length n")
+  return n
