@@ -103,6 +103,42 @@ def read_metrics(output_dir):
   return records
 
 
+class MetricsLog:
+  """A run's metric records, kept in memory and in `output_dir`/metrics.jsonl.
+
+  Starts from the records already there up to `keep_until_step` (a resumed
+  run redoes those past its checkpoint; -1 keeps none), and rewrites the
+  file whole, atomically, at each `append`: a kill leaves the old file or
+  the new. With no `output_dir` the records stay in memory.
+  """
+
+  def __init__(self, output_dir, keep_until_step):
+    self.records = []
+    self._path = None
+    if output_dir:
+      self.records = [
+          r for r in read_metrics(output_dir) if r["step"] <= keep_until_step
+      ]
+      self._path = os.path.join(output_dir, METRICS_FILE)
+
+  @property
+  def last_step(self):
+    """The step of the last record, or None."""
+    return self.records[-1]["step"] if self.records else None
+
+  def append(self, record):
+    self.records.append(record)
+    if not self._path:
+      return
+    try:
+      write_atomically(self._path,
+                       "".join(json.dumps(r) + "\n" for r in self.records))
+    except OSError as error:
+      raise RunError(f"cannot write {self._path}: {error.strerror or error}; "
+                     "the file keeps the records before step "
+                     f"{record['step']}") from None
+
+
 def is_complete(output_dir, steps):
   """Whether the run in `output_dir` has recorded its metrics at `steps`."""
   records = read_metrics(output_dir)
