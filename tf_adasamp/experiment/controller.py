@@ -10,6 +10,7 @@ a run killed before it redoes the steps since the last checkpoint. Either
 way no record, and no summary, is written twice.
 """
 
+import contextlib
 import math
 import os
 
@@ -44,8 +45,9 @@ class Controller:
       self._manager = tf.train.CheckpointManager(checkpoint,
                                                  directory,
                                                  max_to_keep=2)
-      self._summaries = summaries.Summaries(
-          os.path.join(config.output_dir, "tensorboard"))
+      log_dir = os.path.join(config.output_dir, "tensorboard")
+      with _io_errors_name(log_dir):
+        self._summaries = summaries.Summaries(log_dir)
 
   def start(self, common_step=None):
     """Restores the checkpoint to resume, if any, and records the run's
@@ -106,13 +108,15 @@ class Controller:
       raise self._diverged(record["step"],
                            f"training loss {record['train_loss']}")
     if self._manager:
-      self._manager.save(checkpoint_number=record["step"])
+      with _io_errors_name(self._manager.directory):
+        self._manager.save(checkpoint_number=record["step"])
     self._publish(evaluation)
 
   def _publish(self, evaluation):
     self._metrics.append(evaluation.record)
     if self._summaries:
-      self._summaries.write(evaluation)
+      with _io_errors_name(self._summaries.log_dir):
+        self._summaries.write(evaluation)
     self._trainer.reset_interval()
 
   def _checkpoint_to_resume(self, common_step):
@@ -120,15 +124,18 @@ class Controller:
     if not self._manager:
       return None
     if self._config.strategy == "multi_worker":
-      return resume.checkpoint_of_step(self._manager, common_step)
+      return resume.checkpoint_of_step(self._manager.directory, common_step)
     if not self._config.resume:
       return None
     path = self._manager.latest_checkpoint
-    if path is None and run_files.read_metrics(self._config.output_dir):
+    directory = self._manager.directory
+    if path is None and (run_files.read_metrics(self._config.output_dir) or
+                         os.path.isdir(directory) and os.listdir(directory)):
       raise run_files.RunError(
-          f"cannot resume: {self._manager.directory} has no readable "
-          "checkpoint, though metrics.jsonl holds records; leave out "
-          "--resume and choose another output_dir to start over")
+          f"cannot resume: {directory} has no readable checkpoint (its "
+          "'checkpoint' file is missing or damaged, or names missing files) "
+          "though the run has begun; leave out --resume and choose another "
+          "output_dir to start over")
     return path
 
   def _restore(self, path):
@@ -143,6 +150,19 @@ class Controller:
     return DivergedError(
         f"the run diverged at step {step} ({cause}); try a learning_rate "
         f"smaller than {self._config.learning_rate:g}")
+
+
+@contextlib.contextmanager
+def _io_errors_name(path):
+  """Turns a failed write under `path` into a RunError naming it."""
+  try:
+    yield
+  except (OSError, tf.errors.OpError) as error:
+    cause = getattr(error, "strerror", None) or getattr(error, "message",
+                                                        None) or str(error)
+    raise run_files.RunError(
+        f"cannot write to {path}: {cause.strip().splitlines()[0][:200]}; "
+        "the run stops, its last checkpoint kept") from None
 
 
 def _check_is_directory_or_absent(path):

@@ -93,17 +93,26 @@ def common_checkpoint_step(states):
   return None if steps.min() < 0 else int(steps.min())
 
 
-def checkpoint_of_step(manager, step):
-  """The path of `manager`'s checkpoint of `step` (None if `step` is None);
-  RunError if there is none."""
+def checkpoint_of_step(directory, step):
+  """The path of the checkpoint of `step` in `directory` (None if `step` is
+  None); RunError if there is none.
+
+  Looks through the paths of the directory's checkpoint state rather than
+  `CheckpointManager.checkpoints`, which leaves out those whose state
+  carries no timestamps (one written by `update_checkpoint_state`).
+  """
   if step is None:
     return None
-  for path in manager.checkpoints:
-    if checkpoint_step(path) == step:
-      return path
+  state = tf.train.get_checkpoint_state(directory)
+  for path in state.all_model_checkpoint_paths if state else []:
+    try:
+      if checkpoint_step(path) == step:
+        return path
+    except tf.errors.NotFoundError:  # listed, but its files are gone
+      continue
   raise run_files.RunError(
-      f"{manager.directory} has no checkpoint of step {step}, the latest "
-      "that every worker of the cluster has; resume each worker from its own "
+      f"{directory} has no checkpoint of step {step}, the latest that every "
+      "worker of the cluster has; resume each worker from its own "
       "--output_dir")
 
 
