@@ -432,6 +432,45 @@ def test_resume_drops_a_cut_last_metrics_line(digits, tmp_path, on_cpu):
   assert run_files.read_metrics(stopped.output_dir) == whole
 
 
+def test_resume_redoes_a_record_cut_at_the_checkpoints_step(
+    digits, tmp_path, on_cpu):
+  settings = dict(model="logistic", steps=6, eval_interval=2)
+  whole = training_loop.train(tiny_config(output_dir=str(tmp_path / "whole"),
+                                          **settings),
+                              data=digits)
+  stopped = tiny_config(output_dir=str(tmp_path / "stopped"),
+                        **dict(settings, steps=4))
+  training_loop.train(stopped, data=digits)
+  path = tmp_path / "stopped" / run_files.METRICS_FILE
+  lines = path.read_text().splitlines(keepends=True)
+  # The record of step 4, whose checkpoint was written, cut by a kill.
+  path.write_text("".join(lines[:-1]) + lines[-1][:20])
+  assert run_files.read_metrics(stopped.output_dir) == whole[:2]
+  resumed = training_loop.train(dataclasses.replace(stopped,
+                                                    resume=True,
+                                                    steps=6),
+                                data=digits)
+  assert resumed == whole
+  assert run_files.read_metrics(stopped.output_dir) == whole
+
+
+def test_a_resumed_run_writes_each_summary_step_once(digits, tmp_path):
+  settings = dict(model="logistic", eval_interval=2, output_dir=str(tmp_path))
+  training_loop.train(tiny_config(steps=4, **settings), data=digits)
+  training_loop.train(tiny_config(steps=6, resume=True, **settings),
+                      data=digits)
+  for run in ("train", "validation"):
+    steps = {}
+    for event_file in (tmp_path / "tensorboard" / run).iterdir():
+      for event in tf.compat.v1.train.summary_iterator(str(event_file)):
+        for value in event.summary.value:
+          steps.setdefault(value.tag, []).append(event.step)
+    assert sorted(steps["loss"]) == [0, 2, 4, 6], run
+    for tag, tag_steps in steps.items():
+      # Corollary 1's bound needs a step: none at step 0.
+      assert sorted(set(tag_steps)) == sorted(tag_steps), (run, tag)
+
+
 @pytest.mark.parametrize("make_path,message", [
     (lambda tmp: tmp / "file", "is a file, not a directory"),
     (lambda tmp: tmp / "file" / "run", "Not a directory"),

@@ -127,8 +127,9 @@ class Controller:
       return resume.checkpoint_of_step(self._manager.directory, common_step)
     if not self._config.resume:
       return None
-    path = self._manager.latest_checkpoint
     directory = self._manager.directory
+    # Unlike the manager's, this looks for the checkpoint's files too.
+    path = tf.train.latest_checkpoint(directory)
     if path is None and (run_files.read_metrics(self._config.output_dir) or
                          os.path.isdir(directory) and os.listdir(directory)):
       raise run_files.RunError(

@@ -84,8 +84,13 @@ def read_metrics(output_dir):
   path = os.path.join(output_dir, METRICS_FILE)
   if not os.path.exists(path):
     return []
-  with open(path, encoding="utf-8", errors="replace") as f:
-    lines = [(number, line) for number, line in enumerate(f, 1) if line.strip()]
+  try:
+    with open(path, encoding="utf-8", errors="replace") as f:
+      lines = [
+          (number, line) for number, line in enumerate(f, 1) if line.strip()
+      ]
+  except OSError as error:
+    raise RunError(f"cannot read {path}: {error.strerror or error}") from None
   records = []
   for number, line in lines:
     try:
@@ -139,6 +144,19 @@ class MetricsLog:
                      f"{record['step']}") from None
 
 
+def check_resumable(output_dir):
+  """Raises RunError unless `output_dir` holds a run to resume (its
+  checkpoints/ or metrics.jsonl): --resume never starts a run over."""
+  if not os.path.isdir(output_dir):
+    raise RunError(f"cannot resume: {output_dir} does not exist; leave out "
+                   "--resume to start a new run there")
+  if not (os.path.lexists(os.path.join(output_dir, "checkpoints")) or
+          read_metrics(output_dir)):
+    raise RunError(f"cannot resume: {output_dir} holds no run (neither "
+                   "checkpoints/ nor metrics.jsonl); leave out --resume to "
+                   "start a new run there")
+
+
 def is_complete(output_dir, steps):
   """Whether the run in `output_dir` has recorded its metrics at `steps`."""
   records = read_metrics(output_dir)
@@ -146,10 +164,12 @@ def is_complete(output_dir, steps):
 
 
 # Fields a resumed run may change: where it reads and writes, how long it is,
-# and how it executes (neither changes the results on a CPU).
+# and how many steps a call runs (which does not change the results).
+# deterministic is not one: op determinism picks other kernels, whose
+# results differ in the last bit.
 _RESUMABLE_CHANGES = {
     "data_dir", "output_dir", "resume", "steps", "epochs",
-    "steps_per_execution", "deterministic", "cluster_timeout"
+    "steps_per_execution", "cluster_timeout"
 }
 
 

@@ -36,6 +36,7 @@ class Summaries:
   """Writes evaluations to `log_dir`/train and `log_dir`/validation."""
 
   def __init__(self, log_dir):
+    self.log_dir = log_dir
     self._writers = {
         run: tf.summary.create_file_writer(os.path.join(log_dir, run))
         for run in RUNS

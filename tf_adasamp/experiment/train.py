@@ -34,11 +34,16 @@ def main():
   if not FLAGS["verbosity"].present:
     # Keeps TensorFlow's and tfds' INFO lines out of the progress bar.
     logging.set_verbosity(logging.WARNING)
+  if FLAGS["output_dir"].present and not FLAGS.output_dir:
+    sys.exit(f"{PROGRAM}: output_dir is empty; name a directory, or leave "
+             "out --output_dir for runs/train")
   config = flags_lib.parse(PROGRAM,
                            train_config.TrainConfig,
                            output_dir=FLAGS.output_dir or "runs/train")
   try:
     # Before TensorFlow loads (seconds): a bad --output_dir fails at once.
+    if config.resume:
+      run_files.check_resumable(config.output_dir)
     run_files.ensure_writable_dir(config.output_dir)
     run_files.check_output_dir(config)
   except run_files.RunError as error:

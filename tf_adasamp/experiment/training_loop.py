@@ -85,7 +85,10 @@ def train(config, data=None, progress=False):
   common_step = _agree_on_checkpoint(config, strategy)
   controller = _build(config, data, strategy)
   controller.start(common_step)
-  steps = config.num_steps(num_examples)
+  try:
+    steps = config.num_steps(num_examples)
+  except ValueError as error:
+    raise run_files.RunError(str(error)) from None
   bar = ProgressBar(steps, config.sampling) if progress else None
   return controller.train_and_evaluate(steps, bar)
 
@@ -96,9 +99,13 @@ def _prepare_output_dir(config):
     run_files.ensure_writable_dir(config.output_dir)
   run_files.check_output_dir(config)
   if config.output_dir:
-    run_files.write_atomically(
-        os.path.join(config.output_dir, run_files.CONFIG_FILE),
-        json.dumps(dataclasses.asdict(config), indent=2))
+    path = os.path.join(config.output_dir, run_files.CONFIG_FILE)
+    try:
+      run_files.write_atomically(
+          path, json.dumps(dataclasses.asdict(config), indent=2))
+    except OSError as error:
+      raise run_files.RunError(
+          f"cannot write {path}: {error.strerror or error}") from None
 
 
 def _agree_on_checkpoint(config, strategy):
