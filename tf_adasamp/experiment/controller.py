@@ -34,10 +34,21 @@ class Controller:
   tensorboard/ (summaries.Summaries).
   """
 
-  def __init__(self, trainer, evaluator, checkpoint, config, sampler=None):
+  def __init__(self,
+               trainer,
+               evaluator,
+               checkpoint,
+               config,
+               sampler=None,
+               stop_requested=None):
+    """`stop_requested`: an optional callable, asked before each call of
+    the trainer; if it returns True, the run raises KeyboardInterrupt
+    there (train.py's Ctrl-C, which Python can lose: a KeyboardInterrupt
+    raised inside a garbage-collector callback is printed and dropped)."""
     self._trainer, self._evaluator = trainer, evaluator
     self._checkpoint, self._config = checkpoint, config
     self._sampler = sampler
+    self._stop_requested = stop_requested or (lambda: False)
     self._manager = self._summaries = self._metrics = None
     if config.output_dir:
       directory = os.path.join(config.output_dir, resume.CHECKPOINTS_DIR)
@@ -73,6 +84,8 @@ class Controller:
     config, trainer = self._config, self._trainer
     step = int(trainer.step)
     while step < total_steps:
+      if self._stop_requested():
+        raise KeyboardInterrupt
       next_record = (step // config.eval_interval + 1) * config.eval_interval
       count = min(config.steps_per_execution, next_record - step,
                   total_steps - step)

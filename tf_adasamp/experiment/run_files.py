@@ -125,6 +125,10 @@ class MetricsLog:
           r for r in read_metrics(output_dir) if r["step"] <= keep_until_step
       ]
       self._path = os.path.join(output_dir, METRICS_FILE)
+      # A kill inside write_atomically leaves its temporary file behind.
+      for name in os.listdir(output_dir):
+        if name.startswith(f".{METRICS_FILE}.") and name.endswith(".tmp"):
+          os.unlink(os.path.join(output_dir, name))
 
   @property
   def last_step(self):

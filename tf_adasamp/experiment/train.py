@@ -11,6 +11,7 @@ and checkpoints under --output_dir; --resume continues a stopped run and gives
 the same metrics as an uninterrupted one. Flags may come from --flagfile.
 """
 
+import signal
 import sys
 
 from absl import flags
@@ -54,8 +55,12 @@ def main():
     from tf_adasamp.experiment import training_loop
   except KeyboardInterrupt:
     flags_lib.interrupted(PROGRAM, "training had not begun")
+  interrupts = _Interrupts()
+  signal.signal(signal.SIGINT, interrupts.handle)
   try:
-    records = training_loop.train(config, progress=FLAGS.progress)
+    records = training_loop.train(config,
+                                  progress=FLAGS.progress,
+                                  stop_requested=interrupts.requested)
   except (datasets.DatasetUnavailableError, run_files.RunError) as error:
     sys.exit(f"{PROGRAM}: {error}")
   except KeyboardInterrupt:
@@ -68,6 +73,23 @@ def main():
   print(f"step {final['step']}: train loss {final['train_loss']:.4f}, "
         f"train accuracy {final['train_accuracy']:.4f}, test accuracy "
         f"{final['test_accuracy']:.4f}; metrics in {config.output_dir}")
+
+
+class _Interrupts:
+  """Ctrl-C (SIGINT), raised as KeyboardInterrupt and remembered: Python
+  drops a KeyboardInterrupt raised inside a garbage-collector callback (one
+  that a library registered), so training also asks `requested()` between
+  its calls."""
+
+  def __init__(self):
+    self._count = 0
+
+  def handle(self, signum, frame):
+    self._count += 1
+    signal.default_int_handler(signum, frame)
+
+  def requested(self):
+    return self._count > 0
 
 
 def run():

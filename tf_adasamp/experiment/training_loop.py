@@ -55,7 +55,7 @@ __all__ = [
 ]
 
 
-def train(config, data=None, progress=False):
+def train(config, data=None, progress=False, stop_requested=None):
   """Runs `config` and returns its metric records (one dict per evaluation;
   their keys: evaluator's module docstring).
 
@@ -64,6 +64,8 @@ def train(config, data=None, progress=False):
     data: a datasets.Dataset; loaded from config.dataset if None (pass one
       to share it between runs).
     progress: show a progress bar (progress.ProgressBar).
+    stop_requested: optional callable; True stops the run with
+      KeyboardInterrupt before the next call of the trainer.
 
   Raises:
     run_files.RunError: the run cannot start (output_dir unwritable or
@@ -83,7 +85,7 @@ def train(config, data=None, progress=False):
     tf.config.experimental.enable_op_determinism()
   strategy = make_strategy(config.strategy, config.cluster_timeout)
   common_step = _agree_on_checkpoint(config, strategy)
-  controller = _build(config, data, strategy)
+  controller = _build(config, data, strategy, stop_requested)
   controller.start(common_step)
   try:
     steps = config.num_steps(num_examples)
@@ -119,7 +121,7 @@ def _agree_on_checkpoint(config, strategy):
     raise resume.lost_worker(error, "before training") from None
 
 
-def _build(config, data, strategy):
+def _build(config, data, strategy, stop_requested=None):
   """The run's Controller, over its model, optimizer, sampler and trainer."""
   num_examples = len(data.y_train)
   with strategy.scope():
@@ -156,4 +158,5 @@ def _build(config, data, strategy):
       interval_steps=trainer.interval_steps,
       interval_distinct_draws=trainer.interval_distinct_draws)
   evaluator = Evaluator(model, sampler, optimizer, tracker, data, config)
-  return Controller(trainer, evaluator, checkpoint, config, sampler)
+  return Controller(trainer, evaluator, checkpoint, config, sampler,
+                    stop_requested)
