@@ -588,7 +588,7 @@ class KLBoundTracker:
     """The running sums, by name: what `from_state` takes back.
 
     For keeping them elsewhere, e.g. in tf.Variables updated inside a
-    training step (tf_adasamp.experiment.training_loop.BoundTracker).
+    training step (tf_adasamp.bound_tracker.BoundTracker).
     """
     return {
         "sums": self._sums.copy(),

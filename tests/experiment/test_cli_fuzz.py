@@ -61,11 +61,16 @@ def assert_fails_in_one_line(result, message):
         (["--amplitude=nan"], "amplitude must be"),
         (["--steps_per_execution=0"], "steps_per_execution must be"),
         (["--batch_size=abc"], "Flags parsing error"),
+        (["--steps=" + str(10**23)], "steps must be at most 2**53"),
+        (["--eval_interval=" + str(2**60)], "eval_interval must be at most"),
+        (["--epochs=1e300"], "more steps than the 2**53 at most"),
+        (["--amplitude=1e308"], "amplitude / (1 - decay) must be at most"),
+        (["--learning_rate=1e39"], "learning_rate must be at most 3.403e+38"),
         # Runs, and diverges: NaN outputs give the sampler NaN utilities.
         ([
             "--learning_rate=1e30", "--utility=l1", "--steps=4",
             "--eval_interval=2"
-        ], "the run diverged at step 2"),
+        ], "the run diverged at step 1"),
     ])
 def test_train_rejects_bad_flags_in_one_line(tmp_path, args, message):
   result = run_cli("train", ["--output_dir={tmp}/run", "--noprogress", *args],
@@ -171,3 +176,143 @@ def test_train_help_into_a_closed_pipe_ends_quietly():
     os.close(write)
   assert result.returncode == 1
   assert not result.stderr, result.stderr
+
+
+# What --resume, TF_CONFIG and I/O failures do to the trainer's command line.
+
+TINY_RUN = [
+    "--model=logistic", "--steps=4", "--eval_interval=2", "--batch_size=16",
+    "--noprogress"
+]
+
+
+@pytest.fixture
+def stopped_run(tmp_path):
+  """A finished 4-step run in tmp_path/run: records 0, 2, 4."""
+  result = run_cli("train", [*TINY_RUN, "--output_dir={tmp}/run"], tmp_path)
+  assert result.returncode == 0, result.stderr
+  return tmp_path / "run"
+
+
+def resume_stopped_run(tmp_path, *args):
+  return run_cli(
+      "train",
+      [*TINY_RUN, "--steps=6", "--resume", "--output_dir={tmp}/run", *args],
+      tmp_path)
+
+
+def break_checkpoint_state(run, how):
+  checkpoints = run / "checkpoints"
+  if how == "state file deleted":
+    (checkpoints / "checkpoint").unlink()
+  elif how == "state file garbage":
+    (checkpoints / "checkpoint").write_bytes(b"\x00garbage {{{\n")
+  elif how == "checkpoint files deleted":
+    for path in checkpoints.glob("ckpt-*"):
+      path.unlink()
+
+
+@pytest.mark.parametrize(
+    "how",
+    ["state file deleted", "state file garbage", "checkpoint files deleted"])
+def test_resume_without_a_readable_checkpoint_refuses_and_keeps_the_metrics(
+    tmp_path, stopped_run, how):
+  metrics = (stopped_run / "metrics.jsonl").read_bytes()
+  break_checkpoint_state(stopped_run, how)
+  result = resume_stopped_run(tmp_path)
+  assert_fails_in_one_line(result, "has no readable checkpoint")
+  assert (stopped_run / "metrics.jsonl").read_bytes() == metrics
+
+
+@pytest.mark.parametrize("replacement", ["file", "dangling link"])
+def test_resume_refuses_checkpoints_that_are_not_a_directory(
+    tmp_path, stopped_run, replacement):
+  metrics = (stopped_run / "metrics.jsonl").read_bytes()
+  checkpoints = stopped_run / "checkpoints"
+  os.rename(checkpoints, tmp_path / "moved")
+  if replacement == "file":
+    checkpoints.write_text("")
+  else:
+    checkpoints.symlink_to(tmp_path / "nowhere")
+  result = resume_stopped_run(tmp_path)
+  assert_fails_in_one_line(
+      result, "is a dangling link"
+      if replacement == "dangling link" else "is not a directory")
+  assert (stopped_run / "metrics.jsonl").read_bytes() == metrics
+
+
+def test_resume_refuses_to_add_deterministic(tmp_path, stopped_run):
+  result = resume_stopped_run(tmp_path, "--deterministic")
+  assert_fails_in_one_line(result, "deterministic: False there, True here")
+
+
+def test_resume_names_a_metrics_file_it_cannot_read(tmp_path, stopped_run):
+  (stopped_run / "metrics.jsonl").unlink()
+  (stopped_run / "metrics.jsonl").symlink_to(tmp_path)
+  result = resume_stopped_run(tmp_path)
+  assert_fails_in_one_line(
+      result, f"cannot read {stopped_run / 'metrics.jsonl'}: Is a directory")
+
+
+@pytest.mark.parametrize("blocked,message", [
+    ("config.json", "cannot write {run}/config.json: Is a directory"),
+    ("tensorboard/validation", "cannot write to {run}/tensorboard"),
+])
+def test_a_path_that_cannot_be_written_is_named_in_one_line(
+    tmp_path, blocked, message):
+  run = tmp_path / "run"
+  (run / blocked).parent.mkdir(parents=True, exist_ok=True)
+  if blocked == "config.json":
+    (run / blocked).mkdir()
+  else:
+    (run / blocked).write_text("")  # a file where the run's directory goes
+  result = run_cli("train", [*TINY_RUN, "--output_dir={tmp}/run"], tmp_path)
+  assert_fails_in_one_line(result, message.format(run=run))
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--output_dir="], "output_dir is empty"),
+    (["--resume", "--output_dir={tmp}/missing"], "{tmp}/missing does not "
+     "exist; leave out --resume"),
+    (["--resume", "--output_dir={tmp}/empty"], "holds no run"),
+])
+def test_train_output_dir_that_cannot_be_meant_is_refused(
+    tmp_path, args, message):
+  (tmp_path / "empty").mkdir()
+  result = run_cli("train", ["--noprogress", *args], tmp_path)
+  assert_fails_in_one_line(result, message.format(tmp=tmp_path))
+  assert not (tmp_path / "missing").exists()
+  assert not os.listdir(tmp_path / "empty")
+
+
+@pytest.mark.parametrize("tf_config,message", [
+    (None, "TF_CONFIG names no chief or worker"),
+    ("{}", "TF_CONFIG names no chief or worker"),
+    ("[]", "TF_CONFIG names no chief or worker"),
+    ('{"cluster": 5}', "TF_CONFIG is not a cluster spec"),
+    ('{"cluster": {"worker": []}, "task": {"type": "worker", "index": 0}}',
+     "TF_CONFIG names no chief or worker"),
+    ('{"cluster": {"worker": ["nohostport"]}, '
+     '"task": {"type": "worker", "index": 0}}', "give it as host:port"),
+])
+def test_multi_worker_refuses_a_tf_config_without_a_cluster(
+    tmp_path, tf_config, message):
+  environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+  environment.pop("TF_CONFIG", None)
+  if tf_config is not None:
+    environment["TF_CONFIG"] = tf_config
+  result = subprocess.run([
+      sys.executable, "-m", "tf_adasamp.experiment.train", *TINY_RUN,
+      "--strategy=multi_worker", f"--output_dir={tmp_path / 'run'}"
+  ],
+                          cwd=ROOT,
+                          capture_output=True,
+                          text=True,
+                          timeout=300,
+                          env=environment)
+  assert_fails_in_one_line(result, message)
+  assert not run_files_exist(tmp_path / "run")
+
+
+def run_files_exist(run):
+  return (run / "metrics.jsonl").exists() or (run / "checkpoints").exists()

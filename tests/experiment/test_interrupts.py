@@ -9,12 +9,15 @@ TensorFlow's calls, where an interrupt that lands while TensorFlow raises
 one of its own errors can come out as a RuntimeError instead.
 """
 
+import random
 import re
 import signal
+import time
 
 import pytest
 
 import child_process
+from tf_adasamp.experiment import run_files
 
 TIMEOUT = 240  # seconds; generous for a loaded machine
 
@@ -136,3 +139,39 @@ def test_an_interrupt_of_the_training_trainer_names_its_checkpoint(tmp_path):
   assert re.search(
       r"tf-adasamp-train: interrupted; the last checkpoint is of step \d+: "
       "the same command with --resume goes on from it", stderr), stderr
+
+
+def test_a_trainer_killed_at_random_points_resumes_bit_for_bit(tmp_path):
+  run_args = [
+      "--dataset=digits", "--model=logistic", "--noprogress", "--steps=150",
+      "--eval_interval=5", "--steps_per_execution=1", "--batch_size=16"
+  ]
+
+  def train(name, *args):
+    with child_process.started("tf_adasamp.experiment.train",
+                               tmp_path / f"{name}.log", *run_args,
+                               f"--output_dir={tmp_path / name}",
+                               *args) as process:
+      process.wait(timeout=TIMEOUT)
+    assert process.returncode == 0, (tmp_path / f"{name}.log").read_text()
+
+  train("whole")
+  rng = random.Random(0)
+  checkpoints = tmp_path / "killed" / "checkpoints" / "checkpoint"
+  for kill in range(3):
+    args = ["--resume"] if kill else []
+    with child_process.started("tf_adasamp.experiment.train",
+                               tmp_path / "killed.log", *run_args,
+                               f"--output_dir={tmp_path / 'killed'}",
+                               *args) as process:
+      # SIGKILL at a random moment after a checkpoint was written: between
+      # evaluations, or while one writes its checkpoint, record or summaries.
+      wait_until(process, tmp_path / "killed.log", checkpoints.exists,
+                 "checkpoint")
+      time.sleep(rng.uniform(0, 1.5))
+      process.send_signal(signal.SIGKILL)
+      process.wait(timeout=TIMEOUT)
+  train("killed", "--resume")
+  assert (run_files.read_metrics(tmp_path / "killed") == run_files.read_metrics(
+      tmp_path / "whole"))
+  assert not list((tmp_path / "killed").glob(".*.tmp"))

@@ -333,80 +333,6 @@ def test_resume_refuses_a_run_of_other_settings(digits, tmp_path):
                         data=digits)
 
 
-def assert_same_tracker_state(in_graph, host):
-  ours, theirs = in_graph.read().state(), host.state()
-  np.testing.assert_allclose(ours.pop("sums"),
-                             theirs.pop("sums"),
-                             rtol=1e-12,
-                             atol=1e-12)
-  for name in ["signed", "steps", "batch_size"]:
-    assert ours.pop(name) == theirs.pop(name), name
-  for name, value in theirs.items():
-    assert ours[name] == pytest.approx(value, rel=1e-12, abs=1e-12), name
-
-
-@pytest.mark.parametrize("signed", [False, True])
-# The sort of static shapes, on its own and compiled by XLA.
-@pytest.mark.parametrize("static_shapes,jit_compile", [(False, False),
-                                                       (True, False),
-                                                       (True, True)])
-def test_in_graph_bound_tracker_matches_host_tracker(signed, static_shapes,
-                                                     jit_compile):
-  # Few examples, so batches repeat indices; signed utilities too.
-  n, batch_size = 7, 5
-  tracker = training_loop.BoundTracker(n,
-                                       amplitude=0.7,
-                                       decay=0.6,
-                                       static_shapes=static_shapes)
-  host = bounds.KLBoundTracker(n, amplitude=0.7, decay=0.6)
-  rng = np.random.default_rng(0)
-  update = tf.function(tracker.update, jit_compile=jit_compile)
-  for _ in range(12):
-    indices = rng.integers(0, n, batch_size)
-    batch_utilities = rng.uniform(-1 if signed else 0, 1, batch_size)
-    distinct = update(tf.constant(indices),
-                      tf.constant(batch_utilities, tf.float32))
-    assert distinct == len(np.unique(indices))
-    host.update(indices, np.float32(batch_utilities))
-    assert_same_tracker_state(tracker, host)
-  assert (host.kl_bound is None) == signed
-  assert tracker.read().kl_bound == host.kl_bound
-
-
-def test_bound_tracker_of_a_run_matches_host_tracker_fed_its_draws(digits):
-  model = models.build("logistic", (8, 8, 1), 10, seed=0)
-  sampler = AdaptiveSampler(len(digits.y_train),
-                            amplitude=1.0,
-                            decay=0.5,
-                            seed=0)
-  step = training_loop.make_train_step(model,
-                                       training_loop.make_optimizer(
-                                           "sgd", 0.5, 0.0),
-                                       sampler,
-                                       tf.constant(digits.x_train),
-                                       tf.constant(digits.y_train),
-                                       batch_size=64,
-                                       utility="l1")
-  tracker = training_loop.BoundTracker(len(digits.y_train), 1.0, 0.5)
-  host = bounds.KLBoundTracker(len(digits.y_train), 1.0, 0.5)
-  draws = []
-
-  @tf.function
-  def run_steps(count):
-    # As train() does: the tracker is updated inside the compiled loop.
-    for _ in tf.range(count):
-      _, _, indices, batch_utilities = step()
-      tracker.update(indices, batch_utilities)
-    return indices, batch_utilities
-
-  for _ in range(5):
-    draws.append([x.numpy() for x in run_steps(tf.constant(1))])
-  for indices, batch_utilities in draws:
-    host.update(indices, batch_utilities)
-  assert_same_tracker_state(tracker, host)
-  assert host.kl_bound_general != 0
-
-
 def test_steps_per_execution_does_not_change_the_run(digits, on_cpu):
   settings = dict(model="cnn", steps=7, eval_interval=3)
   one = training_loop.train(tiny_config(steps_per_execution=1, **settings),
@@ -506,6 +432,45 @@ def test_resume_drops_a_cut_last_metrics_line(digits, tmp_path, on_cpu):
   assert run_files.read_metrics(stopped.output_dir) == whole
 
 
+def test_resume_redoes_a_record_cut_at_the_checkpoints_step(
+    digits, tmp_path, on_cpu):
+  settings = dict(model="logistic", steps=6, eval_interval=2)
+  whole = training_loop.train(tiny_config(output_dir=str(tmp_path / "whole"),
+                                          **settings),
+                              data=digits)
+  stopped = tiny_config(output_dir=str(tmp_path / "stopped"),
+                        **dict(settings, steps=4))
+  training_loop.train(stopped, data=digits)
+  path = tmp_path / "stopped" / run_files.METRICS_FILE
+  lines = path.read_text().splitlines(keepends=True)
+  # The record of step 4, whose checkpoint was written, cut by a kill.
+  path.write_text("".join(lines[:-1]) + lines[-1][:20])
+  assert run_files.read_metrics(stopped.output_dir) == whole[:2]
+  resumed = training_loop.train(dataclasses.replace(stopped,
+                                                    resume=True,
+                                                    steps=6),
+                                data=digits)
+  assert resumed == whole
+  assert run_files.read_metrics(stopped.output_dir) == whole
+
+
+def test_a_resumed_run_writes_each_summary_step_once(digits, tmp_path):
+  settings = dict(model="logistic", eval_interval=2, output_dir=str(tmp_path))
+  training_loop.train(tiny_config(steps=4, **settings), data=digits)
+  training_loop.train(tiny_config(steps=6, resume=True, **settings),
+                      data=digits)
+  for run in ("train", "validation"):
+    steps = {}
+    for event_file in (tmp_path / "tensorboard" / run).iterdir():
+      for event in tf.compat.v1.train.summary_iterator(str(event_file)):
+        for value in event.summary.value:
+          steps.setdefault(value.tag, []).append(event.step)
+    assert sorted(steps["loss"]) == [0, 2, 4, 6], run
+    for tag, tag_steps in steps.items():
+      # Corollary 1's bound needs a step: none at step 0.
+      assert sorted(set(tag_steps)) == sorted(tag_steps), (run, tag)
+
+
 @pytest.mark.parametrize("make_path,message", [
     (lambda tmp: tmp / "file", "is a file, not a directory"),
     (lambda tmp: tmp / "file" / "run", "Not a directory"),
@@ -528,14 +493,14 @@ def test_batch_larger_than_the_data_is_a_run_error(digits, tmp_path):
 
 
 @pytest.mark.parametrize("utility,jit_compile,when",
-                         [("l1", False, "at step 2"),
-                          ("l1", True, "in steps 1 to 2"),
+                         [("l1", False, "at step 1"), ("l1", True, "at step 1"),
                           ("zero_one", False, "at step 2")])
 def test_diverging_run_names_its_step_and_keeps_its_checkpoint(
     digits, tmp_path, utility, jit_compile, when):
-  # l1: NaN outputs reach the sampler as utilities, which it refuses (in a
-  # loop compiled by XLA, the call's steps undone: the first call's, 1 and 2);
-  # zero_one stays finite, and the evaluation finds the NaN loss.
+  # l1: step 1's update leaves NaN weights, so its utilities (of the updated
+  # model) are NaN: the step reports them and the loop stops there, compiled
+  # by XLA or not. zero_one stays finite, and the evaluation at step 2 finds
+  # the NaN loss.
   config = tiny_config(model="cnn",
                        learning_rate=1e30,
                        utility=utility,
@@ -549,7 +514,7 @@ def test_diverging_run_names_its_step_and_keeps_its_checkpoint(
   assert [r["step"] for r in run_files.read_metrics(str(tmp_path))] == [0]
 
 
-def test_tensorboard_has_train_and_test_runs_and_the_samplers_view(
+def test_tensorboard_has_train_and_validation_runs_and_the_samplers_view(
     digits, tmp_path):
   training_loop.train(tiny_config(output_dir=str(tmp_path)), data=digits)
 
@@ -562,18 +527,19 @@ def test_tensorboard_has_train_and_test_runs_and_the_samplers_view(
                            set()).add(value.metadata.plugin_data.plugin_name)
     return found
 
-  train, test = tags("train"), tags("test")
-  assert test == {"loss": {"scalars"}, "accuracy": {"scalars"}}
+  assert sorted(os.listdir(tmp_path / "tensorboard")) == ["train", "validation"]
+  train, validation = tags("train"), tags("validation")
+  assert validation == {"loss": {"scalars"}, "accuracy": {"scalars"}}
   expected = {
-      "loss", "accuracy", "epoch", "sampler/kl", "sampler/max_probability",
-      "sampler/ess_fraction", "sampler/unique_per_batch",
-      "sampler/misclassified_mass", "optimizer/learning_rate",
+      "loss", "accuracy", "epoch", "sampler/kl_divergence",
+      "sampler/max_probability", "sampler/effective_sample_size",
+      "sampler/distinct_draws", "sampler/misclassified_mass", "learning_rate",
       "bounds/kl_bound", "bounds/kl_bound_general", "bounds/corollary1_bound",
       "bounds/zero_one_gap"
   }
   assert {tag for tag, plugins in train.items() if plugins == {"scalars"}
          } == expected
-  assert train["sampler/log_n_q"] == {"histograms"}
+  assert train["sampler/log_n_probability"] == {"histograms"}
 
 
 @pytest.mark.parametrize("sampling", ["uniform", "adaptive"])

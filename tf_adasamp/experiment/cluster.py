@@ -33,19 +33,41 @@ def _peers(resolver):
     me = (resolver.task_type, resolver.task_id)
   except ValueError as error:  # json.JSONDecodeError
     raise TFConfigError(f"TF_CONFIG is not JSON ({error})") from None
-  addresses = {}
-  for job in ("chief", "worker"):  # the jobs that train (and wait)
-    tasks = jobs.get(job, [])
-    # A sparse job is a {task index: address} dict.
-    for index, address in (tasks.items()
-                           if isinstance(tasks, dict) else enumerate(tasks)):
-      addresses[job, index] = address
-  if addresses and me not in addresses:
+  except (TypeError, AttributeError, KeyError) as error:
+    raise TFConfigError("TF_CONFIG is not a cluster spec: give "
+                        '{"cluster": {"worker": ["host:port", ...]}, '
+                        '"task": {"type": "worker", "index": i}} '
+                        f"({type(error).__name__}: {error})") from None
+  addresses = _training_tasks(jobs)
+  if not addresses:
+    raise TFConfigError(
+        "TF_CONFIG names no chief or worker (it is unset, empty or has no "
+        "cluster): set it for each worker, or leave out "
+        "--strategy=multi_worker")
+  if me not in addresses:
     raise TFConfigError(f"TF_CONFIG's task ({me[0]} {me[1]}) is not one of "
                         "its cluster's")
   return [[f"{job} {index}", address]
           for (job, index), address in addresses.items()
           if (job, index) != me]
+
+
+def _training_tasks(jobs):
+  """{(job, index): "host:port"} of the chief and workers of `jobs`, the
+  tasks that train (and wait); TFConfigError for an address without a
+  port."""
+  addresses = {}
+  for job in ("chief", "worker"):
+    tasks = jobs.get(job, [])
+    # A sparse job is a {task index: address} dict.
+    for index, address in (tasks.items()
+                           if isinstance(tasks, dict) else enumerate(tasks)):
+      host, _, port = str(address).rpartition(":")
+      if not (host and port.isdigit()):
+        raise TFConfigError(f"TF_CONFIG's {job} {index} has address "
+                            f"{address!r}; give it as host:port")
+      addresses[job, index] = address
+  return addresses
 
 
 def join(timeout):
@@ -60,7 +82,7 @@ def join(timeout):
   """
   resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
   peers = _peers(resolver)
-  if not peers:  # a cluster of one, or none: nothing to wait for
+  if not peers:  # a cluster of one: nothing to wait for
     return tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
   me = f"{resolver.task_type} {resolver.task_id}"
   handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}

@@ -84,8 +84,13 @@ def read_metrics(output_dir):
   path = os.path.join(output_dir, METRICS_FILE)
   if not os.path.exists(path):
     return []
-  with open(path, encoding="utf-8", errors="replace") as f:
-    lines = [(number, line) for number, line in enumerate(f, 1) if line.strip()]
+  try:
+    with open(path, encoding="utf-8", errors="replace") as f:
+      lines = [
+          (number, line) for number, line in enumerate(f, 1) if line.strip()
+      ]
+  except OSError as error:
+    raise RunError(f"cannot read {path}: {error.strerror or error}") from None
   records = []
   for number, line in lines:
     try:
@@ -103,6 +108,59 @@ def read_metrics(output_dir):
   return records
 
 
+class MetricsLog:
+  """A run's metric records, kept in memory and in `output_dir`/metrics.jsonl.
+
+  Starts from the records already there up to `keep_until_step` (a resumed
+  run redoes those past its checkpoint; -1 keeps none), and rewrites the
+  file whole, atomically, at each `append`: a kill leaves the old file or
+  the new. With no `output_dir` the records stay in memory.
+  """
+
+  def __init__(self, output_dir, keep_until_step):
+    self.records = []
+    self._path = None
+    if output_dir:
+      self.records = [
+          r for r in read_metrics(output_dir) if r["step"] <= keep_until_step
+      ]
+      self._path = os.path.join(output_dir, METRICS_FILE)
+      # A kill inside write_atomically leaves its temporary file behind.
+      for name in os.listdir(output_dir):
+        if name.startswith(f".{METRICS_FILE}.") and name.endswith(".tmp"):
+          os.unlink(os.path.join(output_dir, name))
+
+  @property
+  def last_step(self):
+    """The step of the last record, or None."""
+    return self.records[-1]["step"] if self.records else None
+
+  def append(self, record):
+    self.records.append(record)
+    if not self._path:
+      return
+    try:
+      write_atomically(self._path,
+                       "".join(json.dumps(r) + "\n" for r in self.records))
+    except OSError as error:
+      raise RunError(f"cannot write {self._path}: {error.strerror or error}; "
+                     "the file keeps the records before step "
+                     f"{record['step']}") from None
+
+
+def check_resumable(output_dir):
+  """Raises RunError unless `output_dir` holds a run to resume (its
+  checkpoints/ or metrics.jsonl): --resume never starts a run over."""
+  if not os.path.isdir(output_dir):
+    raise RunError(f"cannot resume: {output_dir} does not exist; leave out "
+                   "--resume to start a new run there")
+  if not (os.path.lexists(os.path.join(output_dir, "checkpoints")) or
+          read_metrics(output_dir)):
+    raise RunError(f"cannot resume: {output_dir} holds no run (neither "
+                   "checkpoints/ nor metrics.jsonl); leave out --resume to "
+                   "start a new run there")
+
+
 def is_complete(output_dir, steps):
   """Whether the run in `output_dir` has recorded its metrics at `steps`."""
   records = read_metrics(output_dir)
@@ -110,10 +168,12 @@ def is_complete(output_dir, steps):
 
 
 # Fields a resumed run may change: where it reads and writes, how long it is,
-# and how it executes (neither changes the results on a CPU).
+# and how many steps a call runs (which does not change the results).
+# deterministic is not one: op determinism picks other kernels, whose
+# results differ in the last bit.
 _RESUMABLE_CHANGES = {
     "data_dir", "output_dir", "resume", "steps", "epochs",
-    "steps_per_execution", "deterministic", "cluster_timeout"
+    "steps_per_execution", "cluster_timeout"
 }
 
 

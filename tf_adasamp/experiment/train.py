@@ -11,6 +11,7 @@ and checkpoints under --output_dir; --resume continues a stopped run and gives
 the same metrics as an uninterrupted one. Flags may come from --flagfile.
 """
 
+import signal
 import sys
 
 from absl import flags
@@ -34,11 +35,16 @@ def main():
   if not FLAGS["verbosity"].present:
     # Keeps TensorFlow's and tfds' INFO lines out of the progress bar.
     logging.set_verbosity(logging.WARNING)
+  if FLAGS["output_dir"].present and not FLAGS.output_dir:
+    sys.exit(f"{PROGRAM}: output_dir is empty; name a directory, or leave "
+             "out --output_dir for runs/train")
   config = flags_lib.parse(PROGRAM,
                            train_config.TrainConfig,
                            output_dir=FLAGS.output_dir or "runs/train")
   try:
     # Before TensorFlow loads (seconds): a bad --output_dir fails at once.
+    if config.resume:
+      run_files.check_resumable(config.output_dir)
     run_files.ensure_writable_dir(config.output_dir)
     run_files.check_output_dir(config)
   except run_files.RunError as error:
@@ -49,8 +55,12 @@ def main():
     from tf_adasamp.experiment import training_loop
   except KeyboardInterrupt:
     flags_lib.interrupted(PROGRAM, "training had not begun")
+  interrupts = _Interrupts()
+  signal.signal(signal.SIGINT, interrupts.handle)
   try:
-    records = training_loop.train(config, progress=FLAGS.progress)
+    records = training_loop.train(config,
+                                  progress=FLAGS.progress,
+                                  stop_requested=interrupts.requested)
   except (datasets.DatasetUnavailableError, run_files.RunError) as error:
     sys.exit(f"{PROGRAM}: {error}")
   except KeyboardInterrupt:
@@ -63,6 +73,23 @@ def main():
   print(f"step {final['step']}: train loss {final['train_loss']:.4f}, "
         f"train accuracy {final['train_accuracy']:.4f}, test accuracy "
         f"{final['test_accuracy']:.4f}; metrics in {config.output_dir}")
+
+
+class _Interrupts:
+  """Ctrl-C (SIGINT), raised as KeyboardInterrupt and remembered: Python
+  drops a KeyboardInterrupt raised inside a garbage-collector callback (one
+  that a library registered), so training also asks `requested()` between
+  its calls."""
+
+  def __init__(self):
+    self._count = 0
+
+  def handle(self, signum, frame):
+    self._count += 1
+    signal.default_int_handler(signum, frame)
+
+  def requested(self):
+    return self._count > 0
 
 
 def run():

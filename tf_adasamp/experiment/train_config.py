@@ -17,6 +17,10 @@ SAMPLINGS = ("uniform", "adaptive")
 STRATEGIES = ("default", "mirrored", "multi_worker")
 OPTIMIZERS = ("sgd", "adagrad")
 UTILITY_AT = ("updated", "step")
+# Step counts past 2**53 lose integer precision as floats (the epoch).
+MAX_STEPS = 2**53
+MAX_AMPLITUDE = 1e300
+FLOAT32_MAX = 3.4028234663852886e38
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,6 +108,11 @@ class TrainConfig:
       "to start before it gives up.")
 
   def __post_init__(self):
+    self._check_choices()
+    self._check_numbers()
+    self._check_combinations()
+
+  def _check_choices(self):
     for name, allowed in [("dataset", datasets.DATASETS), ("model", MODELS),
                           ("optimizer", OPTIMIZERS), ("sampling", SAMPLINGS),
                           ("utility", UTILITIES), ("utility_at", UTILITY_AT),
@@ -111,18 +120,32 @@ class TrainConfig:
       if getattr(self, name) not in allowed:
         raise ValueError(f"{name} must be one of {allowed}, got "
                          f"{getattr(self, name)!r}")
+
+  def _check_numbers(self):
     _validation.amplitude(self.amplitude)
     _validation.decay(self.decay)
+    # A log weight is at most amplitude * max utility / (1 - decay): finite
+    # in float64 for utilities up to 1e8.
+    if self.amplitude / (1 - self.decay) > MAX_AMPLITUDE:
+      raise ValueError("amplitude / (1 - decay) must be at most "
+                       f"{MAX_AMPLITUDE:g}, so that the log weights stay "
+                       f"finite, got amplitude {self.amplitude:g} and decay "
+                       f"{self.decay:g}")
     _validation.positive_int(self.batch_size, "batch_size")
-    _validation.positive_int(self.eval_interval, "eval_interval")
-    _validation.positive_int(self.steps_per_execution, "steps_per_execution")
-    if self.epochs is None:
-      _validation.positive_int(self.steps, "steps")
-    elif not 0 < self.epochs < math.inf:
+    for name in ("eval_interval", "steps_per_execution") + (
+        ("steps",) if self.epochs is None else ()):
+      if _validation.positive_int(getattr(self, name), name) > MAX_STEPS:
+        raise ValueError(f"{name} must be at most 2**53, got "
+                         f"{getattr(self, name)}")
+    if self.epochs is not None and not 0 < self.epochs < math.inf:
       raise ValueError(f"epochs must be finite and > 0, got {self.epochs}")
     if not 0 < self.learning_rate < math.inf:
       raise ValueError("learning_rate must be finite and > 0, got "
                        f"{self.learning_rate}")
+    # The optimizers compute in float32.
+    if self.learning_rate > FLOAT32_MAX:
+      raise ValueError(f"learning_rate must be at most {FLOAT32_MAX:.4g} "
+                       f"(float32's largest), got {self.learning_rate:g}")
     if not 0 < self.l2 < math.inf:
       raise ValueError(f"l2 must be finite and > 0, got {self.l2}")
     if not 0 <= self.lr_decay < math.inf:
@@ -134,6 +157,8 @@ class TrainConfig:
     if not 0 < self.cluster_timeout < math.inf:
       raise ValueError("cluster_timeout must be finite and > 0, got "
                        f"{self.cluster_timeout}")
+
+  def _check_combinations(self):
     if self.jit_compile and self.strategy != "default":
       raise ValueError("jit_compile needs strategy 'default', got "
                        f"{self.strategy!r}")
@@ -147,4 +172,8 @@ class TrainConfig:
   def num_steps(self, num_examples):
     if self.epochs is None:
       return self.steps
-    return math.ceil(self.epochs * num_examples / self.batch_size)
+    steps = math.ceil(self.epochs * num_examples / self.batch_size)
+    if steps > MAX_STEPS:
+      raise ValueError(f"epochs {self.epochs:g} make more steps than the "
+                       "2**53 at most")
+    return steps

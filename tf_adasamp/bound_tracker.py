@@ -1,0 +1,115 @@
+"""Theorems 4 and 5's running sums in tf.Variables, updated inside a step.
+
+`bounds.KLBoundTracker` keeps the sums on the host and reads the bounds from
+them; `BoundTracker` keeps the same sums in tf.Variables and updates them with
+TensorFlow ops, so a training loop inside `tf.function` (compiled by XLA or
+not) tracks the bounds without a host round-trip. `read()` hands the sums to
+a KLBoundTracker, which computes the bounds, at evaluation points. The sums
+checkpoint with the run (variables only).
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from tf_adasamp import bounds
+from tf_adasamp import diagnostics
+
+
+class BoundTracker(tf.Module):
+  """bounds.KLBoundTracker's running sums, updated in-graph.
+
+  `static_shapes=True` updates in ops that XLA compiles (for a loop with
+  jit_compile=True): `tf.unique` has no XLA kernel, so the draws are sorted
+  and an index's draws form a run. The sort's ops cost more where each op is
+  dispatched, so only a compiled loop should ask for it.
+  """
+
+  def __init__(self,
+               num_examples,
+               amplitude,
+               decay,
+               static_shapes=False,
+               name=None):
+    super().__init__(name=name)
+    # Validates the arguments the way the host tracker does.
+    bounds.KLBoundTracker(num_examples, amplitude, decay)
+    self._num_examples = num_examples
+    self._amplitude, self._decay = float(amplitude), float(decay)
+    self._static_shapes = static_shapes
+
+    def variable(name, value, dtype):
+      return tf.Variable(tf.constant(value, dtype), trainable=False, name=name)
+
+    with self.name_scope:
+      self.sums = variable("sums", np.zeros(num_examples), tf.float64)
+      self.total = variable("total", 0, tf.float64)
+      self.general = variable("general", 0, tf.float64)
+      self.utilities_before_last = variable("utilities_before_last", 0,
+                                            tf.float64)
+      self.last_utilities = variable("last_utilities", 0, tf.float64)
+      self.signed = variable("signed", False, tf.bool)
+      self.steps = variable("steps", 0, tf.int64)
+      self.batch_size = variable("batch_size", 0, tf.int64)
+
+  def update(self, indices, utilities):
+    """Records one step: its [B] draws and their utilities, as
+    KLBoundTracker.update does. Returns the number of distinct indices
+    drawn, int64."""
+    indices = tf.reshape(tf.cast(indices, tf.int64), [-1])
+    utilities = tf.reshape(tf.cast(utilities, tf.float64), [-1])
+    size = tf.size(indices, out_type=tf.int64)
+    # Theorem 4's term for this step, from the sums before its reweighting.
+    self.general.assign_add(
+        self._amplitude *
+        (tf.reduce_sum(tf.gather(self.sums, indices)) -
+         tf.cast(size, tf.float64) * self.total / self._num_examples))
+    # Each distinct index takes the utility of its first draw.
+    keys, first, starts = _first_draws(indices, self._static_shapes)
+    before = tf.gather(self.sums, keys)
+    updated = self._decay * before + tf.gather(utilities, first)
+    change = updated - before
+    if starts is not None:  # a run's other keys write its value again
+      change = tf.where(starts, change, 0.0)
+    self.total.assign_add(tf.reduce_sum(change))
+    self.sums.scatter_update(tf.IndexedSlices(updated, keys))
+    self.utilities_before_last.assign_add(self.last_utilities)
+    self.last_utilities.assign(tf.reduce_sum(utilities))
+    self.signed.assign(tf.logical_or(self.signed, tf.reduce_any(utilities < 0)))
+    self.batch_size.assign(size)
+    self.steps.assign_add(1)
+    if starts is None:
+      return tf.size(keys, out_type=tf.int64)
+    return tf.math.count_nonzero(starts)
+
+  def read(self):
+    """A bounds.KLBoundTracker holding the sums now (copied to the host)."""
+    steps = int(self.steps)
+    return bounds.KLBoundTracker.from_state(
+        self._num_examples, self._amplitude, self._decay, {
+            "sums": self.sums.numpy(),
+            "total": self.total.numpy(),
+            "general": self.general.numpy(),
+            "utilities_before_last": self.utilities_before_last.numpy(),
+            "last_utilities": self.last_utilities.numpy(),
+            "signed": self.signed.numpy(),
+            "steps": steps,
+            "batch_size": int(self.batch_size) if steps else None
+        })
+
+
+def _first_draws(indices, static_shapes):
+  """Each distinct index of `indices` with the position of its first draw:
+  (keys, first, starts). Either one key per distinct index (`starts` None)
+  or, in static shapes, one per draw, sorted, with `starts` [B] bool marking
+  the first key of each run."""
+  if not static_shapes:
+    keys, position = tf.unique(indices)
+    first = tf.math.unsorted_segment_min(tf.range(tf.size(indices)), position,
+                                         tf.size(keys))
+    return keys, first, None
+  order = tf.argsort(indices)
+  keys = tf.gather(indices, order)
+  starts = diagnostics.starts_of_runs(keys)
+  run = tf.cumsum(tf.cast(starts, tf.int32)) - 1
+  first = tf.math.unsorted_segment_min(order, run, tf.size(keys))
+  return keys, tf.gather(first, run), starts

@@ -1,0 +1,71 @@
+"""The run's parts, made from its settings: strategy, sampler, optimizer."""
+
+import tensorflow as tf
+
+from tf_adasamp import distribute
+from tf_adasamp.experiment import cluster
+from tf_adasamp.experiment import run_files
+from tf_adasamp.experiment import train_config
+from tf_adasamp.experiment.uniform_sampler import UniformSampler
+
+
+def make_strategy(name,
+                  cluster_timeout=train_config.TrainConfig.cluster_timeout):
+  """The tf.distribute strategy called `name` (one of train_config.STRATEGIES).
+
+  default: this process's default devices, no replication; mirrored: a
+  replica per local GPU (per logical CPU device if none); multi_worker: the
+  cluster of TF_CONFIG, a replica per GPU of every worker, once every worker
+  has started (`cluster.join`, which waits `cluster_timeout` seconds at
+  most).
+  """
+  if name == "default":
+    return tf.distribute.get_strategy()
+  if name == "mirrored":
+    devices = (tf.config.list_logical_devices("GPU") or
+               tf.config.list_logical_devices("CPU"))
+    return tf.distribute.MirroredStrategy([d.name for d in devices])
+  if name == "multi_worker":
+    try:
+      return cluster.join(cluster_timeout)
+    except cluster.TFConfigError as error:
+      raise run_files.RunError(str(error)) from None
+  raise ValueError(
+      f"unknown strategy {name!r}; choose one of {train_config.STRATEGIES}")
+
+
+def make_sampler(sampling, num_examples, amplitude, decay, seed, strategy=None):
+  """A UniformSampler or AdaptiveSampler over `num_examples` examples.
+
+  Under `strategy`, with a copy per replica: each replica draws its share of
+  the batch from one distribution (tf_adasamp.distribute).
+  """
+  strategy = strategy or tf.distribute.get_strategy()
+  if sampling == "uniform":
+    with strategy.scope():
+      return UniformSampler(num_examples, seed=seed)
+  if sampling == "adaptive":
+    return distribute.create_sampler(strategy,
+                                     num_examples,
+                                     amplitude,
+                                     decay,
+                                     seed=seed)
+  raise ValueError(f"unknown sampling {sampling!r}; choose one of "
+                   f"{train_config.SAMPLINGS}")
+
+
+def make_optimizer(name, learning_rate, lr_decay):
+  """SGD or AdaGrad with step size learning_rate / (1 + lr_decay * t).
+
+  The paper's SGD schedule eta / (1 + gamma t), with t the number of updates
+  made before this one; lr_decay = 0 keeps the step size constant.
+  """
+  schedule = tf.keras.optimizers.schedules.InverseTimeDecay(learning_rate,
+                                                            decay_steps=1,
+                                                            decay_rate=lr_decay)
+  if name == "sgd":
+    return tf.keras.optimizers.SGD(schedule)
+  if name == "adagrad":
+    return tf.keras.optimizers.Adagrad(schedule)
+  raise ValueError(
+      f"unknown optimizer {name!r}; choose one of {train_config.OPTIMIZERS}")

@@ -1,0 +1,140 @@
+"""A run's metric record at an evaluation point.
+
+Each record holds the step and epoch; loss and accuracy on the whole train
+and test sets; the sampler's view of Q_t (`tf_adasamp.diagnostics`, under
+the record keys of `DIAGNOSTIC_KEYS`): kl = KL(Q_t || uniform),
+max_probability, ess_fraction (the effective sample size as a fraction of
+n), misclassified_mass (Q_t's mass on the training examples the model gets
+wrong) and, after the first step, unique_per_batch (distinct examples per
+batch since the last record); the learning rate of the next step; and the
+divergence bounds (`bound_metrics`).
+"""
+
+import dataclasses
+import math
+
+import numpy as np
+import tensorflow as tf
+
+from tf_adasamp import diagnostics
+
+# Record key -> the tf_adasamp.diagnostics quantity it holds.
+DIAGNOSTIC_KEYS = {
+    "kl": "kl_divergence",
+    "max_probability": "max_probability",
+    "ess_fraction": "effective_sample_size",
+    "misclassified_mass": "misclassified_mass",
+    "unique_per_batch": "distinct_draws",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+  """record: the metric record (JSON-ready scalars); log_n_probability:
+  log(n q_i) of every example, for a histogram."""
+  record: dict
+  log_n_probability: np.ndarray
+
+
+class Evaluator:
+  """Computes the metric record of a run's model, sampler and optimizer."""
+
+  def __init__(self, model, sampler, optimizer, tracker, data, config):
+    self._sampler, self._optimizer, self._tracker = sampler, optimizer, tracker
+    self._data, self._config = data, config
+    self._split_metrics = _make_split_metrics(model)
+    self._lipschitz = (cross_entropy_lipschitz(data.x_train)
+                       if config.model == "logistic" else None)
+
+  def evaluate(self, step, distinct_draws_per_batch=None):
+    """The Evaluation at `step`, given the distinct draws per batch since the
+    last evaluation (None before the first step)."""
+    data, config = self._data, self._config
+    train_loss, train_accuracy, misclassified = self._split_metrics(
+        data.x_train, data.y_train)
+    test_loss, test_accuracy, _ = self._split_metrics(data.x_test, data.y_test)
+    sampler_view = diagnostics.compute(self._sampler,
+                                       misclassified=misclassified)
+    record = {
+        "step": step,
+        "epoch": step * config.batch_size / len(data.y_train),
+        "train_loss": train_loss,
+        "train_accuracy": train_accuracy,
+        "test_loss": test_loss,
+        "test_accuracy": test_accuracy,
+        **{
+            key: float(sampler_view[name]) for key, name in DIAGNOSTIC_KEYS.items(
+            ) if name in sampler_view
+        },
+        "learning_rate": float(self._optimizer.learning_rate),
+    }
+    if distinct_draws_per_batch is not None:
+      record["unique_per_batch"] = distinct_draws_per_batch
+    record.update(
+        bound_metrics(self._tracker.read(), config.l2, self._lipschitz))
+    if config.model == "logistic":
+      record["zero_one_gap"] = train_accuracy - test_accuracy
+    return Evaluation(record, sampler_view["log_n_probability"].numpy())
+
+
+def _make_split_metrics(model, batch_size=1000):
+  """Returns split_metrics(images, labels) -> (mean cross-entropy, accuracy,
+  [n] bool misclassified), the model in inference mode over the split in
+  batches of `batch_size`."""
+
+  @tf.function(reduce_retracing=True)
+  def batch_metrics(batch_images, batch_labels):
+    logits = model(batch_images, training=False)
+    cross_entropy = tf.nn.sparse_softmax_cross_entropy_with_logits(
+        batch_labels, logits)
+    correct = tf.equal(tf.argmax(logits, -1, output_type=batch_labels.dtype),
+                       batch_labels)
+    return tf.reduce_sum(tf.cast(cross_entropy, tf.float64)), correct
+
+  def split_metrics(images, labels):
+    loss, correct = 0.0, []
+    for start in range(0, len(labels), batch_size):
+      batch = slice(start, start + batch_size)
+      batch_loss, batch_correct = batch_metrics(images[batch], labels[batch])
+      loss += float(batch_loss)
+      correct.append(batch_correct.numpy())
+    correct = np.concatenate(correct)
+    return loss / len(labels), float(correct.mean()), ~correct
+
+  return split_metrics
+
+
+def cross_entropy_lipschitz(images):
+  """Lipschitz constant of softmax regression's cross-entropy in its weights.
+
+  The gradient in the weights of example (x, y) is (p - e_y) (x, 1), of norm
+  at most sqrt(2) ||(x, 1)||.
+  """
+  flat = images.reshape(len(images), -1)
+  squared_norms = np.einsum("ij,ij->i", flat, flat, dtype=np.float64)
+  return math.sqrt(2 * (squared_norms.max() + 1))
+
+
+def bound_metrics(tracker, l2, lipschitz=None):
+  """The run's divergence bounds and, given `lipschitz`, Corollary 1's.
+
+  kl_bound: Theorem 5's bound on KL(Q || P) (nonnegative utilities);
+  kl_bound_general: Theorem 4's. Both are the plug-in values of
+  `bounds.KLBoundTracker` (one run standing in for the expectation over Q).
+  For the logistic model, corollary1_bound bounds the zero-one
+  generalization gap (logged beside it as zero_one_gap) at 95% confidence,
+  with the cross-entropy's Lipschitz constant and strong convexity l2.
+  Corollary 1 also assumes step sizes 1 / (l2 t + smoothness) and a
+  Lipschitz loss, which a run need not have: the value shows the bound's
+  scale, not a guarantee.
+  """
+  if not tracker.steps:
+    return {"kl_bound": 0.0, "kl_bound_general": 0.0}
+  metrics = {
+      "kl_bound": tracker.kl_bound,
+      "kl_bound_general": tracker.kl_bound_general
+  }
+  if lipschitz is not None:
+    metrics["corollary1_bound"] = tracker.strongly_convex_sgd_bound(
+        delta=0.05, max_loss=1.0, lipschitz=lipschitz, strong_convexity=l2)
+  return metrics

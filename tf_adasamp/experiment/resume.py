@@ -1,0 +1,124 @@
+"""Which checkpoint a run resumes from, alone or as a worker of a cluster.
+
+A multi-worker run's workers agree before they train: each tells the others
+its `worker_state`, and all go back to `common_checkpoint_step`. A
+checkpoint's step is read from the checkpoint itself (its `step` variable),
+never from its file name.
+"""
+
+import dataclasses
+import hashlib
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from tf_adasamp.experiment import run_files
+
+CHECKPOINTS_DIR = "checkpoints"
+# The key of the trainer's step in a checkpoint (tf.train.Checkpoint(step=..)).
+_STEP_KEY = "step/.ATTRIBUTES/VARIABLE_VALUE"
+# Fields the workers of one multi-worker run may set differently.
+PER_WORKER = {"data_dir", "output_dir", "cluster_timeout"}
+# How TensorFlow reports a worker that left the cluster.
+LOST_WORKER_ERRORS = (tf.errors.UnavailableError, tf.errors.AbortedError,
+                      tf.errors.CancelledError, tf.errors.DeadlineExceededError)
+
+
+def checkpoint_step(path):
+  """The trainer's step saved in checkpoint `path`."""
+  return int(tf.train.load_checkpoint(path).get_tensor(_STEP_KEY))
+
+
+def last_checkpoint_step(output_dir):
+  """The step of the run's last checkpoint in `output_dir`, or None.
+
+  May be called while the run writes checkpoints: one that its writer
+  deletes (it keeps the last two) between the look-up and the read is looked
+  up again.
+  """
+  directory = os.path.join(output_dir, CHECKPOINTS_DIR)
+  for _ in range(3):
+    path = tf.train.latest_checkpoint(directory)
+    if path is None:
+      return None
+    try:
+      return checkpoint_step(path)
+    except tf.errors.NotFoundError:
+      continue
+  return None
+
+
+def worker_state(config):
+  """What a worker of a multi-worker run tells the others before it starts:
+  [a fingerprint of its settings but PER_WORKER, the step of its last
+  checkpoint if it resumes one, else -1]."""
+  settings = {
+      name: value
+      for name, value in dataclasses.asdict(config).items()
+      if name not in PER_WORKER
+  }
+  digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
+  latest = last_checkpoint_step(config.output_dir) if config.resume else None
+  return [
+      int.from_bytes(digest.digest()[:8], "little", signed=True),
+      -1 if latest is None else latest
+  ]
+
+
+def common_checkpoint_step(states):
+  """The step a multi-worker run starts from, given each worker's
+  `worker_state` (a row each): that of the latest checkpoint every worker
+  has, or None for a new run.
+
+  The workers checkpoint at the same steps, but a worker killed while its
+  peers wrote theirs misses the last one (each keeps two): they all go back
+  to the latest they share, so their copies of the model and the sampler
+  start equal. Raises RunError unless they run the same settings and all or
+  none of them has a checkpoint (else the others' runs would start over).
+  """
+  states = np.asarray(states)
+  if (states[:, 0] != states[0, 0]).any():
+    raise run_files.RunError(
+        "the workers of TF_CONFIG's cluster have different settings; start "
+        "them with the same flags (only "
+        f"{', '.join('--' + n for n in sorted(PER_WORKER))} may differ)")
+  steps = states[:, 1]
+  if steps.min() < 0 <= steps.max():
+    raise run_files.RunError(
+        "some workers of TF_CONFIG's cluster have a checkpoint to resume "
+        "from, and some none; give each worker the --output_dir of its part "
+        "of the run")
+  return None if steps.min() < 0 else int(steps.min())
+
+
+def checkpoint_of_step(directory, step):
+  """The path of the checkpoint of `step` in `directory` (None if `step` is
+  None); RunError if there is none.
+
+  Looks through the paths of the directory's checkpoint state rather than
+  `CheckpointManager.checkpoints`, which leaves out those whose state
+  carries no timestamps (one written by `update_checkpoint_state`).
+  """
+  if step is None:
+    return None
+  state = tf.train.get_checkpoint_state(directory)
+  for path in state.all_model_checkpoint_paths if state else []:
+    try:
+      if checkpoint_step(path) == step:
+        return path
+    except tf.errors.NotFoundError:  # listed, but its files are gone
+      continue
+  raise run_files.RunError(
+      f"{directory} has no checkpoint of step {step}, the latest that every "
+      "worker of the cluster has; resume each worker from its own "
+      "--output_dir")
+
+
+def lost_worker(error, when):
+  """The RunError for a cluster that lost a worker `when`."""
+  return run_files.RunError(
+      f"the cluster lost a worker {when} ({type(error).__name__}); start "
+      "every worker again with --resume: they go on from the last checkpoint "
+      "they all have")

@@ -1,0 +1,63 @@
+"""A run's TensorBoard summaries, in the runs and tags Keras users know.
+
+Two runs, as `keras.callbacks.TensorBoard` writes them: `train` (the whole
+training set's loss and accuracy, the sampler's diagnostics, the learning
+rate and the bounds) and `validation` (the held-out split's loss and
+accuracy), so the two splits' curves overlay. The sampler's tags are
+`tf_adasamp.diagnostics.TAGS`; docs/experiment.md lists every tag.
+"""
+
+import os
+
+import tensorflow as tf
+
+from tf_adasamp import diagnostics
+from tf_adasamp.experiment import evaluator
+
+RUNS = ("train", "validation")
+
+# Record key -> (run, tag) of the record's scalars that are not the
+# sampler's diagnostics.
+SCALAR_TAGS = {
+    "train_loss": ("train", "loss"),
+    "train_accuracy": ("train", "accuracy"),
+    "test_loss": ("validation", "loss"),
+    "test_accuracy": ("validation", "accuracy"),
+    "epoch": ("train", "epoch"),
+    "learning_rate": ("train", "learning_rate"),
+    "kl_bound": ("train", "bounds/kl_bound"),
+    "kl_bound_general": ("train", "bounds/kl_bound_general"),
+    "corollary1_bound": ("train", "bounds/corollary1_bound"),
+    "zero_one_gap": ("train", "bounds/zero_one_gap"),
+}
+
+
+class Summaries:
+  """Writes evaluations to `log_dir`/train and `log_dir`/validation."""
+
+  def __init__(self, log_dir):
+    self.log_dir = log_dir
+    self._writers = {
+        run: tf.summary.create_file_writer(os.path.join(log_dir, run))
+        for run in RUNS
+    }
+
+  def write(self, evaluation):
+    """Writes an evaluator.Evaluation at its record's step, once each tag."""
+    record = evaluation.record
+    step = record["step"]
+    for key, value in record.items():
+      if key in SCALAR_TAGS and value is not None:
+        run, tag = SCALAR_TAGS[key]
+        with self._writers[run].as_default(step=step):
+          tf.summary.scalar(tag, value)
+    sampler_view = {
+        name: record[key]
+        for key, name in evaluator.DIAGNOSTIC_KEYS.items()
+        if key in record
+    }
+    sampler_view["log_n_probability"] = evaluation.log_n_probability
+    with self._writers["train"].as_default(step=step):
+      diagnostics.write(sampler_view)
+    for writer in self._writers.values():
+      writer.flush()

@@ -1,0 +1,80 @@
+"""Runs the compiled training steps: `Trainer.train(num_steps)`."""
+
+import dataclasses
+
+import tensorflow as tf
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainOutput:
+  """What one `Trainer.train` call did.
+
+  steps: the steps it completed; mean_loss, mean_accuracy: over their drawn
+  batches (0 if none); finite: False if it stopped at a step whose
+  utilities were not finite (the model diverged), which is not counted.
+  """
+  steps: int
+  mean_loss: float
+  mean_accuracy: float
+  finite: bool
+
+
+class Trainer(tf.Module):
+  """Runs `train_step` in a `tf.range` loop inside one `tf.function`.
+
+  Each step updates `tracker` (a tf_adasamp.bound_tracker.BoundTracker)
+  with its draws and counts the steps and the distinct draws since the last
+  `reset_interval()` in variables, so the host reads nothing between
+  evaluations and a checkpoint holds them too.
+  """
+
+  def __init__(self, train_step, tracker, jit_compile=False, name=None):
+    super().__init__(name=name)
+    self._train_step = train_step
+    self.tracker = tracker
+    self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
+    self.interval_steps = tf.Variable(0,
+                                      dtype=tf.int64,
+                                      trainable=False,
+                                      name="interval_steps")
+    self.interval_distinct_draws = tf.Variable(0,
+                                               dtype=tf.int64,
+                                               trainable=False,
+                                               name="interval_distinct_draws")
+    self._loop = tf.function(self._run, jit_compile=jit_compile)
+
+  def train(self, num_steps):
+    """Runs up to `num_steps` steps; a TrainOutput."""
+    steps_before = int(self.step)
+    loss_sum, accuracy_sum, finite = self._loop(tf.constant(
+        num_steps, tf.int64))
+    steps = int(self.step) - steps_before
+    return TrainOutput(steps=steps,
+                       mean_loss=float(loss_sum) / max(steps, 1),
+                       mean_accuracy=float(accuracy_sum) / max(steps, 1),
+                       finite=bool(finite))
+
+  def distinct_draws_per_batch(self):
+    """Distinct examples per batch since `reset_interval`, or None."""
+    steps = int(self.interval_steps)
+    return float(self.interval_distinct_draws) / steps if steps else None
+
+  def reset_interval(self):
+    self.interval_steps.assign(0)
+    self.interval_distinct_draws.assign(0)
+
+  def _run(self, count):
+    loss_sum = accuracy_sum = tf.zeros([], tf.float32)
+    finite = tf.constant(True)
+    for _ in tf.range(count):
+      batch_loss, batch_accuracy, indices, batch_utilities = self._train_step()
+      finite = tf.reduce_all(tf.math.is_finite(batch_utilities))
+      if not finite:
+        break
+      self.interval_distinct_draws.assign_add(
+          self.tracker.update(indices, batch_utilities))
+      self.interval_steps.assign_add(1)
+      self.step.assign_add(1)
+      loss_sum += batch_loss
+      accuracy_sum += batch_accuracy
+    return loss_sum, accuracy_sum, finite
