@@ -230,26 +230,26 @@ def test_reweight_uses_first_utility_and_recomputes_every_ancestor(
 
 
 @pytest.mark.usefixtures("on_cpu")
-def test_reweight_checks_only_the_first_utility_of_a_repeated_index():
+def test_reweight_checks_every_utility_but_applies_only_the_first():
   variables = reweight_variables(300, tf.float64, seed=0)
   log_weights = variables[2]
   old = log_weights.numpy()
+  before = [v.numpy() for v in variables]
   indices = np.array([299, 5, 299, 5, 7])
   amplitude, decay = np.float64(1.0), np.float64(0.5)
-  # The NaN is the second utility of index 299, so it is never used.
+  # The NaN is the second utility of index 299: never applied, still refused.
+  for bad in (np.nan, np.inf):
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=rf"utilities\[2\] = {bad}"):
+      ops.adaptive_reweight(*[v.handle for v in variables], indices,
+                            np.array([1.0, 2.0, bad, 3.0, 4.0]), amplitude,
+                            decay)
+    for variable, value in zip(variables, before):
+      np.testing.assert_array_equal(variable.numpy(), value)
   ops.adaptive_reweight(*[v.handle for v in variables], indices,
-                        np.array([1.0, 2.0, np.nan, 3.0, 4.0]), amplitude,
-                        decay)
+                        np.array([1.0, 2.0, 9.0, 3.0, 4.0]), amplitude, decay)
   np.testing.assert_allclose(log_weights.numpy()[[299, 5, 7]],
                              0.5 * old[[299, 5, 7]] + [1.0, 2.0, 4.0])
-  updated = [v.numpy() for v in variables]
-  with pytest.raises(tf.errors.InvalidArgumentError,
-                     match=r"utilities\[1\] = inf"):
-    ops.adaptive_reweight(*[v.handle for v in variables], indices,
-                          np.array([1.0, np.inf, 2.0, 3.0, 4.0]), amplitude,
-                          decay)
-  for variable, value in zip(variables, updated):
-    np.testing.assert_array_equal(variable.numpy(), value)
 
 
 @pytest.mark.parametrize("stride", [1, 2**9, 2**10 - 1])
