@@ -480,16 +480,32 @@ def test_reweight_with_bad_input_leaves_state_untouched(steps, dtype, count,
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("count", [3, 2000])
-def test_reweight_ignores_utilities_of_repeated_indices(steps, dtype, count):
+def test_reweight_applies_the_first_utility_of_a_repeated_index(
+    steps, dtype, count):
   rng = np.random.default_rng(7)
   state = ReweightState(rng.normal(size=50).astype(dtype), 0.0)
   indices = rng.integers(50, size=count)
   indices[-1] = indices[0]
   utilities = np.ones(count, dtype)
-  utilities[-1] = np.nan  # Not its index's first occurrence: never read.
+  utilities[-1] = 5.0  # Not its index's first occurrence: not applied.
   expected = cpu_reweight(state, indices, utilities, 1.0, 0.9)
   steps.reweight(state, indices, utilities, 1.0, 0.9)
   assert_same_state(state.arrays(), expected)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("count", [3, 2000])
+def test_reweight_refuses_a_repeated_indexs_nan_leaving_state_untouched(
+    steps, dtype, count):
+  rng = np.random.default_rng(7)
+  state = ReweightState(rng.normal(size=50).astype(dtype), 0.0)
+  before = state.copy()
+  indices = rng.integers(50, size=count)
+  indices[-1] = indices[0]
+  utilities = np.ones(count, dtype)
+  utilities[-1] = np.nan  # Not applied, but a batch holding it is refused.
+  steps.reweight(state, indices, utilities, 1.0, 0.9)
+  assert_same_state(state.arrays(), before.arrays())
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
