@@ -68,6 +68,10 @@ class TrainConfig:
       "--steps if set.")
   eval_interval: int = option(25, "Steps between evaluations (and "
                               "checkpoints).")
+  train_eval_size: int | None = option(
+      None, "Training examples that the evaluations read (a fixed random "
+      "subset, the same for every run of a data set; the sampler's mass on "
+      "the misclassified ones is scaled up from it); all of them if unset.")
   steps_per_execution: int = option(
       25, "Steps per call of the compiled training loop (as in Keras): the "
       "host waits for the device once per call; a call never runs past an "
@@ -116,6 +120,8 @@ class TrainConfig:
     _validation.positive_int(self.batch_size, "batch_size")
     _validation.positive_int(self.eval_interval, "eval_interval")
     _validation.positive_int(self.steps_per_execution, "steps_per_execution")
+    if self.train_eval_size is not None:
+      _validation.positive_int(self.train_eval_size, "train_eval_size")
     if self.epochs is None:
       _validation.positive_int(self.steps, "steps")
     elif not 0 < self.epochs < math.inf:

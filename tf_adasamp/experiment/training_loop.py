@@ -560,11 +560,21 @@ def _diverged(when, cause, config):
       f"than {config.learning_rate:g}")
 
 
+def train_eval_indices(num_examples, size, seed=0):
+  """The sorted indices of the training examples that evaluations read:
+  a fixed random `size` of them (drawn with `seed`), or all if `size` is
+  None or not below `num_examples`."""
+  if size is None or size >= num_examples:
+    return np.arange(num_examples)
+  return np.sort(np.random.default_rng(seed).permutation(num_examples)[:size])
+
+
 def train(config, data=None, progress=False):
   """Runs `config` and returns its metric records (one dict per evaluation).
 
-  Each record holds the step and epoch; loss and accuracy on the whole
-  train and test sets; the sampler's view of Q_t: kl = KL(Q_t || uniform),
+  Each record holds the step and epoch; loss and accuracy on the training
+  set (or its fixed subset of config.train_eval_size examples) and on the
+  whole test set; the sampler's view of Q_t: kl = KL(Q_t || uniform),
   max_probability, ess_fraction (the effective sample size 1 / sum_i q_i^2
   as a fraction of n), misclassified_mass (Q_t's mass on the training
   examples the model gets wrong) and, after the first step,
@@ -682,10 +692,15 @@ def train(config, data=None, progress=False):
   lipschitz = (cross_entropy_lipschitz(data.x_train)
                if config.model == "logistic" else None)
 
+  evaluated = train_eval_indices(num_examples, config.train_eval_size)
+
   def record(unique_per_batch=None):
     probabilities = sampler.probabilities().numpy()
+    # Over a subset, the mass on its misclassified examples, scaled up to
+    # estimate the whole set's.
     train_loss, train_accuracy, misclassified_mass = evaluate(
-        data.x_train, data.y_train, probabilities)
+        data.x_train[evaluated], data.y_train[evaluated],
+        probabilities[evaluated] * num_examples / len(evaluated))
     test_loss, test_accuracy, _ = evaluate(data.x_test, data.y_test)
     t = int(step)
     if not math.isfinite(train_loss):
