@@ -32,6 +32,7 @@ import time
 from absl import flags
 from absl import logging
 
+from tf_adasamp import _validation
 from tf_adasamp.experiment import datasets
 from tf_adasamp.experiment import flags as flags_lib
 from tf_adasamp.experiment import presets
@@ -98,15 +99,26 @@ class Options:
   check: bool = option(
       False, "recompute: compare with the summary.md "
       "beside the archive; exit 1 if they differ.")
+  epochs: int | None = option(
+      None, "Training length in epochs (default: "
+      "the scale's); shorter where a device call "
+      "must.")
   workers: int = option(4, "Processes that train runs at once.")
   measure_steps: int = option(3000, "measure: steps of each run.")
 
 
-def settings_for(scale, tuned=None):
-  """The preset of the paper's CNN on Fashion-MNIST at `scale`, with the
-  choices of tuning's JSON file `tuned` if given."""
+def settings_for(scale, tuned=None, epochs=None, num_train=60000):
+  """The preset of the paper's CNN on Fashion-MNIST at `scale`, `epochs`
+  long if given (an evaluation each epoch), with the choices of tuning's
+  JSON file `tuned` if given."""
   settings = dataclasses.replace(presets.preset(DATASET, MODEL),
                                  **dict(SCALES[scale].overrides))
+  if epochs is not None:
+    _validation.positive_int(epochs, "epochs")
+    per_epoch = num_train // settings.batch_size
+    settings = dataclasses.replace(settings,
+                                   steps=epochs * per_epoch,
+                                   eval_interval=per_epoch)
   if tuned is None:
     return settings
   with open(tuned) as f:
@@ -232,9 +244,10 @@ def summary_from_archive(path, figure_dir=None):
 def run_study(options, command):
   """Trains the study's runs, then writes the archive, Figure 1 and
   summary.md; returns the summary's path."""
-  settings = settings_for(options.scale, options.tuned)
-  runs = plan(options.scale, settings, options.runs_dir)
   data = load_data(options.scale)
+  settings = settings_for(options.scale, options.tuned, options.epochs,
+                          len(data.y_train))
+  runs = plan(options.scale, settings, options.runs_dir)
   runner.run_all(runs, data, workers=options.workers)
   os.makedirs(options.report_dir, exist_ok=True)
   spec = SCALES[options.scale]
