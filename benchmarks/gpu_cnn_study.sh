@@ -14,15 +14,10 @@
 #   study    the 90 runs (9 per trial), 1,080,000 steps, $WORKERS at once;
 #            then raw_metrics.jsonl.gz, Figure 1 and summary.md
 #
-# Budget, from RESULTS.md run 6 (the CNN step compiled by XLA, 0.59-0.70 ms
-# on an H200; the H100 is unmeasured): the study's 1.08M steps take
-# 10.6-12.6 min in one process, plus an evaluation of 20,000 images each
-# epoch (about +10%) and each run's start and compilation; tuning 46-55 s;
-# measure about 1 min. That fits the two calls of about 6 minutes that a
-# session's 15 minutes leave after the set-up (about 2 min) only if
-# $WORKERS processes give at least 2.2x one process's steps/s: the measure
-# stage says so in the first minute. If they do not, rerun with EPOCHS=10
-# (half the steps) and say so in the summary's note.
+# Budget: docs/experiment/cnn/README.md (about 1.17M steps, 11.5-13.7 min in
+# one process at run 6's 0.59-0.70 ms a step; two calls of DEADLINE=330 s
+# fit if $WORKERS processes give at least about 1.5x one's steps/s, which
+# the measure stage writes first; otherwise EPOCHS=10).
 #
 # Every stage stops itself by $DEADLINE seconds after the script started
 # (SIGINT: a cut run keeps its last checkpoint, each epoch), so a call ends
@@ -38,30 +33,31 @@
 # on-device.sh), with Fashion-MNIST's four files copied here into the
 # git-ignored .gpu/data/fashion-mnist/ (cp /usr/share/datasets/fashion-mnist/*.gz):
 #
-#   run(carry=["tf_adasamp/_sum_tree_ops.so", ".gpu/data"], timeout_s=560,
+#   run(carry=["tf_adasamp/_sum_tree_ops.so", ".gpu/data"], timeout_s=390,
 #       command="source /tmp/tfenv.sh && bash benchmarks/gpu_cnn_study.sh")
 #   run(... the same command again, at once)
 #
 # Here, the same path at toy size on the CPU (no tuning: it reads all 60,000
 # images; runs/cnn_smoke):
 #
-#   bash benchmarks/gpu_cnn_study.sh --cpu
+#   [PYTHON=.venv/bin/python] bash benchmarks/gpu_cnn_study.sh --cpu
 set -uo pipefail
 cd "$(dirname "$0")/.."
 T0=$(date +%s)
-PYTHON=python3
+PYTHON=${PYTHON:-python3}
 SCALE=gpu
 WORKERS=${WORKERS:-4}
-DEADLINE=${DEADLINE:-500}
+DEADLINE=${DEADLINE:-330}
 RUNS=${RUNS:-/tmp/cnn_runs}
 STAGES=" measure tune study "
 if [ "${1:-}" = "--cpu" ]; then
   SCALE=cpu_smoke WORKERS=2 RUNS=runs/cnn_smoke STAGES=" study "
   export CUDA_VISIBLE_DEVICES=""
-  [ -x .venv/bin/python ] && PYTHON=.venv/bin/python
+  [ -x .venv/bin/python ] && [ "$PYTHON" = python3 ] && PYTHON=.venv/bin/python
 fi
 RESULTS=${OUT:-$RUNS/out}
 mkdir -p "$RUNS" "$RESULTS"
+RESULTS=$(cd "$RESULTS" && pwd)
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
 # Several processes share the GPU: each takes memory as it needs it.
 export TF_FORCE_GPU_ALLOW_GROWTH=true

@@ -25,6 +25,7 @@ import dataclasses
 import gzip
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -276,6 +277,8 @@ def measure(options):
   settings = settings_for(options.scale)
   data = load_data(options.scale)
   spec = SCALES[options.scale]
+  # A measurement starts from scratch: a cut one's runs are dropped.
+  shutil.rmtree(os.path.join(options.runs_dir, "measure"), ignore_errors=True)
   rows = []
   for processes in sorted({1, options.workers}):
     runs = []
