@@ -80,7 +80,7 @@ stage() {
   left=$((DEADLINE - ($(date +%s) - T0)))
   [ "$left" -gt 20 ] || { echo "== $name: no time left" | tee -a "$LOG"; return 0; }
   echo "== $name (at $(($(date +%s) - T0)) s, $left s left)" | tee -a "$LOG"
-  timeout -s INT -k 30 "$left" "$@" 2>&1 | grep -v "^W0000\|^I0000\|^E0000\|^WARNING: All log" | tee -a "$LOG"
+  timeout -s INT -k 30 "$left" "$@" 2>&1 | grep --line-buffered -v "^W0000\|^I0000\|^E0000\|^WARNING: All log" | tee -a "$LOG"
   echo "== $name: exit ${PIPESTATUS[0]}" | tee -a "$LOG"
 }
 

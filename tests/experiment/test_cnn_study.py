@@ -126,3 +126,16 @@ def test_the_cpu_smoke_studys_archive_recomputes_its_summary(tmp_path):
 def run_records_end_at(run, steps):
   with open(os.path.join(run.config.output_dir, "metrics.jsonl")) as f:
     return json.loads(f.readlines()[-1])["step"] == steps
+
+
+@needs_fashion_mnist
+def test_measure_writes_steps_per_second_of_1_and_n_processes(tmp_path):
+  result = _cnn_study("--stage=measure", "--scale=cpu_smoke", "--workers=2",
+                      "--measure_steps=20", f"--runs_dir={tmp_path}/runs",
+                      f"--report_dir={tmp_path}/report")
+  assert result.returncode == 0, result.stderr[-2000:]
+  rows = json.loads(
+      (tmp_path / "report" / "throughput.json").read_text())["rows"]
+  assert [row["processes"] for row in rows] == [1, 2]
+  assert all(
+      row["steps_per_s_second_half"] > 0 and row["wall_s"] > 0 for row in rows)

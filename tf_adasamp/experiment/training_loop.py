@@ -693,13 +693,16 @@ def train(config, data=None, progress=False):
                if config.model == "logistic" else None)
 
   evaluated = train_eval_indices(num_examples, config.train_eval_size)
+  eval_images, eval_labels = ((data.x_train, data.y_train) if len(evaluated)
+                              == num_examples else (data.x_train[evaluated],
+                                                    data.y_train[evaluated]))
 
   def record(unique_per_batch=None):
     probabilities = sampler.probabilities().numpy()
     # Over a subset, the mass on its misclassified examples, scaled up to
     # estimate the whole set's.
     train_loss, train_accuracy, misclassified_mass = evaluate(
-        data.x_train[evaluated], data.y_train[evaluated],
+        eval_images, eval_labels,
         probabilities[evaluated] * num_examples / len(evaluated))
     test_loss, test_accuracy, _ = evaluate(data.x_test, data.y_test)
     t = int(step)
