@@ -7,10 +7,7 @@
 #   measure  steps/s of 1 process against $WORKERS sharing the GPU (3,000
 #            steps per process), to throughput.json
 #   tune     tf_adasamp.experiment.tuning on validation splits of the
-#            training images (seeds 100, 101; 10,000 held out each; 1,500
-#            steps; SGD eta 0.03, 0.1 x gamma 1e-4, 1e-3; AdaGrad 0.01,
-#            0.03; amplitude 0.1, 0.3, 1 at decay 0.5; adaptive step sizes
-#            x 0.5, 2): 52 runs, 78,000 steps, to tuning.md / tuning.json
+#            training images (the grid: its command below), to tuning.*
 #   study    the 90 runs (9 per trial), 1,080,000 steps, $WORKERS at once;
 #            then raw_metrics.jsonl.gz, Figure 1 and summary.md
 #
