@@ -70,12 +70,13 @@ SCALES = {
               train_eval_size=10000,
               jit_compile=True),
     # The CNN costs ~0.3 s a step at batch 100 on one CPU core: batches of
-    # 10 and one sweep amplitude keep the whole path within a test's time.
+    # 10, small evaluations and one sweep amplitude keep the whole path
+    # within a test's time.
     "cpu_smoke":
         Scale(trials=2,
               train_size=2000,
-              test_size=500,
-              train_eval_size=500,
+              test_size=200,
+              train_eval_size=200,
               jit_compile=False,
               overrides=(("steps", 100), ("eval_interval", 25),
                          ("batch_size", 10), ("sweep_amplitudes", (1.0,)))),
