@@ -139,3 +139,22 @@ def test_measure_writes_steps_per_second_of_1_and_n_processes(tmp_path):
   assert [row["processes"] for row in rows] == [1, 2]
   assert all(
       row["steps_per_s_second_half"] > 0 and row["wall_s"] > 0 for row in rows)
+
+
+def test_evaluations_read_only_the_fixed_training_subset(tmp_path):
+  from tf_adasamp.experiment import train_config  # pylint: disable=import-outside-toplevel
+  config = train_config.TrainConfig(dataset="digits",
+                                    model="logistic",
+                                    steps=4,
+                                    eval_interval=2,
+                                    batch_size=16,
+                                    train_eval_size=64,
+                                    output_dir=str(tmp_path / "run"))
+  records = training_loop.train(config)
+  # Accuracies over 64 examples are multiples of 1/64; over all 1,500
+  # training digits they would not all be.
+  for record in records:
+    assert record["train_accuracy"] * 64 == pytest.approx(
+        round(record["train_accuracy"] * 64))
+  with pytest.raises(ValueError, match="train_eval_size"):
+    train_config.TrainConfig(train_eval_size=0)
