@@ -110,6 +110,7 @@ def test_the_cpu_smoke_studys_archive_recomputes_its_summary(tmp_path):
   assert all(run_records_end_at(run, settings.steps) for run in runs)
   assert cnn_study.summary_from_archive(archive) == summary
   assert "fixed random 200 of the 2000 training images" in summary
+  assert "- Tuning: none; the preset's starting values" in summary
 
   check = _cnn_study("--stage=recompute", "--check",
                      f"--report_dir={report_dir}")

@@ -166,14 +166,21 @@ def plan(scale, settings, runs_dir):
   ]
 
 
-def departures(scale, settings, num_train):
-  """presets.departures, with this study's evaluation subset."""
+def departures(scale, settings, num_train, tuned):
+  """presets.departures, with this study's evaluation subset, and without
+  the tuning it names where `tuned` (tuning's JSON) is None."""
   spec = SCALES[scale]
   lines = [
       line for line in presets.departures(DATASET, MODEL, settings, spec.trials,
                                           num_train)
       if not line.startswith("Evaluation:")
   ]
+  if tuned is None:
+    lines = [
+        "Tuning: none; the preset's starting values (presets.PRESETS), not "
+        "cross-validated." if line.startswith("Tuning:") else line
+        for line in lines
+    ]
   if spec.train_size is not None:
     lines.insert(
         0, f"Scale: a CPU smoke test, {spec.train_size} training "
@@ -254,14 +261,19 @@ def run_study(options, command):
   os.makedirs(options.report_dir, exist_ok=True)
   spec = SCALES[options.scale]
   header = {
-      "scale": options.scale,
-      "settings": dataclasses.asdict(settings),
-      "trials": spec.trials,
+      "scale":
+          options.scale,
+      "settings":
+          dataclasses.asdict(settings),
+      "trials":
+          spec.trials,
       "title": (f"Adaptive vs uniform sampling, the paper's CNN on "
                 f"Fashion-MNIST ({len(data.y_train)} training images), "
                 f"{spec.trials} trials"),
-      "command": command,
-      "departures": departures(options.scale, settings, len(data.y_train)),
+      "command":
+          command,
+      "departures":
+          departures(options.scale, settings, len(data.y_train), options.tuned),
   }
   archive = os.path.join(options.report_dir, ARCHIVE)
   write_archive(archive, header, runs)
