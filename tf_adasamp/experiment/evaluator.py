@@ -1,7 +1,8 @@
 """A run's metric record at an evaluation point.
 
-Each record holds the step and epoch; loss and accuracy on the whole train
-and test sets; the sampler's view of Q_t (`tf_adasamp.diagnostics`, under
+Each record holds the step and epoch; loss and accuracy on the training
+set (or its fixed subset of `config.train_eval_size` examples,
+`train_eval_indices`) and on the whole test set; the sampler's view of Q_t (`tf_adasamp.diagnostics`, under
 the record keys of `DIAGNOSTIC_KEYS`): kl = KL(Q_t || uniform),
 max_probability, ess_fraction (the effective sample size as a fraction of
 n), misclassified_mass (Q_t's mass on the training examples the model gets
@@ -42,6 +43,8 @@ class Evaluator:
   def __init__(self, model, sampler, optimizer, tracker, data, config):
     self._sampler, self._optimizer, self._tracker = sampler, optimizer, tracker
     self._data, self._config = data, config
+    self._evaluated = train_eval_indices(len(data.y_train),
+                                         config.train_eval_size)
     self._split_metrics = _make_split_metrics(model)
     self._lipschitz = (cross_entropy_lipschitz(data.x_train)
                        if config.model == "logistic" else None)
@@ -51,10 +54,10 @@ class Evaluator:
     last evaluation (None before the first step)."""
     data, config = self._data, self._config
     train_loss, train_accuracy, misclassified = self._split_metrics(
-        data.x_train, data.y_train)
+        *self._training_examples())
     test_loss, test_accuracy, _ = self._split_metrics(data.x_test, data.y_test)
-    sampler_view = diagnostics.compute(self._sampler,
-                                       misclassified=misclassified)
+    sampler_view = diagnostics.compute(self._sampler)
+    sampler_view["misclassified_mass"] = self._misclassified_mass(misclassified)
     record = {
         "step": step,
         "epoch": step * config.batch_size / len(data.y_train),
@@ -75,6 +78,30 @@ class Evaluator:
     if config.model == "logistic":
       record["zero_one_gap"] = train_accuracy - test_accuracy
     return Evaluation(record, sampler_view["log_n_probability"].numpy())
+
+  def _training_examples(self):
+    """The training images and labels that evaluations read."""
+    x, y = self._data.x_train, self._data.y_train
+    if len(self._evaluated) == len(y):
+      return x, y
+    return x[self._evaluated], y[self._evaluated]
+
+  def _misclassified_mass(self, misclassified):
+    """Q_t's mass on the misclassified training examples: over a subset S of
+    the n, estimated as n / |S| times the mass on S's misclassified ones."""
+    log_q = tf.gather(diagnostics.log_probabilities(self._sampler),
+                      self._evaluated)
+    scale = len(self._data.y_train) / len(self._evaluated)
+    return scale * diagnostics.misclassified_mass(log_q, misclassified)
+
+
+def train_eval_indices(num_examples, size, seed=0):
+  """The sorted indices of the training examples that evaluations read: a
+  fixed random `size` of them (drawn with `seed`), or all where `size` is
+  None or not below `num_examples`."""
+  if size is None or size >= num_examples:
+    return np.arange(num_examples)
+  return np.sort(np.random.default_rng(seed).permutation(num_examples)[:size])
 
 
 def _make_split_metrics(model, batch_size=1000):

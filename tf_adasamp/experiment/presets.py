@@ -124,6 +124,19 @@ PRESETS = {
                  decay=0.5,
                  sweep_amplitudes=(0.1, 0.3, 1.0, 3.0, 10.0),
                  adaptive_learning_rates=(0.3, 0.3, 0.1, 0.1)),
+    # The paper's CNN on all 60000 training images: 12000 steps, 20 epochs,
+    # an evaluation each epoch; on a GPU (tf_adasamp.experiment.cnn_study).
+    # Step sizes, amplitude and decay are starting points that the device
+    # script's tuning replaces.
+    ("fashion_mnist", "cnn"):
+        Settings(steps=12000,
+                 eval_interval=600,
+                 sgd_learning_rate=0.1,
+                 sgd_lr_decay=1e-4,
+                 adagrad_learning_rate=0.01,
+                 amplitude=0.3,
+                 decay=0.5,
+                 sweep_amplitudes=(0.1, 0.3, 1.0, 3.0)),
     # 40 epochs of CIFAR-10's 50000 training images; not tuned here (no
     # CIFAR-10 on the machine that wrote this).
     ("cifar10", "cnn"):
@@ -168,6 +181,12 @@ TUNING = {
         _CROSS_VALIDATED + " Step sizes with uniform sampling, then "
         "amplitude and decay, then each adaptive variant's own step size at "
         "that amplitude and decay.",
+    ("fashion_mnist", "cnn"):
+        ("Cross-validated on the GPU by benchmarks/gpu_cnn_study.sh, on "
+         "validation splits of the training images: `python -m "
+         "tf_adasamp.experiment.tuning` with its stages 1-3 on a small grid "
+         "(its report, tuning.md, beside this summary); the test set is "
+         "never read."),
 }
 _DATA = {
     "digits": ("scikit-learn's digits (1,500 training and 297 test 8x8 "

@@ -72,6 +72,10 @@ class TrainConfig:
       "--steps if set.")
   eval_interval: int = option(25, "Steps between evaluations (and "
                               "checkpoints).")
+  train_eval_size: int | None = option(
+      None, "Training examples that the evaluations read (a fixed random "
+      "subset, the same for every run of a data set; the sampler's mass on "
+      "the misclassified ones is scaled up from it); all of them if unset.")
   steps_per_execution: int = option(
       25, "Steps per call of the compiled training loop (as in Keras): the "
       "host waits for the device once per call; a call never runs past an "
@@ -137,6 +141,8 @@ class TrainConfig:
       if _validation.positive_int(getattr(self, name), name) > MAX_STEPS:
         raise ValueError(f"{name} must be at most 2**53, got "
                          f"{getattr(self, name)}")
+    if self.train_eval_size is not None:
+      _validation.positive_int(self.train_eval_size, "train_eval_size")
     if self.epochs is not None and not 0 < self.epochs < math.inf:
       raise ValueError(f"epochs must be finite and > 0, got {self.epochs}")
     if not 0 < self.learning_rate < math.inf:

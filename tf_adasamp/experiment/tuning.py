@@ -104,6 +104,12 @@ class Options:
       None, "Markdown report (default "
       "<output_dir>/tuning.md); JSON beside it.")
   workers: int = option(2, "Worker processes (one TensorFlow thread each).")
+  jit_compile: bool = option(
+      False, "Compile each run's training loop with "
+      "XLA (TrainConfig.jit_compile).")
+  train_eval_size: int | None = option(
+      None, "Training examples the evaluations read "
+      "(TrainConfig.train_eval_size); all if unset.")
 
 
 def floats(values):
@@ -164,6 +170,8 @@ def tune(options, full_data, settings, log=print):
                                   eval_interval=settings.eval_interval,
                                   batch_size=settings.batch_size,
                                   utility_at=settings.utility_at,
+                                  jit_compile=options.jit_compile,
+                                  train_eval_size=options.train_eval_size,
                                   output_dir=options.output_dir,
                                   resume=True)
   data = functools.partial(_validation_data, full_data, options.validation_size)
