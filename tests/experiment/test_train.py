@@ -550,3 +550,12 @@ def test_progress_bar_names_the_batches_it_measures(digits, capsys, sampling):
   shown = capsys.readouterr().out
   assert f"{sampling} batch loss" in shown
   assert f"{sampling} batch accuracy" in shown
+
+
+def test_progress_off_a_terminal_is_plain_lines(digits, capsys):
+  training_loop.train(tiny_config(), data=digits, progress=True)
+  shown = capsys.readouterr().out
+  # No terminal control codes (Keras's bar redraws with them), and the last
+  # step's line.
+  assert not set("\x1b\r\b") & set(shown)
+  assert "step 4/4 - adaptive batch loss: " in shown
