@@ -11,7 +11,7 @@ round, so that a slow spell of a shared machine falls on every side alike.
 Per side and workload: the median over its processes of each process's median
 rate, their range, the rate per CPU-second of the process (all its threads)
 and the threads it had. Then our rate over each peer's, by wall time and by
-CPU time, with the range of the rounds' own ratios, and issue 37's targets.
+CPU time, with the range of the rounds' own ratios, and the targets.
 These are the ratios to quote; benchmarks.sum_tree_throughput times the raw
 ops alone.
 
@@ -39,7 +39,7 @@ COUNTERPARTS = {
     "step": ("step",),
     "tree_step": ("step",),
 }
-# Issue 37's targets: our draws over flashbax's in-jit draws, wall time.
+# The targets: our draws over flashbax's in-jit draws, wall time.
 TARGETS = [(50000, 4096, 2.0), (10**6, 4096, 1.5), (50000, 128, 3.0),
            (10**6, 128, 3.0)]
 SIDE_TIMEOUT_SECONDS = 600
@@ -206,7 +206,7 @@ def print_ratios(rows):
 
 
 def print_targets(rows):
-  print("\nIssue 37's targets, our draws over flashbax's in-jit draws (wall; "
+  print("\nThe targets, our draws over flashbax's in-jit draws (wall; "
         "CPU in brackets):")
   for num_leaves, batch_size, minimum in TARGETS:
     row = next((row for row in rows

@@ -1,6 +1,6 @@
 """Adaptive against uniform reading of an on-disk source, the same reader.
 
-Target (issue 36): the stage's batches/s from a random-access source on disk
+Target: the stage's batches/s from a random-access source on disk
 are >= 0.9x those of uniform random indices read by the same reader, so that
 the sampler is never the data path's bottleneck.
 

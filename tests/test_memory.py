@@ -1,5 +1,5 @@
-"""Constructing a sampler costs its state and no full-size copy beyond it
-(issue 34): measured in a subprocess, whose peak resident memory is its own."""
+"""Constructing a sampler costs its state and no full-size copy beyond it:
+measured in a subprocess, whose peak memory is its own."""
 
 import subprocess
 import sys

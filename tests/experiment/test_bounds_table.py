@@ -1,5 +1,5 @@
 """The bounds table refuses constants outside every bound's range in one line,
-and names the flag a row without a value needs (issue 34)."""
+and names the flag a row without a value needs."""
 
 import os
 import subprocess
