@@ -52,7 +52,7 @@ $(VENV)/installed: setup.py pyproject.toml | build-deps
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TENSORFLOW)" setuptools wheel
-	$(PY) -m pip install -q --no-build-isolation -e ".[test]"
+	$(PY) -m pip install -q --no-build-isolation -e ".[test,data]"
 	touch $@
 
 $(OP_LIBRARY): $(CC_SOURCES) | $(VENV)/installed build-deps
