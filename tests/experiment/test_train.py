@@ -382,8 +382,9 @@ def test_resume_ignores_a_tampered_checkpoint_entry_never_running_it(
   assert marker.exists()
 
 
-def test_a_kill_while_resuming_keeps_the_metrics(digits, tmp_path, monkeypatch,
-                                                 on_cpu):
+def _whole_and_stopped_at_step_4(digits, tmp_path):
+  """The records of a 6-step run, and the config of the same run stopped
+  after step 4 (its files in tmp_path/stopped)."""
   settings = dict(model="logistic", steps=6, eval_interval=2)
   whole = training_loop.train(tiny_config(output_dir=str(tmp_path / "whole"),
                                           **settings),
@@ -391,6 +392,12 @@ def test_a_kill_while_resuming_keeps_the_metrics(digits, tmp_path, monkeypatch,
   stopped = tiny_config(output_dir=str(tmp_path / "stopped"),
                         **dict(settings, steps=4))
   training_loop.train(stopped, data=digits)
+  return whole, stopped
+
+
+def test_a_kill_while_resuming_keeps_the_metrics(digits, tmp_path, monkeypatch,
+                                                 on_cpu):
+  whole, stopped = _whole_and_stopped_at_step_4(digits, tmp_path)
 
   replace = os.replace
 
@@ -413,13 +420,7 @@ def test_a_kill_while_resuming_keeps_the_metrics(digits, tmp_path, monkeypatch,
 
 
 def test_resume_drops_a_cut_last_metrics_line(digits, tmp_path, on_cpu):
-  settings = dict(model="logistic", steps=6, eval_interval=2)
-  whole = training_loop.train(tiny_config(output_dir=str(tmp_path / "whole"),
-                                          **settings),
-                              data=digits)
-  stopped = tiny_config(output_dir=str(tmp_path / "stopped"),
-                        **dict(settings, steps=4))
-  training_loop.train(stopped, data=digits)
+  whole, stopped = _whole_and_stopped_at_step_4(digits, tmp_path)
   path = tmp_path / "stopped" / run_files.METRICS_FILE
   with open(path, "a") as f:
     f.write('{"step": 6, "train_lo')  # as a kill mid-append leaves it
@@ -434,13 +435,7 @@ def test_resume_drops_a_cut_last_metrics_line(digits, tmp_path, on_cpu):
 
 def test_resume_redoes_a_record_cut_at_the_checkpoints_step(
     digits, tmp_path, on_cpu):
-  settings = dict(model="logistic", steps=6, eval_interval=2)
-  whole = training_loop.train(tiny_config(output_dir=str(tmp_path / "whole"),
-                                          **settings),
-                              data=digits)
-  stopped = tiny_config(output_dir=str(tmp_path / "stopped"),
-                        **dict(settings, steps=4))
-  training_loop.train(stopped, data=digits)
+  whole, stopped = _whole_and_stopped_at_step_4(digits, tmp_path)
   path = tmp_path / "stopped" / run_files.METRICS_FILE
   lines = path.read_text().splitlines(keepends=True)
   # The record of step 4, whose checkpoint was written, cut by a kill.
