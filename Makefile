@@ -83,8 +83,9 @@ test: setup
 pytest: setup
 	$(PY) -m pytest -q -n auto tests
 
-# Bazel runs the pytest suites and the C++ unit tests (gtest, built from
-# Debian's googletest sources: bazel/googletest.BUILD).
+# Bazel tests its own build of the op library with the op-level pytest files
+# (tests/BUILD) and the C++ unit tests (gtest, built from Debian's googletest
+# sources: bazel/googletest.BUILD).
 bazel-test: setup
 	command -v bazel >/dev/null || { apt-get update -qq && \
 	  apt-get install -y -qq bazel-bootstrap bazel-rules-java; }
