@@ -252,4 +252,10 @@ def test_early_stopping_restores_the_best_epochs_distribution():
               ])
   assert len(at_epoch_end) == 2
   assert np.any(at_epoch_end[0][2] != at_epoch_end[1][2])
-  assert_same_state(sampler_state(trainer), at_epoch_end[0])
+  # The distribution, not the generator: the stage may draw epoch 1's first
+  # batch (advancing the generator) while epoch 0's callbacks run, so the
+  # generator state Score saw and the one EarlyStopping kept can differ by
+  # that draw.
+  distribution = len(trainer.stage.sampler.variables)
+  assert_same_state(sampler_state(trainer)[:distribution],
+                    at_epoch_end[0][:distribution])
