@@ -165,3 +165,22 @@ def test_reproduce_refuses_in_one_line_before_any_run(tmp_path, args, message):
   # No run started (the report directory is checked up front).
   runs = tmp_path / "runs"
   assert not runs.exists() or set(os.listdir(runs)) <= {"report"}
+
+
+def test_the_summary_names_the_command_that_reproduces_it(tmp_path):
+  tiny = [
+      "--dataset=digits", "--model=logistic", "--trials=1", "--steps=4",
+      "--eval_interval=2"
+  ]
+  first = _reproduce(tmp_path, *tiny, "--workers=2")
+  assert first.returncode == 0, first.stderr
+  # Where the report goes and how the runs are paced change no number, so
+  # the summary written again elsewhere is the same, byte for byte.
+  again = _reproduce(tmp_path, *tiny, "--workers=1",
+                     f"--report_dir={tmp_path}/elsewhere")
+  assert again.returncode == 0, again.stderr
+  summary = (tmp_path / "runs" / "report" / "summary.md").read_text()
+  assert summary == (tmp_path / "elsewhere" / "summary.md").read_text()
+  assert ("Produced by `python -m tf_adasamp.experiment.reproduce "
+          "--dataset=digits --model=logistic --trials=1 --steps=4 "
+          "--eval_interval=2`.") in summary

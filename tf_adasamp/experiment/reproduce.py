@@ -98,6 +98,27 @@ def _plan(options, model, output_dir, report_dir):
   return settings, runs, data
 
 
+def _flag_text(value):
+  if isinstance(value, tuple):
+    return ",".join(str(v) for v in value)
+  return str(value)
+
+
+def _reproducing_command(options, model):
+  """The command that reproduces the summary's numbers, whatever flags only
+  placed the outputs or paced the run: a summary records what it is, not
+  where it was written."""
+  settings = flags_lib.values(presets.Settings, skip_unset=True)
+  arguments = [
+      f"--dataset={options.dataset}", f"--model={model}",
+      f"--trials={options.trials}",
+      *(f"--{name}={_flag_text(value)}" for name, value in settings.items())
+  ]
+  if options.data_dir:
+    arguments.append(f"--data_dir={options.data_dir}")
+  return " ".join(["python -m tf_adasamp.experiment.reproduce", *arguments])
+
+
 def main():
   if not FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)
@@ -116,8 +137,7 @@ def main():
     sys.exit(f"{PROGRAM}: {error}")
   except KeyboardInterrupt:
     flags_lib.interrupted(PROGRAM, runner.INTERRUPTED)
-  command = " ".join(
-      ["python -m tf_adasamp.experiment.reproduce", *sys.argv[1:]])
+  command = _reproducing_command(options, model)
   departures = presets.departures(options.dataset, model, settings,
                                   options.trials, len(data.y_train))
   title = (f"Adaptive vs uniform sampling on {options.dataset} ({model}), "
