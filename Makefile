@@ -3,7 +3,8 @@
 #                    on 5,000 Fashion-MNIST images with an MLP, its figures
 #                    and summary in runs/fashion_mnist_5k/report
 #   make experiment-docs  regenerate the committed docs/experiment/ summaries
-#                    (both regimes) and record the commit that made them
+#                    (the main, convex and digits runs) and record the
+#                    commit that made them
 #   make test    set up, then run every test: pytest and `bazel test //...`
 # Set-up is idempotent: a virtual environment in .venv with TensorFlow and the
 # package installed in place (its op library built against that TensorFlow,
