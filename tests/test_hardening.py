@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from checkpoint_edits import edited_checkpoint
 from kernel_helpers import assert_same_state
 from kernel_helpers import state_of
 from tf_adasamp import AdaptiveSampler
@@ -86,23 +87,6 @@ def test_edited_sums_in_a_checkpoint_are_rebuilt(tmp_path):
   restore(tree, path)
   assert float(tree.total()) == 21
   np.testing.assert_allclose(tree.probabilities(), np.arange(1, 7) / 21)
-
-
-def edited_checkpoint(path, name, edit):
-  """A copy of the checkpoint at `path` whose sampler entry `name` is
-  `edit`(its saved value), each other entry as saved."""
-  reader = tf.train.load_checkpoint(path)
-  keys = sorted(reader.get_variable_to_dtype_map())
-  values = [reader.get_tensor(key) for key in keys]
-  for position, key in enumerate(keys):
-    if key.endswith(f"/.ATTRIBUTES/{name}"):
-      values[position] = edit(values[position])
-  copy = path + "-edited"
-  tf.raw_ops.SaveV2(prefix=copy,
-                    tensor_names=keys,
-                    shape_and_slices=[""] * len(keys),
-                    tensors=[tf.constant(value) for value in values])
-  return copy
 
 
 def scaled_at(position, factor):

@@ -13,7 +13,9 @@ import subprocess
 import sys
 
 import pytest
+import tensorflow as tf
 
+import checkpoint_edits
 from tf_adasamp.experiment import reproduce
 from tf_adasamp.experiment import presets
 from tf_adasamp.experiment import train_config
@@ -221,6 +223,18 @@ def test_resume_without_a_readable_checkpoint_refuses_and_keeps_the_metrics(
   break_checkpoint_state(stopped_run, how)
   result = resume_stopped_run(tmp_path)
   assert_fails_in_one_line(result, "has no readable checkpoint")
+  assert (stopped_run / "metrics.jsonl").read_bytes() == metrics
+
+
+@pytest.mark.parametrize("damage", checkpoint_edits.SAVE_COUNTER_DAMAGE)
+def test_resume_refuses_a_checkpoint_with_a_corrupt_save_counter(
+    tmp_path, stopped_run, damage):
+  metrics = (stopped_run / "metrics.jsonl").read_bytes()
+  path = tf.train.latest_checkpoint(str(stopped_run / "checkpoints"))
+  checkpoint_edits.corrupt_save_counter(path, damage)
+  result = resume_stopped_run(tmp_path)
+  assert_fails_in_one_line(
+      result, f"cannot resume from {path}: it does not hold this trainer's")
   assert (stopped_run / "metrics.jsonl").read_bytes() == metrics
 
 

@@ -141,37 +141,111 @@ def test_an_interrupt_of_the_training_trainer_names_its_checkpoint(tmp_path):
       "the same command with --resume goes on from it", stderr), stderr
 
 
+def run_to_the_end(module, log, *args):
+  with child_process.started(module, log, *args) as process:
+    process.wait(timeout=TIMEOUT)
+  assert process.returncode == 0, log.read_text()
+
+
+def kill_three_times(module,
+                     log,
+                     args,
+                     has_written,
+                     max_delay,
+                     resume_args,
+                     moment=None,
+                     observe=None):
+  """Starts `python -m module *args` three times (the second and third with
+  `resume_args` added), each SIGKILLed a random time (seeded) of at most
+  `max_delay` seconds after `has_written(its start time)` holds; given
+  `moment`, at the first moment after that time when `moment()` holds
+  (polled without pause: what it looks for may last milliseconds). Returns
+  each start's exit status and what `observe()` returned after its kill."""
+  rng = random.Random(0)
+  outcomes = []
+  for kill in range(3):
+    with child_process.started(module, log, *args,
+                               *(resume_args if kill else [])) as process:
+      start = time.time()
+      wait_until(process, log, lambda: has_written(start), "a first write")
+      time.sleep(rng.uniform(0, max_delay))
+      deadline = time.monotonic() + TIMEOUT
+      while (moment and not moment() and process.poll() is None and
+             time.monotonic() < deadline):
+        pass
+      process.send_signal(signal.SIGKILL)
+      process.wait(timeout=TIMEOUT)
+      outcomes.append((process.returncode, observe and observe()))
+  return outcomes
+
+
 def test_a_trainer_killed_at_random_points_resumes_bit_for_bit(tmp_path):
+  module = "tf_adasamp.experiment.train"
   run_args = [
       "--dataset=digits", "--model=logistic", "--noprogress", "--steps=150",
       "--eval_interval=5", "--steps_per_execution=1", "--batch_size=16"
   ]
-
-  def train(name, *args):
-    with child_process.started("tf_adasamp.experiment.train",
-                               tmp_path / f"{name}.log", *run_args,
-                               f"--output_dir={tmp_path / name}",
-                               *args) as process:
-      process.wait(timeout=TIMEOUT)
-    assert process.returncode == 0, (tmp_path / f"{name}.log").read_text()
-
-  train("whole")
-  rng = random.Random(0)
+  run_to_the_end(module, tmp_path / "whole.log", *run_args,
+                 f"--output_dir={tmp_path / 'whole'}")
+  killed = [*run_args, f"--output_dir={tmp_path / 'killed'}"]
+  # SIGKILL at a random moment after a checkpoint was written: between
+  # evaluations, or while one writes its checkpoint, record or summaries.
   checkpoints = tmp_path / "killed" / "checkpoints" / "checkpoint"
-  for kill in range(3):
-    args = ["--resume"] if kill else []
-    with child_process.started("tf_adasamp.experiment.train",
-                               tmp_path / "killed.log", *run_args,
-                               f"--output_dir={tmp_path / 'killed'}",
-                               *args) as process:
-      # SIGKILL at a random moment after a checkpoint was written: between
-      # evaluations, or while one writes its checkpoint, record or summaries.
-      wait_until(process, tmp_path / "killed.log", checkpoints.exists,
-                 "checkpoint")
-      time.sleep(rng.uniform(0, 1.5))
-      process.send_signal(signal.SIGKILL)
-      process.wait(timeout=TIMEOUT)
-  train("killed", "--resume")
+  kill_three_times(module, tmp_path / "killed.log", killed,
+                   lambda _: checkpoints.exists(), 1.5, ["--resume"])
+  run_to_the_end(module, tmp_path / "killed.log", *killed, "--resume")
   assert (run_files.read_metrics(tmp_path / "killed") == run_files.read_metrics(
       tmp_path / "whole"))
   assert not list((tmp_path / "killed").glob(".*.tmp"))
+
+
+def metrics_written_since(directory):
+  """Whether a run's metrics.jsonl under `directory` changed since a time."""
+
+  def written_since(start):
+    return any(path.stat().st_mtime > start
+               for path in directory.rglob(run_files.METRICS_FILE))
+
+  return written_since
+
+
+def temporary_files(directory):
+  """The temporary files under `directory`, listed when called."""
+  return lambda: list(directory.rglob("*.tmp"))
+
+
+@pytest.mark.slow
+def test_a_runner_killed_mid_write_leaves_no_temporary_and_ends_exactly(
+    tmp_path):
+  module = "tf_adasamp.experiment.reproduce"
+  # The runs' and the summary's paths are the same for both studies: the
+  # summary quotes the command line.
+  study = tmp_path / "study"
+  args = [
+      "--dataset=digits", "--model=logistic", "--trials=1", "--steps=40",
+      "--eval_interval=2", "--batch_size=16", "--sweep_amplitudes=1",
+      "--workers=1", f"--output_dir={study}"
+  ]
+  run_to_the_end(module, tmp_path / "whole.log", *args)
+  study.rename(tmp_path / "whole")
+  # Each kill lands while the runner writes a run's record or settings (its
+  # temporary file exists): the moments a kill can leave that file behind.
+  outcomes = kill_three_times(module,
+                              tmp_path / "killed.log",
+                              args,
+                              metrics_written_since(study),
+                              2.0, [],
+                              moment=temporary_files(study),
+                              observe=temporary_files(study))
+  assert [status for status, _ in outcomes] == [-signal.SIGKILL] * 3
+  assert any(stranded for _, stranded in outcomes), "no kill left a .tmp"
+  run_to_the_end(module, tmp_path / "killed.log", *args)
+  assert not temporary_files(study)()
+  whole = sorted(
+      path.relative_to(tmp_path / "whole")
+      for path in (tmp_path / "whole").rglob(run_files.METRICS_FILE))
+  assert whole == sorted(
+      path.relative_to(study) for path in study.rglob(run_files.METRICS_FILE))
+  for path in [*whole, "report/summary.md"]:
+    assert (study / path).read_bytes() == (tmp_path / "whole" /
+                                           path).read_bytes(), path

@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import checkpoint_edits
 from tf_adasamp.experiment import datasets
 from tf_adasamp.experiment import models
+from tf_adasamp.experiment import resume
 from tf_adasamp.experiment import run_files
 from tf_adasamp.experiment import train_config
 from tf_adasamp.experiment import training_loop
@@ -554,3 +556,28 @@ def test_progress_off_a_terminal_is_plain_lines(digits, capsys):
   # step's line.
   assert not set("\x1b\r\b") & set(shown)
   assert "step 4/4 - adaptive batch loss: " in shown
+
+
+@pytest.mark.parametrize("damage", checkpoint_edits.SAVE_COUNTER_DAMAGE)
+def test_a_checkpoint_with_a_corrupt_save_counter_changes_no_variable(
+    digits, tmp_path, monkeypatch, damage):
+  config = tiny_config(output_dir=str(tmp_path))
+  training_loop.train(config, data=digits)
+  path = tf.train.latest_checkpoint(str(tmp_path / "checkpoints"))
+  checkpoint_edits.corrupt_save_counter(path, damage)
+  restore, restored = resume.restore, []
+
+  def recorded(checkpoint, path):
+    restored.append((checkpoint, checkpoint_edits.checkpoint_state(checkpoint)))
+    restore(checkpoint, path)
+
+  monkeypatch.setattr(resume, "restore", recorded)
+  with pytest.raises(run_files.RunError, match=f"cannot resume from {path}"):
+    training_loop.train(dataclasses.replace(config, resume=True, steps=6),
+                        data=digits)
+  [(checkpoint, before)] = restored
+  after = checkpoint_edits.checkpoint_state(checkpoint)
+  # The model, optimizer, sampler, bound sums and step: nothing assigned.
+  assert len(before) == len(after) > 10
+  for value, value_before in zip(after, before):
+    np.testing.assert_array_equal(value, value_before)

@@ -66,7 +66,7 @@ class Controller:
     """
     path = self._checkpoint_to_resume(common_step)
     if path:
-      self._restore(path)
+      resume.restore(self._checkpoint, path)
     step = int(self._trainer.step)
     self._metrics = run_files.MetricsLog(self._config.output_dir,
                                          keep_until_step=step if path else -1)
@@ -151,14 +151,6 @@ class Controller:
           "though the run has begun; leave out --resume and choose another "
           "output_dir to start over")
     return path
-
-  def _restore(self, path):
-    try:
-      self._checkpoint.restore(path).assert_consumed()
-    except (AssertionError, ValueError, tf.errors.OpError) as error:
-      raise run_files.RunError(
-          f"cannot resume from {path}: it does not hold this trainer's "
-          f"state ({str(error).strip().splitlines()[0][:200]})") from None
 
   def _diverged(self, step, cause):
     return DivergedError(

@@ -1,4 +1,5 @@
-"""Which checkpoint a run resumes from, alone or as a worker of a cluster.
+"""Which checkpoint a run resumes from, alone or as a worker of a cluster,
+and its restore.
 
 A multi-worker run's workers agree before they train: each tells the others
 its `worker_state`, and all go back to `common_checkpoint_step`. A
@@ -122,3 +123,23 @@ def lost_worker(error, when):
       f"the cluster lost a worker {when} ({type(error).__name__}); start "
       "every worker again with --resume: they go on from the last checkpoint "
       "they all have")
+
+
+def restore(checkpoint, path):
+  """Restores tf.train.Checkpoint `checkpoint` from the checkpoint at `path`;
+  raises RunError naming `path` if it does not hold `checkpoint`'s state.
+
+  A checkpoint whose entries cannot all be read (a corrupt value, one of
+  another dtype, its own `save_counter` included) changes no variable.
+  """
+  # tf.train.Checkpoint makes its save_counter when it is first read; a
+  # restore that has to make it restores it alone, after it has assigned
+  # every other variable. Made now, it is read with the others, before any
+  # is assigned.
+  checkpoint.save_counter  # pylint: disable=pointless-statement
+  try:
+    checkpoint.restore(path).assert_consumed()
+  except (AssertionError, ValueError, tf.errors.OpError) as error:
+    raise run_files.RunError(
+        f"cannot resume from {path}: it does not hold this trainer's "
+        f"state ({str(error).strip().splitlines()[0][:200]})") from None
