@@ -558,13 +558,9 @@ def test_progress_off_a_terminal_is_plain_lines(digits, capsys):
   assert "step 4/4 - adaptive batch loss: " in shown
 
 
-@pytest.mark.parametrize("damage", checkpoint_edits.SAVE_COUNTER_DAMAGE)
-def test_a_checkpoint_with_a_corrupt_save_counter_changes_no_variable(
-    digits, tmp_path, monkeypatch, damage):
-  config = tiny_config(output_dir=str(tmp_path))
-  training_loop.train(config, data=digits)
-  path = tf.train.latest_checkpoint(str(tmp_path / "checkpoints"))
-  checkpoint_edits.corrupt_save_counter(path, damage)
+def _refused_resume_changes_no_variable(config, digits, monkeypatch, path):
+  """Resumes `config` from the damaged checkpoint at `path`: refused, with
+  every value the checkpoint restores into as it was before."""
   restore, restored = resume.restore, []
 
   def recorded(checkpoint, path):
@@ -581,3 +577,28 @@ def test_a_checkpoint_with_a_corrupt_save_counter_changes_no_variable(
   assert len(before) == len(after) > 10
   for value, value_before in zip(after, before):
     np.testing.assert_array_equal(value, value_before)
+
+
+@pytest.mark.parametrize("damage", checkpoint_edits.SAVE_COUNTER_DAMAGE)
+def test_a_checkpoint_with_a_corrupt_save_counter_changes_no_variable(
+    digits, tmp_path, monkeypatch, damage):
+  config = tiny_config(output_dir=str(tmp_path))
+  training_loop.train(config, data=digits)
+  path = tf.train.latest_checkpoint(str(tmp_path / "checkpoints"))
+  checkpoint_edits.corrupt_save_counter(path, damage)
+  _refused_resume_changes_no_variable(config, digits, monkeypatch, path)
+
+
+def test_a_checkpoint_with_a_weight_of_another_shape_changes_no_variable(
+    digits, tmp_path, monkeypatch):
+  config = tiny_config(output_dir=str(tmp_path))
+  training_loop.train(config, data=digits)
+  path = tf.train.latest_checkpoint(str(tmp_path / "checkpoints"))
+  # The model's last weight, one entry longer: refused only as it is
+  # assigned, after the checkpoint's other values.
+  reader = tf.train.load_checkpoint(path)
+  last = max(key for key in reader.get_variable_to_shape_map()
+             if key.startswith("model/"))
+  checkpoint_edits.edited_checkpoint(
+      path, last, lambda value: np.concatenate([value, value[:1]]), copy=path)
+  _refused_resume_changes_no_variable(config, digits, monkeypatch, path)

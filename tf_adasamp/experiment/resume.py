@@ -129,17 +129,41 @@ def restore(checkpoint, path):
   """Restores tf.train.Checkpoint `checkpoint` from the checkpoint at `path`;
   raises RunError naming `path` if it does not hold `checkpoint`'s state.
 
-  A checkpoint whose entries cannot all be read (a corrupt value, one of
-  another dtype, its own `save_counter` included) changes no variable.
+  A checkpoint whose entries cannot all be read or assigned (a corrupt
+  value, one of another dtype or shape, its own `save_counter` included)
+  changes no variable.
   """
   # tf.train.Checkpoint makes its save_counter when it is first read; a
   # restore that has to make it restores it alone, after it has assigned
   # every other variable. Made now, it is read with the others, before any
   # is assigned.
   checkpoint.save_counter  # pylint: disable=pointless-statement
+  # A value of another shape is refused only as its variable is assigned,
+  # after others were: those are put back.
+  variables = _restored_variables(checkpoint)
+  before = [tf.convert_to_tensor(variable) for variable in variables]
   try:
     checkpoint.restore(path).assert_consumed()
   except (AssertionError, ValueError, tf.errors.OpError) as error:
+    for variable, value in zip(variables, before):
+      variable.assign(value)
     raise run_files.RunError(
         f"cannot resume from {path}: it does not hold this trainer's "
         f"state ({str(error).strip().splitlines()[0][:200]})") from None
+
+
+def _restored_variables(checkpoint):
+  """Every variable a restore of `checkpoint` may assign: those it tracks
+  (TensorFlow's and Keras's), and those its tf.Modules (a sampler) save together, their random
+  generators' states included."""
+  import keras  # pylint: disable=import-outside-toplevel
+  found = {}
+  for trackable in tf.train.TrackableView(checkpoint).descendants():
+    if isinstance(trackable, tf.Module):
+      generator = getattr(trackable, "generator", None)
+      states = [generator.state] if generator is not None else []
+      for variable in [*trackable.variables, *states]:
+        found[id(variable)] = variable
+    elif isinstance(trackable, (tf.Variable, keras.Variable)):
+      found[id(trackable)] = trackable
+  return list(found.values())
