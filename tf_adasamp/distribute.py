@@ -94,9 +94,13 @@ def sample_share(sampler: AdaptiveSampler, batch_size: int, share: int,
     raise TypeError(f"share must be an int, got {share!r}")
   if not 0 <= share < num_shares:
     raise ValueError(f"share must be in [0, {num_shares}), got {share}")
+  strategy = sampler.strategy
+  if num_shares == 1 and strategy is None:
+    # The same draws as below, made in one op where the sampler can: fewer
+    # ops, so less of an input pipeline's CPU time a batch.
+    return tuple(sampler.sample_with_probabilities(batch_size))
   uniforms = sampler.uniforms(num_shares * batch_size)
   tree = sampler.tree.variable
-  strategy = sampler.strategy
   if strategy is not None:
     # Outside replica context a mirrored variable has no handle of its own.
     tree = strategy.experimental_local_results(tree)[0]
