@@ -8,13 +8,13 @@ import sys
 import numpy as np
 import pytest
 
+from tf_adasamp import sources
 from tf_adasamp.experiment import datasets
 from tf_adasamp.experiment import disk_data
 from tf_adasamp.experiment import run_files
 from tf_adasamp.experiment import train_config
 from tf_adasamp.experiment import training_loop
 
-sources = pytest.importorskip("tf_adasamp.sources")
 pytest.importorskip("array_record")
 
 ROOT = os.path.dirname(
