@@ -206,13 +206,12 @@ class AdaptiveSampling:
       # Local replicas: each takes one batch, and reports one update, a step.
       per_step = input_context.num_replicas_in_sync // num_shares
 
-    def draw_uniforms(_):
-      return distribute.share_uniforms(self._sampler, self._batch_size, share,
-                                       num_shares)
+    def draw(_):
+      return tuple(
+          distribute.sample_share(self._sampler, self._batch_size, share,
+                                  num_shares))
 
-    def draw_and_load(uniforms):
-      indices, probabilities = distribute.draw_from_uniforms(
-          self._sampler, uniforms)
+    def load(indices, probabilities):
       return _with_sampling(gather(indices), indices, probabilities)
 
     steps = tf.data.Dataset.counter()
@@ -220,15 +219,11 @@ class AdaptiveSampling:
       steps = _DrawPermitDataset(steps, self._permits,
                                  (self._max_lag + 1) * per_step,
                                  self._wait_timeout)
-    # A draw is sample_share in two halves. The uniforms are made in order,
-    # one batch at a time, so that a seeded sampler's generator gives the
-    # same sequence; the descents of the tree, the draw's cost, then run in
-    # the parallel map with the reads, several batches at once, in order. A
-    # descent reads the tree after its batch's permit, so it misses no more
-    # updates than max_lag allows (with max_lag=0 exactly none).
-    return (steps.map(draw_uniforms).map(draw_and_load,
-                                         num_parallel_calls=tf.data.AUTOTUNE,
-                                         deterministic=True))
+    # Draws run in order, one at a time, so that a seeded sampler's
+    # generator gives the same sequence; loading overlaps with them.
+    return (steps.map(draw).map(load,
+                                num_parallel_calls=tf.data.AUTOTUNE,
+                                deterministic=True))
 
   __call__ = dataset
 

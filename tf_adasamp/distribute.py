@@ -88,14 +88,6 @@ def sample_share(sampler: AdaptiveSampler, batch_size: int, share: int,
   Returns:
     (indices, probabilities): int64 [batch_size] and [batch_size] Q_t(i).
   """
-  return draw_from_uniforms(
-      sampler, share_uniforms(sampler, batch_size, share, num_shares))
-
-
-def share_uniforms(sampler: AdaptiveSampler, batch_size: int, share: int,
-                   num_shares: int) -> tf.Tensor:
-  """The first half of `sample_share`: its share's [batch_size] uniforms,
-  which advance the sampler's generator (so calls must stay in order)."""
   batch_size = _validation.positive_int(batch_size, "batch_size")
   num_shares = _validation.positive_int(num_shares, "num_shares")
   if isinstance(share, bool) or not isinstance(share, int):
@@ -103,16 +95,10 @@ def share_uniforms(sampler: AdaptiveSampler, batch_size: int, share: int,
   if not 0 <= share < num_shares:
     raise ValueError(f"share must be in [0, {num_shares}), got {share}")
   uniforms = sampler.uniforms(num_shares * batch_size)
-  return uniforms[share * batch_size:(share + 1) * batch_size]
-
-
-def draw_from_uniforms(sampler: AdaptiveSampler,
-                       uniforms: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-  """The second half of `sample_share`: the draws of `uniforms` from Q_t as
-  the tree holds it now, (indices, probabilities); touches no random state,
-  so calls may run in any order or at once."""
   tree = sampler.tree.variable
-  if sampler.strategy is not None:
+  strategy = sampler.strategy
+  if strategy is not None:
     # Outside replica context a mirrored variable has no handle of its own.
-    tree = sampler.strategy.experimental_local_results(tree)[0]
-  return tuple(ops.sum_tree_sample(tree.handle, uniforms))
+    tree = strategy.experimental_local_results(tree)[0]
+  return ops.sum_tree_sample(
+      tree.handle, uniforms[share * batch_size:(share + 1) * batch_size])
