@@ -365,6 +365,18 @@ def test_update_applies_the_batch_once_in_every_context(mirrored, context):
 
 
 @pytest.mark.parametrize("stratified", [False, True])
+def test_one_share_is_the_single_device_batch(stratified):
+  sampler, reference = (plain_sampler(stratified=stratified) for _ in "ab")
+  for each in (sampler, reference):
+    each.update([1, 5, 9], [2.0, -1.0, 1.0])
+  for _ in range(2):
+    share = distribute.sample_share(sampler, 7, 0, 1)
+    expected = reference.sample_with_probabilities(7)
+    for actual, wanted in zip(share, expected):
+      np.testing.assert_array_equal(actual, wanted)
+
+
+@pytest.mark.parametrize("stratified", [False, True])
 def test_shares_of_one_call_make_the_single_device_batch(stratified):
   num_shares, size = 3, 7
   # One sampler per pipeline, their generators in step, as on workers.

@@ -23,6 +23,8 @@ from tf_adasamp.experiment import tuning
 
 ROOT = os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# Data files that exist but are not ArrayRecord files (run_cli's {tmp}/file).
+DATA_FILES = ["--data_path={tmp}/file", "--test_data_path={tmp}/file"]
 # A directory even root cannot create.
 UNWRITABLE = "/sys/tf_adasamp_fuzz"
 
@@ -68,6 +70,21 @@ def assert_fails_in_one_line(result, message):
         (["--epochs=1e300"], "more steps than the 2**53 at most"),
         (["--amplitude=1e308"], "amplitude / (1 - decay) must be at most"),
         (["--learning_rate=1e39"], "learning_rate must be at most 3.403e+38"),
+        (["--data_path={tmp}/file"], "missing test_data_path, num_classes"),
+        (["--num_classes=10"], "missing data_path, test_data_path"),
+        (["--data_path=", "--test_data_path={tmp}/file", "--num_classes=2"
+         ], "data_path is empty"),
+        (DATA_FILES + ["--num_classes=1"], "num_classes must be at least 2"),
+        (DATA_FILES + ["--num_classes=0"], "num_classes must be >= 1"),
+        (DATA_FILES + ["--num_classes=2", "--jit_compile"],
+         "jit_compile cannot read data_path"),
+        (DATA_FILES + ["--num_classes=2", "--dataset=digits"],
+         "--data_path replaces --dataset"),
+        ([
+            "--data_path={tmp}/none", "--test_data_path={tmp}/file",
+            "--num_classes=2"
+        ], "/none' is not a file"),
+        (DATA_FILES + ["--num_classes=2"], "cannot read ArrayRecord file"),
         # Runs, and diverges: NaN outputs give the sampler NaN utilities.
         ([
             "--learning_rate=1e30", "--utility=l1", "--steps=4",

@@ -68,6 +68,28 @@ class Dataset:
   def image_shape(self):
     return self.x_train.shape[1:]
 
+  @property
+  def num_train(self):
+    return len(self.y_train)
+
+  def training_examples(self, indices):
+    """The training (images, labels) at `indices` (all of them: no copy)."""
+    if len(indices) == self.num_train:
+      return self.x_train, self.y_train
+    return self.x_train[indices], self.y_train[indices]
+
+  def training_image_chunks(self):
+    """The training images, all of them, a chunk at a time (one here)."""
+    yield self.x_train
+
+  def batch_reader(self):
+    """A function from int64 indices (a tensor) to the training (images,
+    labels) there, gathered from constants in the graph."""
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    images, labels = tf.constant(self.x_train), tf.constant(self.y_train)
+    return lambda indices: (tf.gather(images, indices),
+                            tf.gather(labels, indices))
+
 
 def load(name, data_dir=None):
   """Loads data set `name` (one of DATASETS)."""

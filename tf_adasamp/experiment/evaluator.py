@@ -43,10 +43,11 @@ class Evaluator:
   def __init__(self, model, sampler, optimizer, tracker, data, config):
     self._sampler, self._optimizer, self._tracker = sampler, optimizer, tracker
     self._data, self._config = data, config
-    self._evaluated = train_eval_indices(len(data.y_train),
-                                         config.train_eval_size)
+    self._evaluated = train_eval_indices(data.num_train, config.train_eval_size)
     self._split_metrics = _make_split_metrics(model)
-    self._lipschitz = (cross_entropy_lipschitz(data.x_train)
+    self._lipschitz = (max(
+        cross_entropy_lipschitz(images)
+        for images in data.training_image_chunks())
                        if config.model == "logistic" else None)
 
   def evaluate(self, step, distinct_draws_per_batch=None):
@@ -54,13 +55,13 @@ class Evaluator:
     last evaluation (None before the first step)."""
     data, config = self._data, self._config
     train_loss, train_accuracy, misclassified = self._split_metrics(
-        *self._training_examples())
+        *data.training_examples(self._evaluated))
     test_loss, test_accuracy, _ = self._split_metrics(data.x_test, data.y_test)
     sampler_view = diagnostics.compute(self._sampler)
     sampler_view["misclassified_mass"] = self._misclassified_mass(misclassified)
     record = {
         "step": step,
-        "epoch": step * config.batch_size / len(data.y_train),
+        "epoch": step * config.batch_size / data.num_train,
         "train_loss": train_loss,
         "train_accuracy": train_accuracy,
         "test_loss": test_loss,
@@ -79,19 +80,12 @@ class Evaluator:
       record["zero_one_gap"] = train_accuracy - test_accuracy
     return Evaluation(record, sampler_view["log_n_probability"].numpy())
 
-  def _training_examples(self):
-    """The training images and labels that evaluations read."""
-    x, y = self._data.x_train, self._data.y_train
-    if len(self._evaluated) == len(y):
-      return x, y
-    return x[self._evaluated], y[self._evaluated]
-
   def _misclassified_mass(self, misclassified):
     """Q_t's mass on the misclassified training examples: over a subset S of
     the n, estimated as n / |S| times the mass on S's misclassified ones."""
     log_q = tf.gather(diagnostics.log_probabilities(self._sampler),
                       self._evaluated)
-    scale = len(self._data.y_train) / len(self._evaluated)
+    scale = self._data.num_train / len(self._evaluated)
     return scale * diagnostics.misclassified_mass(log_q, misclassified)
 
 

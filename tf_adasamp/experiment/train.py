@@ -8,9 +8,12 @@ no network and no data, on scikit-learn's bundled digits:
 
 Writes metrics.jsonl (one JSON record per evaluation), TensorBoard summaries
 and checkpoints under --output_dir; --resume continues a stopped run and gives
-the same metrics as an uninterrupted one. Flags may come from --flagfile.
+the same metrics as an uninterrupted one. --data_path trains from an
+ArrayRecord file of images on disk instead (docs/data.md, "The trainer").
+Flags may come from --flagfile.
 """
 
+import os
 import signal
 import sys
 
@@ -41,6 +44,12 @@ def main():
   config = flags_lib.parse(PROGRAM,
                            train_config.TrainConfig,
                            output_dir=FLAGS.output_dir or "runs/train")
+  if config.data_path is not None and FLAGS["dataset"].present:
+    sys.exit(f"{PROGRAM}: --data_path replaces --dataset; give one of them")
+  for name in ("data_path", "test_data_path"):
+    path = getattr(config, name)
+    if path is not None and not os.path.isfile(path):
+      sys.exit(f"{PROGRAM}: {name} {path!r} is not a file")
   try:
     # Before TensorFlow loads (seconds): a bad --output_dir fails at once.
     if config.resume:

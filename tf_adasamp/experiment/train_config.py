@@ -39,6 +39,16 @@ class TrainConfig:
   data_dir: str | None = option(
       None, "tensorflow_datasets directory holding a prepared CIFAR-10 "
       "(tfds' default if unset).")
+  data_path: str | None = option(
+      None, "ArrayRecord file of training images, in the record format of "
+      "docs/data.md, read by index as steps draw them; replaces --dataset "
+      "and needs --test_data_path and --num_classes.")
+  test_data_path: str | None = option(
+      None, "ArrayRecord file of test images (the format of --data_path), "
+      "read into memory for the evaluations.")
+  num_classes: int | None = option(
+      None, "Classes of --data_path's labels, which lie in [0, "
+      "num_classes).")
   model: str = option("cnn", "cnn: the paper's CNN; logistic: "
                       "L2-regularised logistic regression (strongly "
                       "convex); mlp: one hidden layer of 512 ReLUs.",
@@ -174,6 +184,29 @@ class TrainConfig:
                        "pooling; drop one of the two")
     if self.resume and not self.output_dir:
       raise ValueError("resume needs an output_dir to resume from")
+    self._check_data_files()
+
+  def _check_data_files(self):
+    on_disk = {
+        name: getattr(self, name)
+        for name in ("data_path", "test_data_path", "num_classes")
+    }
+    if all(value is None for value in on_disk.values()):
+      return
+    missing = [name for name, value in on_disk.items() if value is None]
+    if missing:
+      raise ValueError("data_path, test_data_path and num_classes go "
+                       f"together; missing {', '.join(missing)}")
+    for name in ("data_path", "test_data_path"):
+      if not on_disk[name]:
+        raise ValueError(f"{name} is empty; name an ArrayRecord file")
+    if _validation.positive_int(self.num_classes, "num_classes") < 2:
+      raise ValueError(f"num_classes must be at least 2, got "
+                       f"{self.num_classes}")
+    if self.jit_compile:
+      raise ValueError("jit_compile cannot read data_path: XLA does not "
+                       "compile the read of the drawn records (a Python "
+                       "call); drop one of the two")
 
   def num_steps(self, num_examples):
     if self.epochs is None:

@@ -1,7 +1,7 @@
 """One step of Algorithm 1 (London, NIPS 2017) in one `tf.function`.
 
     indices ~ Q_t (B independent draws)        sampler.sample(B)
-    batch = gather(data, indices)
+    batch = read(data, indices)
     h_t = update(h_{t-1}, batch)               forward/backward, SGD/AdaGrad
     w_i <- w_i ** decay * exp(amplitude * utility(z_i, h_t))
 
@@ -34,10 +34,31 @@ def make_train_step(model,
                     utility="zero_one",
                     utility_at="updated",
                     strategy=None):
+  """One training step as a `tf.function` of no arguments, drawing from
+  `images` and `labels`, tensors with n rows; see `make_reading_train_step`.
+  """
+
+  def read_batch(indices):
+    return tf.gather(images, indices), tf.gather(labels, indices)
+
+  return make_reading_train_step(model, optimizer, sampler, read_batch,
+                                 batch_size, utility, utility_at, strategy)
+
+
+def make_reading_train_step(model,
+                            optimizer,
+                            sampler,
+                            read_batch,
+                            batch_size,
+                            utility="zero_one",
+                            utility_at="updated",
+                            strategy=None):
   """One training step as a `tf.function` of no arguments.
 
-  Under `strategy` (model, optimizer and sampler made in its scope), each of
-  its R replicas draws batch_size / R examples, and the gradients and the
+  `read_batch` maps the drawn indices (an int64 tensor [b]) to the batch's
+  images and labels, e.g. gathered from tensors or read from a file. Under
+  `strategy` (model, optimizer and sampler made in its scope), each of its
+  R replicas draws batch_size / R examples, and the gradients and the
   sampler's update cover the whole batch.
 
   Returns the batch's mean cross-entropy and accuracy, its indices ([B]
@@ -55,7 +76,7 @@ def make_train_step(model,
     raise ValueError(f"batch_size {batch_size} must be a multiple of the "
                      f"{num_replicas} replicas")
   step = _ReplicaStep(model, optimizer, sampler,
-                      images, labels, batch_size // num_replicas,
+                      read_batch, batch_size // num_replicas,
                       utilities.get(utility), utility_at, num_replicas)
 
   @tf.function
@@ -74,10 +95,10 @@ def make_train_step(model,
 class _ReplicaStep:
   """A replica's share of the step: draw, descend, reweight."""
 
-  def __init__(self, model, optimizer, sampler, images, labels, batch_size,
+  def __init__(self, model, optimizer, sampler, read_batch, batch_size,
                utility_fn, utility_at, num_replicas):
     self._model, self._optimizer, self._sampler = model, optimizer, sampler
-    self._images, self._labels = images, labels
+    self._read_batch = read_batch
     self._batch_size = batch_size
     self._utility_fn, self._utility_at = utility_fn, utility_at
     self._num_replicas = num_replicas
@@ -85,8 +106,7 @@ class _ReplicaStep:
 
   def __call__(self):
     indices = self._sampler.sample(self._batch_size)
-    batch_images = tf.gather(self._images, indices)
-    batch_labels = tf.gather(self._labels, indices)
+    batch_images, batch_labels = self._read_batch(indices)
     cross_entropy, logits = self._descend(batch_images, batch_labels)
     accuracy = tf.reduce_mean(
         tf.cast(

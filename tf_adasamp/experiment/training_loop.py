@@ -30,6 +30,7 @@ import tensorflow as tf
 from tf_adasamp.bound_tracker import BoundTracker
 from tf_adasamp.experiment import cluster
 from tf_adasamp.experiment import datasets
+from tf_adasamp.experiment import disk_data
 from tf_adasamp.experiment import models
 from tf_adasamp.experiment import run_files
 from tf_adasamp.experiment.components import make_optimizer
@@ -44,6 +45,7 @@ from tf_adasamp.experiment.resume import common_checkpoint_step
 from tf_adasamp.experiment.resume import last_checkpoint_step
 from tf_adasamp.experiment.resume import worker_state
 from tf_adasamp.experiment import resume
+from tf_adasamp.experiment.train_step import make_reading_train_step
 from tf_adasamp.experiment.train_step import make_train_step
 from tf_adasamp.experiment.trainer import Trainer
 from tf_adasamp.experiment.uniform_sampler import UniformSampler
@@ -61,8 +63,9 @@ def train(config, data=None, progress=False, stop_requested=None):
 
   Args:
     config: a train_config.TrainConfig.
-    data: a datasets.Dataset; loaded from config.dataset if None (pass one
-      to share it between runs).
+    data: a datasets.Dataset or disk_data.DiskDataset; loaded from
+      config.data_path or config.dataset if None (pass one to share it
+      between runs).
     progress: show a progress bar (progress.ProgressBar).
     stop_requested: optional callable; True stops the run with
       KeyboardInterrupt before the next call of the trainer.
@@ -75,8 +78,8 @@ def train(config, data=None, progress=False, stop_requested=None):
       or lost a worker of its cluster.
   """
   if data is None:
-    data = datasets.load(config.dataset, config.data_dir)
-  num_examples = len(data.y_train)
+    data = load_data(config)
+  num_examples = data.num_train
   if config.batch_size > num_examples:
     raise run_files.RunError(f"batch_size {config.batch_size} is larger "
                              f"than the {num_examples} training examples")
@@ -93,6 +96,14 @@ def train(config, data=None, progress=False, stop_requested=None):
     raise run_files.RunError(str(error)) from None
   bar = ProgressBar(steps, config.sampling) if progress else None
   return controller.train_and_evaluate(steps, bar)
+
+
+def load_data(config):
+  """The run's data: config.data_path's files, else config.dataset."""
+  if config.data_path is not None:
+    return disk_data.load(config.data_path, config.test_data_path,
+                          config.num_classes)
+  return datasets.load(config.dataset, config.data_dir)
 
 
 def _prepare_output_dir(config):
@@ -123,7 +134,7 @@ def _agree_on_checkpoint(config, strategy):
 
 def _build(config, data, strategy, stop_requested=None):
   """The run's Controller, over its model, optimizer, sampler and trainer."""
-  num_examples = len(data.y_train)
+  num_examples = data.num_train
   with strategy.scope():
     model = models.build(config.model,
                          data.image_shape,
@@ -136,9 +147,9 @@ def _build(config, data, strategy, stop_requested=None):
     optimizer.build(model.trainable_variables)
   sampler = make_sampler(config.sampling, num_examples, config.amplitude,
                          config.decay, config.seed, strategy)
-  step = make_train_step(model, optimizer, sampler, tf.constant(data.x_train),
-                         tf.constant(data.y_train), config.batch_size,
-                         config.utility, config.utility_at, strategy)
+  step = make_reading_train_step(model, optimizer, sampler, data.batch_reader(),
+                                 config.batch_size, config.utility,
+                                 config.utility_at, strategy)
   # Theorems 4 and 5 (and Corollary 1) for the run so far. Uniform sampling
   # is Algorithm 1 with amplitude 0: its bounds are 0, as KL(P || P) is.
   tracker = BoundTracker(
