@@ -16,6 +16,7 @@ OP_LIBRARY_SOURCES = [
     "cc/kernels/descend_cpu.h",
     "cc/kernels/draw_permits.cc",
     "cc/kernels/huge_pages.h",
+    "cc/kernels/intra_op_pool.h",
     "cc/kernels/sum_tree_algorithm.h",
     "cc/kernels/sum_tree_checks.cc",
     "cc/kernels/sum_tree_checks.h",
