@@ -1,8 +1,9 @@
 // The CPU functors of the sum-tree ops (sum_tree_ops.h): each checks the
 // values it reads, with the messages of sum_tree_checks.h, then runs the
-// TF-free algorithm of sum_tree_cpu.h (descend_cpu.h for draws), so bad input
-// never leaves a tree half-written. A large draw is shared with an intra-op
-// thread pool: the op's, or XLA's (SumTreeSampleOnCpu, SumTreeDrawOnCpu).
+// TF-free algorithm of sum_tree_cpu.h (descend_cpu.h and philox_cpu.h for
+// draws), so bad input never leaves a tree half-written. A large draw is
+// shared with an intra-op thread pool: the op's, or XLA's
+// (SumTreeSampleOnCpu, SumTreeDrawOnCpu).
 
 #define EIGEN_USE_THREADS
 
@@ -16,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "cc/kernels/descend_cpu.h"
 #include "cc/kernels/intra_op_pool.h"
+#include "cc/kernels/philox_cpu.h"
 #include "cc/kernels/sum_tree_algorithm.h"
 #include "cc/kernels/sum_tree_checks.h"
 #include "cc/kernels/sum_tree_cpu.h"
@@ -198,16 +200,8 @@ absl::Status SumTreeDrawOnCpu(const IntraOpPool& pool,
                               typename TTypes<T>::Flat probabilities) {
   const int64_t num_draws = indices.size();
   const Philox philox = PhiloxFromState(rng_state.data());
-  // Whole blocks of the stream at a time, each giving kPerBlock uniforms.
   auto generated = [&](int64_t begin, int64_t end, T* buffer) {
-    constexpr int kPerBlock = PhiloxUniforms<T>::kPerBlock;
-    Philox::ResultType block;
-    for (int64_t i = begin; i < end; ++i) {
-      if (i == begin || i % kPerBlock == 0) {
-        block = PhiloxBlock(philox, static_cast<uint64_t>(i / kPerBlock));
-      }
-      buffer[i - begin] = UniformFromBlock<T>(block, i, num_draws, stratified);
-    }
+    cpu::DrawUniforms<T>(philox, begin, end, num_draws, stratified, buffer);
     return buffer;
   };
   TF_RETURN_IF_ERROR(
