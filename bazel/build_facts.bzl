@@ -13,9 +13,12 @@ these lists. Paths are relative to the repository root.
 OP_LIBRARY_SOURCES = [
     "cc/ops/draw_permits_ops.cc",
     "cc/ops/sum_tree_ops.cc",
+    "cc/kernels/cpu_features.h",
     "cc/kernels/descend_cpu.h",
     "cc/kernels/draw_permits.cc",
     "cc/kernels/huge_pages.h",
+    "cc/kernels/intra_op_pool.h",
+    "cc/kernels/philox_cpu.h",
     "cc/kernels/sum_tree_algorithm.h",
     "cc/kernels/sum_tree_checks.cc",
     "cc/kernels/sum_tree_checks.h",
@@ -34,7 +37,9 @@ OP_LIBRARY_SOURCES = [
 # The TF-free CPU algorithms, which the C++ unit tests (tests/BUILD) build
 # without TensorFlow's framework: only TSL's Philox header.
 CPU_ALGORITHM_HEADERS = [
+    "cc/kernels/cpu_features.h",
     "cc/kernels/descend_cpu.h",
+    "cc/kernels/philox_cpu.h",
     "cc/kernels/sum_tree_algorithm.h",
     "cc/kernels/sum_tree_cpu.h",
 ]

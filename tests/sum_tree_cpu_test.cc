@@ -1,5 +1,5 @@
 // Unit tests of the TF-free CPU algorithms (cc/kernels/sum_tree_cpu.h,
-// descend_cpu.h) and of what they share with the CUDA kernels
+// descend_cpu.h, philox_cpu.h) and of what they share with the CUDA kernels
 // (sum_tree_algorithm.h: the descent, the Philox uniforms). The ops over them
 // are tested from Python, as users call them (tests/test_sum_tree.py, ...).
 
@@ -13,7 +13,9 @@
 #include <tuple>
 #include <vector>
 
+#include "cc/kernels/cpu_features.h"
 #include "cc/kernels/descend_cpu.h"
+#include "cc/kernels/philox_cpu.h"
 #include "cc/kernels/sum_tree_algorithm.h"
 #include "gtest/gtest.h"
 
@@ -478,6 +480,62 @@ TEST(PhiloxTest, BlocksEqualTheDefinitionCarriesIncluded) {
                                static_cast<uint32_t>(key >> 32)},
                               block))
         << "trial " << trial;
+  }
+}
+
+std::array<uint32_t, 4> Words(const Philox::ResultType& block) {
+  return {block[0], block[1], block[2], block[3]};
+}
+
+// The AVX-512 blocks equal TSL's, one after another, from random states and
+// from counters about to carry out of their low 64 bits, and out of word 2.
+TEST(PhiloxTest, VectorBlocksEqualScalarBlocksCarriesIncluded) {
+#if defined(__x86_64__)
+  if (!cpu::UseAvx512()) GTEST_SKIP() << "this CPU has no AVX-512";
+  std::mt19937_64 rng(10);
+  for (int trial = 0; trial < 4000; ++trial) {
+    int64_t state[3] = {static_cast<int64_t>(rng()),
+                        static_cast<int64_t>(rng()),
+                        static_cast<int64_t>(rng())};
+    if (trial % 2 == 1) state[0] = -1 - static_cast<int64_t>(rng() % 16);
+    if (trial % 4 == 3) state[1] = -1;
+    if (trial % 8 == 5) state[1] = 0xffffffff;
+    const uint64_t first =
+        trial < 2000 ? rng() % 16
+                     : rng() % ((uint64_t{1} << 31) - cpu::kPhiloxBlocks);
+    Philox::ResultType vector[cpu::kPhiloxBlocks];
+    Philox::ResultType scalar[cpu::kPhiloxBlocks];
+    cpu::PhiloxBlocksAvx512(PhiloxFromState(state), first, vector);
+    cpu::PhiloxBlocksScalar(PhiloxFromState(state), first, cpu::kPhiloxBlocks,
+                            scalar);
+    for (int b = 0; b < cpu::kPhiloxBlocks; ++b) {
+      ASSERT_EQ(Words(vector[b]), Words(scalar[b]))
+          << "trial " << trial << ", block " << first + b;
+    }
+  }
+#else
+  GTEST_SKIP() << "not an x86-64 CPU";
+#endif
+}
+
+// A call's uniforms made a range at a time, as the CPU kernel's threads make
+// them, equal DrawUniform's one at a time, whichever form makes the blocks.
+TYPED_TEST(SumTreeCpuTest, DrawUniformsEqualDrawUniformOverAnyRange) {
+  using T = TypeParam;
+  const int64_t state[3] = {-5, 7, 99};
+  const Philox philox = PhiloxFromState(state);
+  const int64_t count = 1001;
+  const std::pair<int64_t, int64_t> ranges[] = {
+      {0, count}, {1, 2}, {3, 40}, {17, count}, {count - 1, count}, {5, 5}};
+  std::vector<T> out(count);
+  for (const bool stratified : {false, true}) {
+    for (const auto& [begin, end] : ranges) {
+      cpu::DrawUniforms<T>(philox, begin, end, count, stratified, out.data());
+      for (int64_t i = begin; i < end; ++i) {
+        ASSERT_EQ(out[i - begin], DrawUniform<T>(philox, i, count, stratified))
+            << "uniform " << i << " of [" << begin << ", " << end << ")";
+      }
+    }
   }
 }
 

@@ -7,7 +7,7 @@
 //   DescendScalar   any x86-64 (or other) CPU: each walk's step without
 //                   branches, as a mispredicted branch per level costs more
 //                   than the step;
-//   DescendAvx512   CPUs with AVX-512 (F and VL), chosen at run time: eight
+//   DescendAvx512   CPUs with AVX-512 (UseAvx512), chosen at run time: eight
 //                   walks per vector, their children loaded by two gathers
 //                   and the step done by one masked subtract and add.
 //
@@ -18,12 +18,12 @@
 #define ADASAMP_CC_KERNELS_DESCEND_CPU_H_
 
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
+
+#include "cc/kernels/cpu_features.h"
 
 namespace adasamp {
 namespace cpu {
@@ -212,19 +212,6 @@ __attribute__((target("avx512f,avx512vl"))) void DescendAvx512(
     _mm512_storeu_si512(indices + 8 * v, _mm512_sub_epi64(node[v], capacity));
     L::Store(probabilities + 8 * v, L::Div(L::Gather(node[v], w.tree), total));
   }
-}
-
-// Whether DescendAvx512 runs here: the CPU has AVX-512 F and VL, unless
-// TF_ADASAMP_CPU_SIMD=0 (which tests use to check the scalar form).
-inline bool UseAvx512() {
-  static const bool use = [] {
-    const char* setting = std::getenv("TF_ADASAMP_CPU_SIMD");
-    if (setting != nullptr && std::strcmp(setting, "0") == 0) return false;
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") &&
-           __builtin_cpu_supports("avx512vl");
-  }();
-  return use;
 }
 
 #endif  // defined(__x86_64__)

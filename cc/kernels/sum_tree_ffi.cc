@@ -1,8 +1,9 @@
 // The XLA FFI handlers of the custom calls that the XLA kernels
 // (sum_tree_ops_xla.cc) emit: each runs when a compiled step does, on XLA's
-// buffers, the op's CPU functor (sum_tree_ops.h), or on the GPU its function
-// of gpu/sum_tree_gpu.h on XLA's stream. A result that an operand aliases
-// holds the operand's values when the handler starts, and is updated in
+// buffers, the op's CPU functor (sum_tree_ops.h; a draw shares a large batch
+// with XLA's intra-op pool, as the op with TensorFlow's), or on the GPU its
+// function of gpu/sum_tree_gpu.h on XLA's stream. A result that an operand
+// aliases holds the operand's values when the handler starts, and is updated in
 // place: the variables' own buffers, so an update stays O(B log n).
 
 #define EIGEN_USE_THREADS
@@ -10,11 +11,14 @@
 #include "cc/kernels/sum_tree_ffi.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "cc/kernels/intra_op_pool.h"
 #include "cc/kernels/sum_tree_ops.h"
 #if GOOGLE_CUDA
 #include "cc/kernels/gpu/sum_tree_gpu.h"
@@ -60,6 +64,21 @@ auto Flat(ffi::Result<ffi::Buffer<kType, 1>>& buffer) {
       typename TTypes<T>::Flat(buffer->typed_data(), buffer->element_count());
 }
 
+// XLA's intra-op pool, as the handler of a custom call receives it; valid
+// while the handler runs.
+class XlaThreadPool : public IntraOpPool {
+ public:
+  explicit XlaThreadPool(ffi::ThreadPool& pool) : pool_(pool) {}
+
+  int64_t NumThreads() const override { return pool_.num_threads(); }
+  void Schedule(std::function<void()> task) const override {
+    pool_.Schedule(std::move(task));
+  }
+
+ private:
+  ffi::ThreadPool& pool_;
+};
+
 // The handlers' signatures (operands, then results, then attributes): each
 // op's on both platforms; a GPU handler also takes the stream.
 
@@ -104,19 +123,22 @@ auto ReweightSignature() {
 template <typename T>
 ffi::Error SampleOnCpu(Vector<T> tree, Vector<T> uniforms,
                        ffi::Result<Indices> indices,
-                       ffi::Result<Vector<T>> probabilities) {
-  return ToFfi(functor::SumTreeSample<CPUDevice, T>()(
-      nullptr, Flat(tree), Flat(uniforms), Flat(indices), Flat(probabilities)));
+                       ffi::Result<Vector<T>> probabilities,
+                       ffi::ThreadPool pool) {
+  return ToFfi(functor::SumTreeSampleOnCpu<T>(XlaThreadPool(pool), Flat(tree),
+                                              Flat(uniforms), Flat(indices),
+                                              Flat(probabilities)));
 }
 
 template <typename T>
 ffi::Error DrawOnCpu(Vector<T> tree, Indices /*rng_state*/,
                      ffi::Result<Indices> indices,
                      ffi::Result<Vector<T>> probabilities,
-                     ffi::Result<Indices> rng_state, bool stratified) {
-  return ToFfi(functor::SumTreeDraw<CPUDevice, T>()(
-      nullptr, Flat(tree), stratified, Flat(rng_state), Flat(indices),
-      Flat(probabilities)));
+                     ffi::Result<Indices> rng_state, bool stratified,
+                     ffi::ThreadPool pool) {
+  return ToFfi(functor::SumTreeDrawOnCpu<T>(
+      XlaThreadPool(pool), Flat(tree), stratified, Flat(rng_state),
+      Flat(indices), Flat(probabilities)));
 }
 
 template <typename T>
@@ -143,10 +165,10 @@ ffi::Error ReweightOnCpu(Indices indices, Vector<T> utilities,
 #define ADASAMP_REGISTER_CPU_HANDLERS(T, SUFFIX)                             \
   ADASAMP_REGISTER_HANDLER(CustomCallTarget<T>("sum_tree_sample"), "Host",   \
                            kSampleOnCpu_##SUFFIX, SampleOnCpu<T>,            \
-                           SampleSignature<T>());                            \
+                           SampleSignature<T>().Ctx<ffi::ThreadPool>());     \
   ADASAMP_REGISTER_HANDLER(CustomCallTarget<T>("sum_tree_draw"), "Host",     \
                            kDrawOnCpu_##SUFFIX, DrawOnCpu<T>,                \
-                           DrawSignature<T>());                              \
+                           DrawSignature<T>().Ctx<ffi::ThreadPool>());       \
   ADASAMP_REGISTER_HANDLER(CustomCallTarget<T>("adaptive_reweight"), "Host", \
                            kReweightOnCpu_##SUFFIX, ReweightOnCpu<T>,        \
                            ReweightSignature<T>())

@@ -5,7 +5,8 @@
 // a tree half-written. Each functor has a CPU specialisation
 // (sum_tree_ops_cpu.cc) and a GPU one (sum_tree_ops_gpu.cc, over the TF-free
 // CUDA side in gpu/). The XLA handlers (sum_tree_ffi.cc) run the CPU ones
-// with a null `ctx`: their work then stays on the calling thread.
+// with a null `ctx`, and the draws through SumTreeSampleOnCpu and
+// SumTreeDrawOnCpu, which take XLA's intra-op pool instead of a context.
 
 #ifndef ADASAMP_CC_KERNELS_SUM_TREE_OPS_H_
 #define ADASAMP_CC_KERNELS_SUM_TREE_OPS_H_
@@ -13,6 +14,7 @@
 #define EIGEN_USE_THREADS
 
 #include "absl/status/status.h"
+#include "cc/kernels/intra_op_pool.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor_types.h"
 
@@ -65,6 +67,24 @@ struct SumTreeDraw {
                           typename TTypes<int64_t>::Flat indices,
                           typename TTypes<T>::Flat probabilities);
 };
+
+// The CPU functors of SumTreeSample and SumTreeDraw, sharing a large batch
+// with `pool`: for callers without an OpKernelContext. Each draw's uniform
+// depends only on its position in the batch, so the split never changes a
+// result.
+template <typename T>
+absl::Status SumTreeSampleOnCpu(const IntraOpPool& pool,
+                                typename TTypes<T>::ConstFlat tree,
+                                typename TTypes<T>::ConstFlat uniforms,
+                                typename TTypes<int64_t>::Flat indices,
+                                typename TTypes<T>::Flat probabilities);
+template <typename T>
+absl::Status SumTreeDrawOnCpu(const IntraOpPool& pool,
+                              typename TTypes<T>::ConstFlat tree,
+                              bool stratified,
+                              typename TTypes<int64_t>::Flat rng_state,
+                              typename TTypes<int64_t>::Flat indices,
+                              typename TTypes<T>::Flat probabilities);
 
 // Algorithm 1, line 5, for the first occurrence of each index: updates the
 // log weights, the cached leaves of `tree` and `entropy_tree` and their

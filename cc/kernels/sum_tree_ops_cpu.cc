@@ -1,8 +1,9 @@
 // The CPU functors of the sum-tree ops (sum_tree_ops.h): each checks the
 // values it reads, with the messages of sum_tree_checks.h, then runs the
-// TF-free algorithm of sum_tree_cpu.h (descend_cpu.h for draws), so bad input
-// never leaves a tree half-written. A large draw is shared with the op's
-// intra-op thread pool.
+// TF-free algorithm of sum_tree_cpu.h (descend_cpu.h and philox_cpu.h for
+// draws), so bad input never leaves a tree half-written. A large draw is
+// shared with an intra-op thread pool: the op's, or XLA's
+// (SumTreeSampleOnCpu, SumTreeDrawOnCpu).
 
 #define EIGEN_USE_THREADS
 
@@ -11,9 +12,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <utility>
 
 #include "absl/synchronization/mutex.h"
 #include "cc/kernels/descend_cpu.h"
+#include "cc/kernels/intra_op_pool.h"
+#include "cc/kernels/philox_cpu.h"
 #include "cc/kernels/sum_tree_algorithm.h"
 #include "cc/kernels/sum_tree_checks.h"
 #include "cc/kernels/sum_tree_cpu.h"
@@ -35,13 +39,30 @@ constexpr int64_t kMinDrawsPerShard = 2048;
 // Draws that a thread of a shared batch takes at a time.
 constexpr int64_t kDrawsPerChunk = 1024;
 
+// TensorFlow's intra-op pool, that of the device the op runs on.
+class OpThreadPool : public IntraOpPool {
+ public:
+  explicit OpThreadPool(OpKernelContext* ctx)
+      : workers_(ctx->device()->tensorflow_cpu_worker_threads()) {}
+
+  int64_t NumThreads() const override {
+    return workers_ == nullptr ? 0 : workers_->num_threads;
+  }
+  void Schedule(std::function<void()> task) const override {
+    workers_->workers->Schedule(std::move(task));
+  }
+
+ private:
+  const tensorflow::DeviceBase::CpuWorkerThreads* workers_;
+};
+
 // Runs work(begin, end) over [0, total) in chunks of `chunk` that the calling
 // thread and `num_helpers` tasks on `pool` take in turn. The caller waits
 // only for chunks already taken, never for a task still queued behind other
 // work (a pool thread can start late); a task that starts after the last
 // chunk is taken returns at once, touching only `progress`.
-void ShareWork(tensorflow::thread::ThreadPool* pool, int num_helpers,
-               int64_t total, int64_t chunk,
+void ShareWork(const IntraOpPool& pool, int64_t num_helpers, int64_t total,
+               int64_t chunk,
                const std::function<void(int64_t, int64_t)>& work) {
   struct Progress {
     explicit Progress(int64_t total) : total(total) {}
@@ -66,20 +87,17 @@ void ShareWork(tensorflow::thread::ThreadPool* pool, int num_helpers,
       progress->done += end - begin;
     }
   };
-  for (int i = 0; i < num_helpers; ++i) pool->Schedule(take_chunks);
+  for (int64_t i = 0; i < num_helpers; ++i) pool.Schedule(take_chunks);
   take_chunks();
   absl::MutexLock lock(&progress->mu);
   progress->mu.Await(absl::Condition(progress.get(), &Progress::Finished));
 }
 
-// The threads to draw `num_draws` with: the caller's, and helpers from the
-// intra-op pool for a large batch. None without a context (the XLA kernels).
-int64_t DrawThreads(OpKernelContext* ctx, int64_t num_draws) {
-  const auto* workers =
-      ctx == nullptr ? nullptr : ctx->device()->tensorflow_cpu_worker_threads();
-  if (workers == nullptr) return 1;
-  return std::max<int64_t>(1, std::min<int64_t>(workers->num_threads,
-                                                num_draws / kMinDrawsPerShard));
+// The threads to draw `num_draws` with: the caller's, and helpers from
+// `pool` for a large batch.
+int64_t DrawThreads(const IntraOpPool& pool, int64_t num_draws) {
+  return std::max<int64_t>(
+      1, std::min<int64_t>(pool.NumThreads(), num_draws / kMinDrawsPerShard));
 }
 
 // Draws leaves for `num_draws` uniforms: uniforms(begin, end, buffer) returns
@@ -88,7 +106,7 @@ int64_t DrawThreads(OpKernelContext* ctx, int64_t num_draws) {
 // finite and positive, or a draw that ends where a tree of valid weights
 // cannot (cpu::FirstImpossibleDraw).
 template <typename T, typename Uniforms>
-absl::Status DrawLeaves(OpKernelContext* ctx,
+absl::Status DrawLeaves(const IntraOpPool& pool,
                         typename TTypes<T>::ConstFlat tree, int64_t num_draws,
                         const Uniforms& uniforms,
                         typename TTypes<int64_t>::Flat indices,
@@ -104,12 +122,11 @@ absl::Status DrawLeaves(OpKernelContext* ctx,
                    indices.data() + chunk, probabilities.data() + chunk);
     }
   };
-  const int64_t num_threads = DrawThreads(ctx, num_draws);
+  const int64_t num_threads = DrawThreads(pool, num_draws);
   if (num_threads == 1) {
     draw(0, num_draws);
   } else {
-    ShareWork(ctx->device()->tensorflow_cpu_worker_threads()->workers,
-              num_threads - 1, num_draws, kDrawsPerChunk, draw);
+    ShareWork(pool, num_threads - 1, num_draws, kDrawsPerChunk, draw);
   }
   const int64_t bad = cpu::FirstImpossibleDraw(tree.data(), capacity,
                                                indices.data(), num_draws);
@@ -156,23 +173,52 @@ struct SumTreeSet<CPUDevice, T> {
 };
 
 template <typename T>
+absl::Status SumTreeSampleOnCpu(const IntraOpPool& pool,
+                                typename TTypes<T>::ConstFlat tree,
+                                typename TTypes<T>::ConstFlat uniforms,
+                                typename TTypes<int64_t>::Flat indices,
+                                typename TTypes<T>::Flat probabilities) {
+  const int64_t num_draws = uniforms.size();
+  for (int64_t i = 0; i < num_draws; ++i) {
+    if (!(uniforms(i) >= T(0) && uniforms(i) < T(1))) {
+      return InvalidArgument("uniforms[", i, "] = ", uniforms(i),
+                             " is outside [0, 1)");
+    }
+  }
+  auto given = [&](int64_t begin, int64_t, T*) {
+    return uniforms.data() + begin;
+  };
+  return DrawLeaves<T>(pool, tree, num_draws, given, indices, probabilities);
+}
+
+template <typename T>
+absl::Status SumTreeDrawOnCpu(const IntraOpPool& pool,
+                              typename TTypes<T>::ConstFlat tree,
+                              bool stratified,
+                              typename TTypes<int64_t>::Flat rng_state,
+                              typename TTypes<int64_t>::Flat indices,
+                              typename TTypes<T>::Flat probabilities) {
+  const int64_t num_draws = indices.size();
+  const Philox philox = PhiloxFromState(rng_state.data());
+  auto generated = [&](int64_t begin, int64_t end, T* buffer) {
+    cpu::DrawUniforms<T>(philox, begin, end, num_draws, stratified, buffer);
+    return buffer;
+  };
+  TF_RETURN_IF_ERROR(
+      DrawLeaves<T>(pool, tree, num_draws, generated, indices, probabilities));
+  AdvancePhiloxState(rng_state.data(), num_draws);
+  return absl::OkStatus();
+}
+
+template <typename T>
 struct SumTreeSample<CPUDevice, T> {
   absl::Status operator()(OpKernelContext* ctx,
                           typename TTypes<T>::ConstFlat tree,
                           typename TTypes<T>::ConstFlat uniforms,
                           typename TTypes<int64_t>::Flat indices,
                           typename TTypes<T>::Flat probabilities) {
-    const int64_t num_draws = uniforms.size();
-    for (int64_t i = 0; i < num_draws; ++i) {
-      if (!(uniforms(i) >= T(0) && uniforms(i) < T(1))) {
-        return InvalidArgument("uniforms[", i, "] = ", uniforms(i),
-                               " is outside [0, 1)");
-      }
-    }
-    auto given = [&](int64_t begin, int64_t, T*) {
-      return uniforms.data() + begin;
-    };
-    return DrawLeaves<T>(ctx, tree, num_draws, given, indices, probabilities);
+    return SumTreeSampleOnCpu<T>(OpThreadPool(ctx), tree, uniforms, indices,
+                                 probabilities);
   }
 };
 
@@ -183,25 +229,8 @@ struct SumTreeDraw<CPUDevice, T> {
                           typename TTypes<int64_t>::Flat rng_state,
                           typename TTypes<int64_t>::Flat indices,
                           typename TTypes<T>::Flat probabilities) {
-    const int64_t num_draws = indices.size();
-    const Philox philox = PhiloxFromState(rng_state.data());
-    // Whole blocks of the stream at a time, each giving kPerBlock uniforms.
-    auto generated = [&](int64_t begin, int64_t end, T* buffer) {
-      constexpr int kPerBlock = PhiloxUniforms<T>::kPerBlock;
-      Philox::ResultType block;
-      for (int64_t i = begin; i < end; ++i) {
-        if (i == begin || i % kPerBlock == 0) {
-          block = PhiloxBlock(philox, static_cast<uint64_t>(i / kPerBlock));
-        }
-        buffer[i - begin] =
-            UniformFromBlock<T>(block, i, num_draws, stratified);
-      }
-      return buffer;
-    };
-    TF_RETURN_IF_ERROR(
-        DrawLeaves<T>(ctx, tree, num_draws, generated, indices, probabilities));
-    AdvancePhiloxState(rng_state.data(), num_draws);
-    return absl::OkStatus();
+    return SumTreeDrawOnCpu<T>(OpThreadPool(ctx), tree, stratified, rng_state,
+                               indices, probabilities);
   }
 };
 
@@ -237,12 +266,18 @@ struct AdaptiveReweight<CPUDevice, T> {
   }
 };
 
-#define DEFINE_CPU_FUNCTORS(T)                 \
-  template struct SumTreeBuild<CPUDevice, T>;  \
-  template struct SumTreeSet<CPUDevice, T>;    \
-  template struct SumTreeSample<CPUDevice, T>; \
-  template struct SumTreeDraw<CPUDevice, T>;   \
-  template struct AdaptiveReweight<CPUDevice, T>;
+#define DEFINE_CPU_FUNCTORS(T)                                               \
+  template struct SumTreeBuild<CPUDevice, T>;                                \
+  template struct SumTreeSet<CPUDevice, T>;                                  \
+  template struct SumTreeSample<CPUDevice, T>;                               \
+  template struct SumTreeDraw<CPUDevice, T>;                                 \
+  template struct AdaptiveReweight<CPUDevice, T>;                            \
+  template absl::Status SumTreeSampleOnCpu<T>(                               \
+      const IntraOpPool&, TTypes<T>::ConstFlat, TTypes<T>::ConstFlat,        \
+      TTypes<int64_t>::Flat, TTypes<T>::Flat);                               \
+  template absl::Status SumTreeDrawOnCpu<T>(                                 \
+      const IntraOpPool&, TTypes<T>::ConstFlat, bool, TTypes<int64_t>::Flat, \
+      TTypes<int64_t>::Flat, TTypes<T>::Flat);
 DEFINE_CPU_FUNCTORS(float);
 DEFINE_CPU_FUNCTORS(double);
 #undef DEFINE_CPU_FUNCTORS
