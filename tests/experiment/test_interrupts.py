@@ -9,6 +9,7 @@ TensorFlow's calls, where an interrupt that lands while TensorFlow raises
 one of its own errors can come out as a RuntimeError instead.
 """
 
+import os
 import random
 import re
 import signal
@@ -199,27 +200,39 @@ def test_a_trainer_killed_at_random_points_resumes_bit_for_bit(tmp_path):
   assert not list((tmp_path / "killed").glob(".*.tmp"))
 
 
+def files_under(directory, name_matches):
+  """The files under `directory` whose name matches, as the walk finds
+  them: a directory the runner removes mid-walk (TensorFlow's checkpoint
+  `_temp` folders) is passed over, not an error."""
+  return [
+      os.path.join(folder, name)
+      for folder, _, names in os.walk(directory)
+      for name in names
+      if name_matches(name)
+  ]
+
+
 def metrics_written_since(directory):
   """Whether a run's metrics.jsonl under `directory` changed since a time."""
 
   def written_since(start):
-    return any(path.stat().st_mtime > start
-               for path in directory.rglob(run_files.METRICS_FILE))
+    return any(
+        os.stat(path).st_mtime > start
+        for path in files_under(directory, run_files.METRICS_FILE.__eq__))
 
   return written_since
 
 
 def temporary_files(directory):
   """The temporary files under `directory`, listed when called."""
-  return lambda: list(directory.rglob("*.tmp"))
+  return lambda: files_under(directory, lambda name: name.endswith(".tmp"))
 
 
 @pytest.mark.slow
 def test_a_runner_killed_mid_write_leaves_no_temporary_and_ends_exactly(
     tmp_path):
   module = "tf_adasamp.experiment.reproduce"
-  # The runs' and the summary's paths are the same for both studies: the
-  # summary quotes the command line.
+  # Both studies run in the same directory: a run's settings name it.
   study = tmp_path / "study"
   args = [
       "--dataset=digits", "--model=logistic", "--trials=1", "--steps=40",
