@@ -257,5 +257,5 @@ def test_early_stopping_restores_the_best_epochs_distribution():
   # generator state Score saw and the one EarlyStopping kept can differ by
   # that draw.
   distribution = len(trainer.stage.sampler.variables)
-  assert_same_state(sampler_state(trainer)[:distribution],
-                    at_epoch_end[0][:distribution])
+  assert_same_state(
+      sampler_state(trainer)[:distribution], at_epoch_end[0][:distribution])
