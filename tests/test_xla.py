@@ -23,11 +23,17 @@ from tf_adasamp import SumTree
 pytestmark = pytest.mark.usefixtures("on_cpu")
 
 
+# Many small batches; and batches large enough to be split across the
+# intra-op pool (TensorFlow's for the op, XLA's for the compiled custom
+# call), an odd size leaving a last chunk shorter than the rest.
+@pytest.mark.parametrize("num_examples, steps, batch_size",
+                         [(1000, 60, 32), (100_000, 3, 5 * 2048 + 3)])
 @pytest.mark.parametrize("dtype", [tf.float32, tf.float64])
 @pytest.mark.parametrize("stratified", [False, True])
-def test_a_compiled_step_draws_and_reweights_as_the_ops_do(dtype, stratified):
+def test_a_compiled_step_draws_and_reweights_as_the_ops_do(
+    num_examples, steps, batch_size, dtype, stratified):
   samplers = [
-      AdaptiveSampler(num_examples=1000,
+      AdaptiveSampler(num_examples=num_examples,
                       amplitude=0.5,
                       decay=0.9,
                       seed=7,
@@ -35,7 +41,10 @@ def test_a_compiled_step_draws_and_reweights_as_the_ops_do(dtype, stratified):
                       dtype=dtype) for _ in range(2)
   ]
   last_batches = [
-      train(sampler, steps=60, batch_size=32, jit_compile=jit_compile)
+      train(sampler,
+            steps=steps,
+            batch_size=batch_size,
+            jit_compile=jit_compile)
       for sampler, jit_compile in zip(samplers, (False, True))
   ]
   # Bit for bit: the draws, the log weights, both caches, the log-scale and
@@ -43,29 +52,6 @@ def test_a_compiled_step_draws_and_reweights_as_the_ops_do(dtype, stratified):
   assert_same_state(last_batches[1] + state_of(samplers[1]),
                     last_batches[0] + state_of(samplers[0]))
   assert samplers[1].kl_divergence().numpy() > 0
-
-
-@pytest.mark.parametrize("dtype", [tf.float32, tf.float64])
-@pytest.mark.parametrize("stratified", [False, True])
-def test_a_compiled_batch_shared_between_threads_draws_as_the_op(
-    dtype, stratified):
-  # Batches of several thousand draws are split across the intra-op pool,
-  # TensorFlow's for the op and XLA's for the compiled custom call; an odd
-  # size leaves a last chunk shorter than the rest.
-  samplers = [
-      AdaptiveSampler(num_examples=100_000,
-                      amplitude=0.5,
-                      decay=0.9,
-                      seed=11,
-                      stratified=stratified,
-                      dtype=dtype) for _ in range(2)
-  ]
-  last_batches = [
-      train(sampler, steps=3, batch_size=5 * 2048 + 3, jit_compile=jit_compile)
-      for sampler, jit_compile in zip(samplers, (False, True))
-  ]
-  assert_same_state(last_batches[1] + state_of(samplers[1]),
-                    last_batches[0] + state_of(samplers[0]))
 
 
 def test_a_compiled_sample_of_a_large_batch_matches_the_op():
