@@ -421,18 +421,24 @@ def test_a_kill_while_resuming_keeps_the_metrics(digits, tmp_path, monkeypatch,
   assert training_loop.train(resume, data=digits) == whole
 
 
-def test_resume_drops_a_cut_last_metrics_line(digits, tmp_path, on_cpu):
-  whole, stopped = _whole_and_stopped_at_step_4(digits, tmp_path)
-  path = tmp_path / "stopped" / run_files.METRICS_FILE
-  with open(path, "a") as f:
-    f.write('{"step": 6, "train_lo')  # as a kill mid-append leaves it
-  assert run_files.read_metrics(stopped.output_dir) == whole[:3]
+def _resume_to_the_whole_run(stopped, whole, digits):
+  """Resumes the run stopped at step 4 to step 6: it returns, and leaves in
+  metrics.jsonl, the records of the run never stopped."""
   resumed = training_loop.train(dataclasses.replace(stopped,
                                                     resume=True,
                                                     steps=6),
                                 data=digits)
   assert resumed == whole
   assert run_files.read_metrics(stopped.output_dir) == whole
+
+
+def test_resume_drops_a_cut_last_metrics_line(digits, tmp_path, on_cpu):
+  whole, stopped = _whole_and_stopped_at_step_4(digits, tmp_path)
+  path = tmp_path / "stopped" / run_files.METRICS_FILE
+  with open(path, "a") as f:
+    f.write('{"step": 6, "train_lo')  # as a kill mid-append leaves it
+  assert run_files.read_metrics(stopped.output_dir) == whole[:3]
+  _resume_to_the_whole_run(stopped, whole, digits)
 
 
 def test_resume_redoes_a_record_cut_at_the_checkpoints_step(
@@ -443,12 +449,7 @@ def test_resume_redoes_a_record_cut_at_the_checkpoints_step(
   # The record of step 4, whose checkpoint was written, cut by a kill.
   path.write_text("".join(lines[:-1]) + lines[-1][:20])
   assert run_files.read_metrics(stopped.output_dir) == whole[:2]
-  resumed = training_loop.train(dataclasses.replace(stopped,
-                                                    resume=True,
-                                                    steps=6),
-                                data=digits)
-  assert resumed == whole
-  assert run_files.read_metrics(stopped.output_dir) == whole
+  _resume_to_the_whole_run(stopped, whole, digits)
 
 
 def test_a_resumed_run_writes_each_summary_step_once(digits, tmp_path):
