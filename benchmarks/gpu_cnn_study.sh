@@ -20,11 +20,15 @@
 # (SIGINT: a cut run keeps its last checkpoint, each epoch), so a call ends
 # before the device's limit; the same command in the next call resumes. Runs
 # live in $RUNS (default /tmp/cnn_runs), which the device keeps only while
-# it stays warm (30 s idle): make the second call at once. Whatever is
-# finished comes back in $OUT: throughput.json, tuning.*, the finished runs'
-# metrics (runs_metrics.tar.gz), and once the study is done
-# raw_metrics.jsonl.gz, summary.md and the figures, which belong in
-# docs/experiment/cnn/.
+# it stays warm (30 s idle). What comes back in $OUT is the log and the
+# runs packed as the device's limits allow (cnn_study --stage=pack,
+# tf_adasamp.experiment.carry: at most 8 files of 16 MiB): runs.tar.gz (the
+# finished runs' metrics, report/ with throughput.json, and once the study
+# is done raw_metrics.jsonl.gz, summary.md and the figures, which belong in
+# docs/experiment/cnn/; tuning/ with tuning.md) and one cut-<i>.tar.gz per
+# cut run. Copied into .gpu/cnn_carried and carried, they resume the study
+# on a fresh machine (or in a later session): it is unpacked when $RUNS
+# holds no run.
 #
 # On the device, after ../shared/gpu/README.md's set-up (the six pieces and
 # on-device.sh), with Fashion-MNIST's four files copied here into the
@@ -32,7 +36,9 @@
 #
 #   run(carry=["tf_adasamp/_sum_tree_ops.so", ".gpu/data"], timeout_s=390,
 #       command="source /tmp/tfenv.sh && bash benchmarks/gpu_cnn_study.sh")
-#   run(... the same command again, at once)
+#   run(... the same command again, at once; on a fresh machine, after the
+#       set-up, carry ".gpu/cnn_carried" as well, the data in a call of its
+#       own: together they pass the 64 MiB a call carries)
 #
 # Here, the same path at toy size on the CPU (no tuning: it reads all 60,000
 # images; runs/cnn_smoke):
@@ -45,24 +51,26 @@ PYTHON=${PYTHON:-python3}
 SCALE=gpu
 WORKERS=${WORKERS:-4}
 DEADLINE=${DEADLINE:-330}
-RUNS=${RUNS:-/tmp/cnn_runs}
+CARRIED=${CARRIED:-.gpu/cnn_carried}
 STAGES=" measure tune study "
 if [ "${1:-}" = "--cpu" ]; then
-  SCALE=cpu_smoke WORKERS=2 RUNS=runs/cnn_smoke STAGES=" study "
+  SCALE=cpu_smoke WORKERS=2 RUNS=${RUNS:-runs/cnn_smoke} STAGES=" study "
   export CUDA_VISIBLE_DEVICES=""
   [ -x .venv/bin/python ] && [ "$PYTHON" = python3 ] && PYTHON=.venv/bin/python
 fi
-RESULTS=${OUT:-$RUNS/out}
+RUNS=${RUNS:-/tmp/cnn_runs}
+RESULTS=${OUT:-$RUNS.out}
 mkdir -p "$RUNS" "$RESULTS"
 RESULTS=$(cd "$RESULTS" && pwd)
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
 # Several processes share the GPU: each takes memory as it needs it.
 export TF_FORCE_GPU_ALLOW_GROWTH=true
+# The data, carried in this call or an earlier one on the same machine.
 if [ -d .gpu/data/fashion-mnist ]; then
-  export KERAS_HOME=/tmp/keras
-  mkdir -p $KERAS_HOME/datasets/fashion-mnist
-  cp -n .gpu/data/fashion-mnist/*.gz $KERAS_HOME/datasets/fashion-mnist/
+  mkdir -p /tmp/keras/datasets/fashion-mnist
+  cp -n .gpu/data/fashion-mnist/*.gz /tmp/keras/datasets/fashion-mnist/
 fi
+[ -d /tmp/keras/datasets/fashion-mnist ] && export KERAS_HOME=/tmp/keras
 LOG="$RESULTS/gpu_cnn_study.log"
 STUDY="$PYTHON -m tf_adasamp.experiment.cnn_study --scale=$SCALE \
   --runs_dir=$RUNS --report_dir=$RUNS/report --workers=$WORKERS"
@@ -81,6 +89,8 @@ stage() {
   echo "== $name: exit ${PIPESTATUS[0]}" | tee -a "$LOG"
 }
 
+[ -e "$CARRIED/runs.tar.gz" ] &&
+  $STUDY --stage=unpack --carry_dir="$CARRIED" 2>&1 | tee -a "$LOG"
 stage measure "$RUNS/report/throughput.json" $STUDY --stage=measure
 stage tune "$RUNS/tuning/tuning.json" $PYTHON -m tf_adasamp.experiment.tuning \
   --dataset=fashion_mnist --model=cnn --jit_compile --train_eval_size=10000 \
@@ -97,9 +107,6 @@ else
   stage study "$RUNS/report/summary.md" $STUDY --stage=study $TUNED
 fi
 
-# What comes back: the small files, and every run's metrics.
-cp "$RUNS"/report/*.json "$RUNS"/report/*.md "$RUNS"/report/*.gz \
-  "$RUNS"/report/*.png "$RUNS"/tuning/tuning.* "$RESULTS"/ 2>/dev/null
-(cd "$RUNS" && find . -path ./out -prune -o \( -name metrics.jsonl -o \
-  -name config.json \) -print | sort | tar czf "$RESULTS/runs_metrics.tar.gz" -T -)
+# What comes back.
+$STUDY --stage=pack --carry_dir="$RESULTS" 2>&1 | tee -a "$LOG"
 echo "== ended at $(($(date +%s) - T0)) s; $(ls "$RESULTS" | tr '\n' ' ')" | tee -a "$LOG"

@@ -72,3 +72,11 @@ def test_package_exports_resolve():
     assert getattr(tf_adasamp, name) is not None
   with pytest.raises(AttributeError, match="no attribute 'nope'"):
     tf_adasamp.nope  # pylint: disable=pointless-statement
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["tf_adasamp.experiment.run_files", "tf_adasamp.experiment.carry"])
+def test_the_run_file_modules_load_no_tensorflow(module):
+  # The command lines check runs, and a device packs them, with these alone.
+  assert "tensorflow" not in imported_after(f"import {module}")

@@ -112,6 +112,9 @@ def test_the_cpu_smoke_studys_archive_recomputes_its_summary(tmp_path):
   assert cnn_study.summary_from_archive(archive) == summary
   assert "fixed random 200 of the 2000 training images" in summary
   assert "- Tuning: none; the preset's starting values" in summary
+  # Where the runs and the report went, and how many workers, is left out.
+  assert ("Produced by `python -m tf_adasamp.experiment.cnn_study "
+          "--scale=cpu_smoke`." in summary)
 
   check = _cnn_study("--stage=recompute", "--check",
                      f"--report_dir={report_dir}")

@@ -14,6 +14,10 @@ gives the budget.
   --stage=measure    steps per second of --workers processes sharing the
                      device, each training one run, against one process,
                      start-up and compilation included; written as JSON.
+  --stage=pack       writes the runs directory to --carry_dir as files a
+                     device can send back (tf_adasamp.experiment.carry);
+  --stage=unpack     puts them back into a runs directory that holds no run,
+                     where --stage=study (or tuning) resumes them.
 
 --scale=gpu is the paper's protocol (presets' ("fashion_mnist", "cnn"), 10
 trials); --scale=cpu_smoke takes the same path at toy size on a CPU.
@@ -34,6 +38,7 @@ from absl import flags
 from absl import logging
 
 from tf_adasamp import _validation
+from tf_adasamp.experiment import carry
 from tf_adasamp.experiment import datasets
 from tf_adasamp.experiment import flags as flags_lib
 from tf_adasamp.experiment import presets
@@ -86,8 +91,9 @@ SCALES = {
 @dataclasses.dataclass(frozen=True)
 class Options:
   stage: str = option("study",
-                      "study, recompute or measure.",
-                      choices=("study", "recompute", "measure"))
+                      "study, recompute, measure, pack or unpack.",
+                      choices=("study", "recompute", "measure", "pack",
+                               "unpack"))
   scale: str = option("gpu", "gpu: the paper's protocol; cpu_smoke: the "
                       "same path at toy size.",
                       choices=tuple(SCALES))
@@ -107,6 +113,9 @@ class Options:
       "must.")
   workers: int = option(4, "Processes that train runs at once.")
   measure_steps: int = option(3000, "measure: steps of each run.")
+  carry_dir: str | None = option(
+      None, "pack: the folder to write the archives "
+      "to; unpack: the folder to read them from.")
 
 
 def settings_for(scale, tuned=None, epochs=None, num_train=60000):
@@ -372,19 +381,46 @@ def recompute(options):
   return f"wrote {path}"
 
 
+def reproducing_command(options):
+  """The study's command without the flags that only place its outputs or
+  pace it (as reproduce's summaries name theirs): a call that resumes the
+  study elsewhere writes the same summary."""
+  arguments = [f"--scale={options.scale}"]
+  if options.epochs is not None:
+    arguments.append(f"--epochs={options.epochs}")
+  if options.tuned:
+    arguments.append(f"--tuned={options.tuned}")
+  return " ".join(["python -m tf_adasamp.experiment.cnn_study", *arguments])
+
+
+def move_runs(options):
+  """The pack and unpack stages; returns what they did, in a line."""
+  if not options.carry_dir:
+    raise ValueError(f"--stage={options.stage} needs --carry_dir")
+  if options.stage == "unpack":
+    if carry.unpack(options.carry_dir, options.runs_dir):
+      return f"unpacked {options.carry_dir} into {options.runs_dir}"
+    return (f"{options.runs_dir} already holds runs, newer than "
+            f"{options.carry_dir}: left as it is")
+  # The measurement never resumes a run (it starts over), so its runs stay.
+  cut = carry.pack(options.runs_dir, options.carry_dir, skip=("measure",))
+  return (f"packed {options.runs_dir} into {options.carry_dir}, with the "
+          f"checkpoints of {len(cut)} cut runs")
+
+
 def main():
   if not FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)
   options = flags_lib.parse(PROGRAM, Options)
-  command = " ".join(
-      ["python -m tf_adasamp.experiment.cnn_study", *sys.argv[1:]])
   try:
     if options.stage == "recompute":
       print(recompute(options))
     elif options.stage == "measure":
       print(f"wrote {measure(options)}")
+    elif options.stage in ("pack", "unpack"):
+      print(move_runs(options))
     else:
-      print(f"wrote {run_study(options, command)}")
+      print(f"wrote {run_study(options, reproducing_command(options))}")
   except (TypeError, ValueError, OSError,
           datasets.DatasetUnavailableError) as error:
     sys.exit(f"{PROGRAM}: {error}")

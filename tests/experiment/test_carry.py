@@ -1,0 +1,210 @@
+"""Carrying a study's runs off a machine that keeps no files and back
+(tf_adasamp.experiment.carry): a cut run resumes exactly where it stopped."""
+
+import dataclasses
+import io
+import itertools
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+
+import pytest
+
+from tf_adasamp.experiment import carry
+from tf_adasamp.experiment import datasets
+from tf_adasamp.experiment import run_files
+from tf_adasamp.experiment import train_config
+from tf_adasamp.experiment import training_loop
+
+ROOT = os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(scope="module")
+def digits():
+  return datasets.load("digits")
+
+
+def config(output_dir, **overrides):
+  settings = dict(dataset="digits",
+                  model="logistic",
+                  sampling="adaptive",
+                  steps=6,
+                  eval_interval=2,
+                  batch_size=16,
+                  learning_rate=0.1,
+                  resume=True,
+                  output_dir=str(output_dir))
+  settings.update(overrides)
+  return train_config.TrainConfig(**settings)
+
+
+@pytest.fixture(scope="module")
+def study(digits, tmp_path_factory):
+  """A runs directory of a finished run and of a run cut after step 4 (its
+  checkpoints at steps 2 and 4), and the cut run's records had it gone on."""
+  root = tmp_path_factory.mktemp("study")
+  runs = root / "runs"
+  training_loop.train(config(runs / "A" / "seed0"), data=digits)
+  calls = itertools.count()
+  with pytest.raises(KeyboardInterrupt):
+    training_loop.train(config(runs / "B" / "seed1", seed=1),
+                        data=digits,
+                        stop_requested=lambda: next(calls) == 2)
+  whole = training_loop.train(config(root / "whole", seed=1), data=digits)
+  (runs / "tuning.json").write_text("{}")
+  return runs, whole
+
+
+def files(directory):
+  return sorted(
+      os.path.relpath(os.path.join(path, name), directory)
+      for path, _, names in os.walk(directory)
+      for name in names)
+
+
+def test_a_carried_cut_run_resumes_from_its_last_checkpoint_exactly(
+    study, digits, tmp_path):
+  runs, whole = study
+  assert run_files.read_metrics(runs / "B" / "seed1") == whole[:3]
+  assert carry.pack(runs, tmp_path / "out") == ["B/seed1"]
+  assert files(tmp_path / "out") == ["cut-0.tar.gz", "runs.tar.gz"]
+
+  moved = tmp_path / "elsewhere"
+  assert carry.unpack(tmp_path / "out", moved)
+  # The finished run's records and settings, no checkpoint of it; the cut
+  # run's last checkpoint alone.
+  carried = files(moved)
+  assert [name for name in carried if name.startswith("A/")
+         ] == ["A/seed0/config.json", "A/seed0/metrics.jsonl"]
+  assert [name for name in carried if "checkpoints" in name] == [
+      "B/seed1/checkpoints/checkpoint",
+      "B/seed1/checkpoints/ckpt-4.data-00000-of-00001",
+      "B/seed1/checkpoints/ckpt-4.index"
+  ]
+  assert "tuning.json" in carried
+  assert run_files.is_complete(moved / "A" / "seed0", 6)
+  resumed = training_loop.train(config(moved / "B" / "seed1", seed=1),
+                                data=digits)
+  assert resumed == whole
+  assert run_files.read_metrics(moved / "B" / "seed1") == whole
+
+
+def test_a_cut_run_whose_checkpoint_did_not_come_back_starts_over(
+    study, digits, tmp_path):
+  runs, whole = study
+  carry.pack(runs, tmp_path / "out")
+  os.unlink(tmp_path / "out" / "cut-0.tar.gz")
+  moved = tmp_path / "elsewhere"
+  assert carry.unpack(tmp_path / "out", moved)
+  assert not os.path.exists(moved / "B")
+  resumed = training_loop.train(config(moved / "B" / "seed1", seed=1),
+                                data=digits)
+  assert resumed == whole
+
+
+def test_a_run_cut_before_its_first_checkpoint_is_left_to_start_over(
+    study, digits, tmp_path):
+  runs, whole = study
+  copy = tmp_path / "runs"
+  shutil.copytree(runs, copy)
+  # Killed as it began: its settings written, no checkpoint yet.
+  (copy / "C" / "seed1").mkdir(parents=True)
+  shutil.copy(runs / "B" / "seed1" / "config.json", copy / "C" / "seed1")
+  assert carry.pack(copy, tmp_path / "out") == ["B/seed1"]
+  moved = tmp_path / "elsewhere"
+  carry.unpack(tmp_path / "out", moved)
+  assert not os.path.exists(moved / "C")
+  assert training_loop.train(config(moved / "C" / "seed1", seed=1),
+                             data=digits) == whole
+
+
+def test_pack_leaves_out_tensorboard_temporaries_and_skipped_folders(
+    study, tmp_path):
+  runs, _ = study
+  copy = tmp_path / "runs"
+  shutil.copytree(runs, copy)
+  (copy / "A" / "seed0" / ".metrics.jsonl.x.tmp").write_text("cut")
+  (copy / "measure").mkdir()
+  (copy / "measure" / "config.json").write_text("{}")
+  cut = carry.pack(copy, tmp_path / "out", skip=("measure",))
+  assert cut == ["B/seed1"]
+  with tarfile.open(tmp_path / "out" / carry.RUNS_ARCHIVE) as archive:
+    names = archive.getnames()
+  assert any(name.startswith("A/seed0/tensorboard") for name in files(copy))
+  assert not [
+      name for name in names if "tensorboard" in name or name.endswith(".tmp")
+      or "checkpoints" in name or name.startswith(("measure", "B/"))
+  ]
+
+
+def test_pack_refuses_to_write_inside_the_runs_directory(study):
+  runs, _ = study
+  before = files(runs)
+  with pytest.raises(ValueError, match="inside the runs directory"):
+    carry.pack(runs, runs / "out")
+  assert files(runs) == before
+
+
+def test_unpack_leaves_a_runs_directory_that_holds_runs_as_it_is(
+    study, tmp_path):
+  runs, _ = study
+  carry.pack(runs, tmp_path / "out")
+  newer = tmp_path / "newer"
+  (newer / "C").mkdir(parents=True)
+  (newer / "C" / "config.json").write_text("{}")
+  assert not carry.unpack(tmp_path / "out", newer)
+  assert files(newer) == ["C/config.json"]
+
+
+@pytest.mark.parametrize("damage", ["escape", "truncate"])
+def test_unpack_refuses_a_bad_archive_and_writes_nothing(
+    study, tmp_path, damage):
+  runs, _ = study
+  carried = tmp_path / "carried"
+  carry.pack(runs, carried)
+  if damage == "escape":
+    with tarfile.open(carried / "cut-1.tar.gz", "w:gz") as archive:
+      info = tarfile.TarInfo("../escaped")
+      info.size = 1
+      archive.addfile(info, io.BytesIO(b"x"))
+  else:
+    whole = (carried / "cut-0.tar.gz").read_bytes()
+    (carried / "cut-0.tar.gz").write_bytes(whole[:len(whole) // 2])
+  with pytest.raises(ValueError, match="cannot unpack .*cut-"):
+    carry.unpack(carried, tmp_path / "runs")
+  assert files(tmp_path / "runs") == []
+  assert sorted(os.listdir(tmp_path)) == ["carried", "runs"]
+
+
+def test_the_study_command_packs_and_unpacks_and_names_a_missing_folder(
+    study, tmp_path):
+  runs, _ = study
+
+  def cnn_study(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "tf_adasamp.experiment.cnn_study", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+
+  packed = cnn_study("--stage=pack", f"--runs_dir={runs}",
+                     f"--carry_dir={tmp_path / 'out'}")
+  assert packed.returncode == 0, packed.stderr[-2000:]
+  assert "checkpoints of 1 cut runs" in packed.stdout
+  unpacked = cnn_study("--stage=unpack", f"--runs_dir={tmp_path / 'moved'}",
+                       f"--carry_dir={tmp_path / 'out'}")
+  assert unpacked.returncode == 0, unpacked.stderr[-2000:]
+  assert "B/seed1/checkpoints/ckpt-4.index" in files(tmp_path / "moved")
+  again = cnn_study("--stage=unpack", f"--runs_dir={tmp_path / 'moved'}",
+                    f"--carry_dir={tmp_path / 'out'}")
+  assert again.returncode == 0 and "left as it is" in again.stdout
+  missing = cnn_study("--stage=pack", f"--runs_dir={runs}")
+  assert missing.returncode == 1
+  assert missing.stderr.strip().splitlines() == [
+      "tf-adasamp-cnn-study: --stage=pack needs --carry_dir"
+  ]
