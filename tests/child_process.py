@@ -11,15 +11,30 @@ import subprocess
 import sys
 import time
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 
 def environment(**overrides):
   """os.environ for a child Python process: TensorFlow's start-up logging
   quiet, this process's sys.path (so that it imports the same tf_adasamp and
   test helpers), then `overrides`."""
-  return dict(os.environ,
-              TF_CPP_MIN_LOG_LEVEL="2",
-              PYTHONPATH=os.pathsep.join(filter(None, sys.path)),
-              **overrides)
+  return {
+      **os.environ, "TF_CPP_MIN_LOG_LEVEL": "2",
+      "PYTHONPATH": os.pathsep.join(filter(None, sys.path)),
+      **overrides
+  }
+
+
+def ran(module, *args, timeout, **env):
+  """`python -m module *args` run to its end from the checkout's root, its
+  output captured as text: a subprocess.CompletedProcess. `env`: environment
+  overrides."""
+  return subprocess.run([sys.executable, "-m", module, *args],
+                        cwd=ROOT,
+                        capture_output=True,
+                        text=True,
+                        timeout=timeout,
+                        env=environment(**env))
 
 
 def free_ports(count):

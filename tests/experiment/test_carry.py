@@ -1,25 +1,20 @@
 """Carrying a study's runs off a machine that keeps no files and back
 (tf_adasamp.experiment.carry): a cut run resumes exactly where it stopped."""
 
-import dataclasses
 import io
 import itertools
 import os
 import shutil
-import subprocess
-import sys
 import tarfile
 
 import pytest
 
+import child_process
 from tf_adasamp.experiment import carry
 from tf_adasamp.experiment import datasets
 from tf_adasamp.experiment import run_files
 from tf_adasamp.experiment import train_config
 from tf_adasamp.experiment import training_loop
-
-ROOT = os.path.dirname(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture(scope="module")
@@ -184,13 +179,10 @@ def test_the_study_command_packs_and_unpacks_and_names_a_missing_folder(
   runs, _ = study
 
   def cnn_study(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "tf_adasamp.experiment.cnn_study", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    return child_process.ran("tf_adasamp.experiment.cnn_study",
+                             *args,
+                             timeout=120,
+                             TF_CPP_MIN_LOG_LEVEL="3")
 
   packed = cnn_study("--stage=pack", f"--runs_dir={runs}",
                      f"--carry_dir={tmp_path / 'out'}")

@@ -3,20 +3,17 @@ protocol, and its CPU smoke path, whose archive recomputes the summary."""
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
+import child_process
 from tf_adasamp.experiment import cnn_study
 from tf_adasamp.experiment import datasets
 from tf_adasamp.experiment import evaluator
 from tf_adasamp.experiment import presets
 from tf_adasamp.experiment import training_loop
 
-ROOT = os.path.dirname(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 needs_fashion_mnist = pytest.mark.skipif(
     not os.path.exists(
         os.path.join(datasets.FASHION_MNIST_DIR,
@@ -85,13 +82,11 @@ def test_the_training_subset_evaluated_is_fixed_and_sorted():
 
 
 def _cnn_study(*args):
-  return subprocess.run(
-      [sys.executable, "-m", "tf_adasamp.experiment.cnn_study", *args],
-      cwd=ROOT,
-      capture_output=True,
-      text=True,
-      timeout=600,
-      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES=""))
+  return child_process.ran("tf_adasamp.experiment.cnn_study",
+                           *args,
+                           timeout=600,
+                           TF_CPP_MIN_LOG_LEVEL="3",
+                           CUDA_VISIBLE_DEVICES="")
 
 
 @needs_fashion_mnist
