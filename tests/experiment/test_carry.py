@@ -170,8 +170,7 @@ def test_unpack_refuses_a_bad_archive_and_writes_nothing(
     (carried / "cut-0.tar.gz").write_bytes(whole[:len(whole) // 2])
   with pytest.raises(ValueError, match="cannot unpack .*cut-"):
     carry.unpack(carried, tmp_path / "runs")
-  assert files(tmp_path / "runs") == []
-  assert sorted(os.listdir(tmp_path)) == ["carried", "runs"]
+  assert os.listdir(tmp_path) == ["carried"]
 
 
 def test_the_study_command_packs_and_unpacks_and_names_a_missing_folder(

@@ -13,6 +13,7 @@ come back (or that was cut before its first checkpoint). No TensorFlow
 here.
 """
 
+import fnmatch
 import glob
 import io
 import json
@@ -26,10 +27,9 @@ import zlib
 from tf_adasamp.experiment import run_files
 
 RUNS_ARCHIVE = "runs.tar.gz"
-CHECKPOINTS = "checkpoints"
 # Not in runs.tar.gz: TensorBoard's files, not needed to resume (a resumed
 # run writes on), and checkpoints (a cut run's travel in its own archive).
-_LEFT_OUT = {"tensorboard", CHECKPOINTS}
+_LEFT_OUT = {"tensorboard", run_files.CHECKPOINTS_DIR}
 _CUT_ARCHIVES = "cut-*.tar.gz"
 _LATEST = re.compile(r'^model_checkpoint_path: "([^"/]+)"$', re.MULTILINE)
 
@@ -65,7 +65,7 @@ def pack(runs_dir, out_dir, skip=()):
           cut.append(relative)
         continue
       for name in sorted(files):
-        if not (name.startswith(".") and name.endswith(".tmp")):
+        if not fnmatch.fnmatch(name, run_files.TEMPORARY_FILES):
           archive.add(os.path.join(directory, name),
                       os.path.normpath(os.path.join(relative, name)))
   for i, relative in enumerate(cut):
@@ -86,10 +86,10 @@ def unpack(carried_dir, runs_dir):
     return False
   paths = [os.path.join(carried_dir, RUNS_ARCHIVE)] + sorted(
       glob.glob(os.path.join(carried_dir, _CUT_ARCHIVES)))
-  os.makedirs(runs_dir, exist_ok=True)
   # All archives into a folder beside runs_dir first, then moved in whole.
-  with tempfile.TemporaryDirectory(
-      dir=os.path.dirname(os.path.abspath(runs_dir))) as staging:
+  parent = os.path.dirname(os.path.abspath(runs_dir))
+  os.makedirs(parent, exist_ok=True)
+  with tempfile.TemporaryDirectory(dir=parent) as staging:
     for path in paths:
       try:
         with tarfile.open(path, "r:gz") as archive:
@@ -97,6 +97,7 @@ def unpack(carried_dir, runs_dir):
           archive.extractall(staging, filter="data")
       except (OSError, EOFError, zlib.error, tarfile.TarError) as error:
         raise ValueError(f"cannot unpack {path}: {error}") from None
+    os.makedirs(runs_dir, exist_ok=True)
     for name in os.listdir(staging):
       shutil.move(os.path.join(staging, name), os.path.join(runs_dir, name))
   return True
@@ -115,7 +116,7 @@ def _is_cut(directory):
 def _last_checkpoint(run_dir):
   """The prefix of the run's last checkpoint (its state file's), or None."""
   try:
-    with open(os.path.join(run_dir, CHECKPOINTS, "checkpoint"),
+    with open(os.path.join(run_dir, run_files.CHECKPOINTS_DIR, "checkpoint"),
               encoding="utf-8") as f:
       latest = _LATEST.search(f.read())
   except FileNotFoundError:
@@ -134,13 +135,14 @@ def _pack_cut_run(runs_dir, relative, path):
     for name in (run_files.CONFIG_FILE, run_files.METRICS_FILE):
       if os.path.exists(os.path.join(run_dir, name)):
         archive.add(os.path.join(run_dir, name), os.path.join(relative, name))
-    inside = os.path.join(relative, CHECKPOINTS)
+    inside = os.path.join(relative, run_files.CHECKPOINTS_DIR)
     info = tarfile.TarInfo(os.path.join(inside, "checkpoint"))
     info.size = len(state)
     archive.addfile(info, io.BytesIO(state))
-    for name in sorted(os.listdir(os.path.join(run_dir, CHECKPOINTS))):
+    for name in sorted(
+        os.listdir(os.path.join(run_dir, run_files.CHECKPOINTS_DIR))):
       if name.startswith(prefix + "."):
-        archive.add(os.path.join(run_dir, CHECKPOINTS, name),
+        archive.add(os.path.join(run_dir, run_files.CHECKPOINTS_DIR, name),
                     os.path.join(inside, name))
 
 

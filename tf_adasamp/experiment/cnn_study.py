@@ -296,8 +296,9 @@ def _second_half_seconds(run_dir, steps):
   """Seconds between a run's checkpoints at steps / 2 and at `steps` (the
   file times): its second half's steps, with neither start-up nor
   compilation."""
-  half = os.path.join(run_dir, "checkpoints", f"ckpt-{steps // 2}.index")
-  end = os.path.join(run_dir, "checkpoints", f"ckpt-{steps}.index")
+  checkpoints = os.path.join(run_dir, run_files.CHECKPOINTS_DIR)
+  half = os.path.join(checkpoints, f"ckpt-{steps // 2}.index")
+  end = os.path.join(checkpoints, f"ckpt-{steps}.index")
   return os.path.getmtime(end) - os.path.getmtime(half)
 
 

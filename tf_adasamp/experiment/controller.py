@@ -51,7 +51,7 @@ class Controller:
     self._stop_requested = stop_requested or (lambda: False)
     self._manager = self._summaries = self._metrics = None
     if config.output_dir:
-      directory = os.path.join(config.output_dir, resume.CHECKPOINTS_DIR)
+      directory = os.path.join(config.output_dir, run_files.CHECKPOINTS_DIR)
       _check_is_directory_or_absent(directory)
       self._manager = tf.train.CheckpointManager(checkpoint,
                                                  directory,

@@ -17,7 +17,6 @@ import tensorflow as tf
 
 from tf_adasamp.experiment import run_files
 
-CHECKPOINTS_DIR = "checkpoints"
 # The key of the trainer's step in a checkpoint (tf.train.Checkpoint(step=..)).
 _STEP_KEY = "step/.ATTRIBUTES/VARIABLE_VALUE"
 # Fields the workers of one multi-worker run may set differently.
@@ -39,7 +38,7 @@ def last_checkpoint_step(output_dir):
   deletes (it keeps the last two) between the look-up and the read is looked
   up again.
   """
-  directory = os.path.join(output_dir, CHECKPOINTS_DIR)
+  directory = os.path.join(output_dir, run_files.CHECKPOINTS_DIR)
   for _ in range(3):
     path = tf.train.latest_checkpoint(directory)
     if path is None:

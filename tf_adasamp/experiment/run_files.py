@@ -17,6 +17,9 @@ from absl import logging
 
 METRICS_FILE = "metrics.jsonl"
 CONFIG_FILE = "config.json"
+CHECKPOINTS_DIR = "checkpoints"
+# The names of write_atomically's temporary files, which a kill can leave.
+TEMPORARY_FILES = ".*.tmp"
 
 
 class RunError(ValueError):
@@ -154,7 +157,7 @@ def check_resumable(output_dir):
   if not os.path.isdir(output_dir):
     raise RunError(f"cannot resume: {output_dir} does not exist; leave out "
                    "--resume to start a new run there")
-  if not (os.path.lexists(os.path.join(output_dir, "checkpoints")) or
+  if not (os.path.lexists(os.path.join(output_dir, CHECKPOINTS_DIR)) or
           read_metrics(output_dir)):
     raise RunError(f"cannot resume: {output_dir} holds no run (neither "
                    "checkpoints/ nor metrics.jsonl); leave out --resume to "
@@ -186,7 +189,7 @@ def check_output_dir(config):
   """
   if not config.output_dir:
     return
-  has_run = (os.path.exists(os.path.join(config.output_dir, "checkpoints")) or
+  has_run = (os.path.exists(os.path.join(config.output_dir, CHECKPOINTS_DIR)) or
              read_metrics(config.output_dir))
   if has_run and not config.resume:
     raise RunExistsError(f"{config.output_dir} already holds a run; resume "

@@ -69,7 +69,8 @@ def remove_stale_temporaries(runs):
   settings (run_files.write_atomically's, which a kill can interrupt)."""
   for run in runs:
     for path in glob.glob(
-        os.path.join(glob.escape(run.config.output_dir), ".*.tmp")):
+        os.path.join(glob.escape(run.config.output_dir),
+                     run_files.TEMPORARY_FILES)):
       os.remove(path)
 
 
