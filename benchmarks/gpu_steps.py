@@ -8,7 +8,7 @@
   mlp       an SGD step of an MLP 256-512-10 (ReLU) on n = 50000 random
             784-feature examples, batch 128: uniform draws against adaptive
             ones (zero-one utilities of the step's own forward pass,
-            utility_at="step"), as training_loop.make_train_step builds them
+            utility_at="step"), as steps.make_train_step builds them
 
 Every variant is one tf.function running --steps steps in a tf.range loop
 (as the trainer's steps_per_execution), called --repeats times after a
@@ -29,7 +29,8 @@ import numpy as np
 import tensorflow as tf
 
 from benchmarks.machine import machine
-from tf_adasamp.experiment import training_loop
+from tf_adasamp.experiment.training import components
+from tf_adasamp.experiment.training import steps
 from tf_adasamp.sampler import AdaptiveSampler
 
 NUM_EXAMPLES = 50000
@@ -100,19 +101,14 @@ def mlp_loops(batch_size, jit_compile=False):
         tf.keras.layers.Dense(512, activation="relu"),
         tf.keras.layers.Dense(10)
     ])
-    sampler = training_loop.make_sampler(sampling,
-                                         NUM_EXAMPLES,
-                                         1.0,
-                                         0.5,
-                                         seed=0)
-    step = training_loop.make_train_step(model,
-                                         training_loop.make_optimizer(
-                                             "sgd", 0.01, 0.0),
-                                         sampler,
-                                         images,
-                                         labels,
-                                         batch_size,
-                                         utility_at="step")
+    sampler = components.make_sampler(sampling, NUM_EXAMPLES, 1.0, 0.5, seed=0)
+    step = steps.make_train_step(model,
+                                 components.make_optimizer("sgd", 0.01, 0.0),
+                                 sampler,
+                                 images,
+                                 labels,
+                                 batch_size,
+                                 utility_at="step")
 
     def loop(count, step=step):
       loss = tf.zeros([])

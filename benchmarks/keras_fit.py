@@ -18,10 +18,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # pylint: disable=g-import-not-at-top,wrong-import-position
 
+import tf_adasamp  # pylint: disable=g-import-not-at-top,wrong-import-position
 from benchmarks.machine import load  # pylint: disable=g-import-not-at-top,wrong-import-position
 from benchmarks.machine import machine  # pylint: disable=g-import-not-at-top,wrong-import-position
-import tf_adasamp  # pylint: disable=g-import-not-at-top,wrong-import-position
-from tf_adasamp.experiment import datasets  # pylint: disable=g-import-not-at-top,wrong-import-position
+from tf_adasamp.experiment.training import datasets  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 
 class Timer(keras.callbacks.Callback):

@@ -6,7 +6,7 @@ paper's CNN at batch 100. The default option (utility_at="updated",
 Algorithm 1's h_t) adds a second, inference-mode forward pass over the batch;
 its cost is reported beside.
 
-Variants, each a `tf_adasamp.training_loop.make_train_step` (sample, gather,
+Variants, each a `tf_adasamp.experiment.training.steps.make_train_step` (sample, gather,
 forward/backward, SGD update and, when adaptive, utility and reweighting, in
 one tf.function) on the same initial model:
   uniform            UniformSampler
@@ -25,7 +25,7 @@ processes falls on all of them. Reports min and median seconds per step over
 --jit_compile compiles each variant's step whole with XLA, the sampler's ops
 included (on the CPU, XLA's convolutions are far slower than TensorFlow's).
 
---trainer instead compares the trainer (tf_adasamp.experiment.training_loop,
+--trainer instead compares the trainer (tf_adasamp.experiment.training.loop,
 which runs `steps_per_execution` steps per call and tracks the bounds
 in-graph) with the adaptive_updated step it runs, on the digits CNN (or
 --model logistic), both compiled by XLA with --jit_compile: the
@@ -51,10 +51,13 @@ import numpy as np
 import tensorflow as tf
 
 from benchmarks.machine import machine
-from tf_adasamp.experiment import datasets
-from tf_adasamp.experiment import models
-from tf_adasamp.experiment import train_config
-from tf_adasamp.experiment import training_loop
+from tf_adasamp.experiment.training import components
+from tf_adasamp.experiment.training import config as config_lib
+from tf_adasamp.experiment.training import datasets
+from tf_adasamp.experiment.training import loop
+from tf_adasamp.experiment.training import models
+from tf_adasamp.experiment.training import steps
+from tf_adasamp.experiment.training import uniform_sampler
 from tf_adasamp.sampler import AdaptiveSampler
 
 BATCH_SIZE = 100
@@ -81,20 +84,20 @@ def digits():
 def make_step(images, labels, utility_at, jit_compile=False, model_name="cnn"):
   """One variant's train step, on the model every variant starts from."""
   model = models.build(model_name, images.shape[1:], 10, seed=0)
-  optimizer = training_loop.make_optimizer("sgd", 0.01, 0.0)
+  optimizer = components.make_optimizer("sgd", 0.01, 0.0)
   num_examples = len(labels)
   if utility_at is None:
-    sampler = training_loop.UniformSampler(num_examples, seed=0)
+    sampler = uniform_sampler.UniformSampler(num_examples, seed=0)
   else:
     sampler = AdaptiveSampler(num_examples, amplitude=1.0, decay=0.5, seed=0)
-  step = training_loop.make_train_step(model,
-                                       optimizer,
-                                       sampler,
-                                       tf.constant(images),
-                                       tf.constant(labels),
-                                       BATCH_SIZE,
-                                       utility="zero_one",
-                                       utility_at=utility_at or "updated")
+  step = steps.make_train_step(model,
+                               optimizer,
+                               sampler,
+                               tf.constant(images),
+                               tf.constant(labels),
+                               BATCH_SIZE,
+                               utility="zero_one",
+                               utility_at=utility_at or "updated")
   if jit_compile:
     return tf.function(step.python_function, jit_compile=True)
   return step
@@ -166,12 +169,12 @@ def trainer_benchmark(steps, rounds, model, jit_compile, base_steps=25):
     return np.array([time.perf_counter() - wall, time.process_time() - cpu])
 
   def trainer_run(total):
-    config = train_config.TrainConfig(dataset="digits",
-                                      model=model,
-                                      steps=total,
-                                      eval_interval=total,
-                                      jit_compile=jit_compile)
-    seconds = timed(lambda: training_loop.train(config, data=data))
+    config = config_lib.TrainConfig(dataset="digits",
+                                    model=model,
+                                    steps=total,
+                                    eval_interval=total,
+                                    jit_compile=jit_compile)
+    seconds = timed(lambda: loop.train(config, data=data))
     tf.keras.backend.clear_session()
     return seconds
 
@@ -229,7 +232,7 @@ def main():
   parser.add_argument("--jit_compile", action="store_true")
   parser.add_argument("--model",
                       default="cnn",
-                      choices=train_config.MODELS,
+                      choices=config_lib.MODELS,
                       help="the trainer's model, with --trainer")
   parser.add_argument("--output",
                       default=None,

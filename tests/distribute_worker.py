@@ -31,8 +31,9 @@ import tensorflow as tf
 from tf_adasamp import AdaptiveSampler
 from tf_adasamp import data
 from tf_adasamp import distribute
-from tf_adasamp.experiment import train_config
-from tf_adasamp.experiment import training_loop
+from tf_adasamp.experiment.training import components
+from tf_adasamp.experiment.training import config as config_lib
+from tf_adasamp.experiment.training import loop
 from tf_adasamp.keras import AdaptiveSamplingModel
 
 NUM_EXAMPLES = 40
@@ -209,17 +210,16 @@ def run_trainer(out):
   """The trainer with strategy="mirrored" on digits, briefly. In a process
   of its own: two MirroredStrategy objects in one process share collective
   keys."""
-  records = training_loop.train(
-      train_config.TrainConfig(dataset="digits",
-                               model="logistic",
-                               steps=20,
-                               eval_interval=10,
-                               strategy="mirrored"))
-  np.savez(
-      os.path.join(out, "task0.npz"),
-      replicas=training_loop.make_strategy("mirrored").num_replicas_in_sync,
-      test_accuracy=[r["test_accuracy"] for r in records],
-      kl=[r["kl"] for r in records])
+  records = loop.train(
+      config_lib.TrainConfig(dataset="digits",
+                             model="logistic",
+                             steps=20,
+                             eval_interval=10,
+                             strategy="mirrored"))
+  np.savez(os.path.join(out, "task0.npz"),
+           replicas=components.make_strategy("mirrored").num_replicas_in_sync,
+           test_accuracy=[r["test_accuracy"] for r in records],
+           kl=[r["kl"] for r in records])
 
 
 def refusal(strategy):

@@ -6,10 +6,10 @@ import tensorflow as tf
 
 from tf_adasamp import bound_tracker
 from tf_adasamp import bounds
-from tf_adasamp.experiment import components
-from tf_adasamp.experiment import datasets
-from tf_adasamp.experiment import models
-from tf_adasamp.experiment import train_step
+from tf_adasamp.experiment.training import components
+from tf_adasamp.experiment.training import datasets
+from tf_adasamp.experiment.training import models
+from tf_adasamp.experiment.training import steps
 from tf_adasamp.sampler import AdaptiveSampler
 
 
@@ -64,13 +64,13 @@ def test_bound_tracker_of_a_run_matches_host_tracker_fed_its_draws(digits):
                             amplitude=1.0,
                             decay=0.5,
                             seed=0)
-  step = train_step.make_train_step(model,
-                                    components.make_optimizer("sgd", 0.5, 0.0),
-                                    sampler,
-                                    tf.constant(digits.x_train),
-                                    tf.constant(digits.y_train),
-                                    batch_size=64,
-                                    utility="l1")
+  step = steps.make_train_step(model,
+                               components.make_optimizer("sgd", 0.5, 0.0),
+                               sampler,
+                               tf.constant(digits.x_train),
+                               tf.constant(digits.y_train),
+                               batch_size=64,
+                               utility="l1")
   tracker = bound_tracker.BoundTracker(len(digits.y_train), 1.0, 0.5)
   host = bounds.KLBoundTracker(len(digits.y_train), 1.0, 0.5)
   draws = []

@@ -42,7 +42,7 @@ def test_snippet_runs(doc, index, tmp_path, monkeypatch):
 
 def test_fashion_mnist_loads_from_an_empty_keras_cache(tmp_path):
   # As the guide says: Debian's files, linked into an empty Keras cache.
-  code = ("from tf_adasamp.experiment import datasets\n"
+  code = ("from tf_adasamp.experiment.training import datasets\n"
           "data = datasets.load_fashion_mnist()\n"
           "print(data.x_train.shape, data.x_test.shape)\n")
   result = subprocess.run(

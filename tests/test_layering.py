@@ -1,5 +1,6 @@
 """The library stands apart from the paper's experiment, and loads lazily."""
 
+import pathlib
 import subprocess
 import sys
 
@@ -76,7 +77,18 @@ def test_package_exports_resolve():
 
 @pytest.mark.parametrize(
     "module",
-    ["tf_adasamp.experiment.run_files", "tf_adasamp.experiment.carry"])
+    ["tf_adasamp.experiment.training.run_files", "tf_adasamp.experiment.carry"])
 def test_the_run_file_modules_load_no_tensorflow(module):
   # The command lines check runs, and a device packs them, with these alone.
   assert "tensorflow" not in imported_after(f"import {module}")
+
+
+def test_training_imports_nothing_of_the_study():
+  # The trainer is one program and the study another that runs it: the
+  # study may import training, never the other way round.
+  training = pathlib.Path(__file__).parent.parent / (
+      "tf_adasamp/experiment/training")
+  statement = "\n".join(f"import tf_adasamp.experiment.training.{path.stem}"
+                        for path in sorted(training.glob("[!_]*.py")))
+  assert child_process.import_attempts(statement,
+                                       ["tf_adasamp.experiment.study"]) == []

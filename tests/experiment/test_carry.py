@@ -11,10 +11,10 @@ import pytest
 
 import child_process
 from tf_adasamp.experiment import carry
-from tf_adasamp.experiment import datasets
-from tf_adasamp.experiment import run_files
-from tf_adasamp.experiment import train_config
-from tf_adasamp.experiment import training_loop
+from tf_adasamp.experiment.training import config as config_lib
+from tf_adasamp.experiment.training import datasets
+from tf_adasamp.experiment.training import loop
+from tf_adasamp.experiment.training import run_files
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +33,7 @@ def config(output_dir, **overrides):
                   resume=True,
                   output_dir=str(output_dir))
   settings.update(overrides)
-  return train_config.TrainConfig(**settings)
+  return config_lib.TrainConfig(**settings)
 
 
 @pytest.fixture(scope="module")
@@ -42,13 +42,13 @@ def study(digits, tmp_path_factory):
   checkpoints at steps 2 and 4), and the cut run's records had it gone on."""
   root = tmp_path_factory.mktemp("study")
   runs = root / "runs"
-  training_loop.train(config(runs / "A" / "seed0"), data=digits)
+  loop.train(config(runs / "A" / "seed0"), data=digits)
   calls = itertools.count()
   with pytest.raises(KeyboardInterrupt):
-    training_loop.train(config(runs / "B" / "seed1", seed=1),
-                        data=digits,
-                        stop_requested=lambda: next(calls) == 2)
-  whole = training_loop.train(config(root / "whole", seed=1), data=digits)
+    loop.train(config(runs / "B" / "seed1", seed=1),
+               data=digits,
+               stop_requested=lambda: next(calls) == 2)
+  whole = loop.train(config(root / "whole", seed=1), data=digits)
   (runs / "tuning.json").write_text("{}")
   return runs, whole
 
@@ -81,8 +81,7 @@ def test_a_carried_cut_run_resumes_from_its_last_checkpoint_exactly(
   ]
   assert "tuning.json" in carried
   assert run_files.is_complete(moved / "A" / "seed0", 6)
-  resumed = training_loop.train(config(moved / "B" / "seed1", seed=1),
-                                data=digits)
+  resumed = loop.train(config(moved / "B" / "seed1", seed=1), data=digits)
   assert resumed == whole
   assert run_files.read_metrics(moved / "B" / "seed1") == whole
 
@@ -95,8 +94,7 @@ def test_a_cut_run_whose_checkpoint_did_not_come_back_starts_over(
   moved = tmp_path / "elsewhere"
   assert carry.unpack(tmp_path / "out", moved)
   assert not os.path.exists(moved / "B")
-  resumed = training_loop.train(config(moved / "B" / "seed1", seed=1),
-                                data=digits)
+  resumed = loop.train(config(moved / "B" / "seed1", seed=1), data=digits)
   assert resumed == whole
 
 
@@ -112,8 +110,7 @@ def test_a_run_cut_before_its_first_checkpoint_is_left_to_start_over(
   moved = tmp_path / "elsewhere"
   carry.unpack(tmp_path / "out", moved)
   assert not os.path.exists(moved / "C")
-  assert training_loop.train(config(moved / "C" / "seed1", seed=1),
-                             data=digits) == whole
+  assert loop.train(config(moved / "C" / "seed1", seed=1), data=digits) == whole
 
 
 def test_pack_leaves_out_tensorboard_temporaries_and_skipped_folders(

@@ -1,11 +1,11 @@
-"""The four claims judged on synthetic trials (tf_adasamp.experiment.claims)."""
+"""The four claims judged on synthetic trials (tf_adasamp.experiment.study.claims)."""
 
 import numpy as np
 import pytest
 
-from tf_adasamp.experiment import claims
-from tf_adasamp.experiment import presets
-from tf_adasamp.experiment import verdicts
+from tf_adasamp.experiment.study import claims
+from tf_adasamp.experiment.study import presets
+from tf_adasamp.experiment.study import verdicts
 
 
 def synthetic(effect, trials=5, noise=0.01, final_error=0.01, seed=0):

@@ -17,9 +17,9 @@ import tensorflow as tf
 
 import checkpoint_edits
 from tf_adasamp.experiment import reproduce
-from tf_adasamp.experiment import presets
-from tf_adasamp.experiment import train_config
 from tf_adasamp.experiment import tuning
+from tf_adasamp.experiment.study import presets
+from tf_adasamp.experiment.training import config as config_lib
 
 ROOT = os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -164,7 +164,7 @@ def test_command_lines_answer_help_and_bad_flags_before_tensorflow_loads(
 
 
 @pytest.mark.parametrize("module,settings", [
-    ("train", [train_config.TrainConfig]),
+    ("train", [config_lib.TrainConfig]),
     ("reproduce", [reproduce.Options, presets.Settings]),
     ("tuning", [tuning.Options]),
 ])

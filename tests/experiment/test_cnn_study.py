@@ -9,10 +9,10 @@ import pytest
 
 import child_process
 from tf_adasamp.experiment import cnn_study
-from tf_adasamp.experiment import datasets
-from tf_adasamp.experiment import evaluator
-from tf_adasamp.experiment import presets
-from tf_adasamp.experiment import training_loop
+from tf_adasamp.experiment.study import presets
+from tf_adasamp.experiment.training import datasets
+from tf_adasamp.experiment.training import evaluator
+from tf_adasamp.experiment.training import loop
 
 needs_fashion_mnist = pytest.mark.skipif(
     not os.path.exists(
@@ -142,19 +142,19 @@ def test_measure_writes_steps_per_second_of_1_and_n_processes(tmp_path):
 
 
 def test_evaluations_read_only_the_fixed_training_subset(tmp_path):
-  from tf_adasamp.experiment import train_config  # pylint: disable=import-outside-toplevel
-  config = train_config.TrainConfig(dataset="digits",
-                                    model="logistic",
-                                    steps=4,
-                                    eval_interval=2,
-                                    batch_size=16,
-                                    train_eval_size=64,
-                                    output_dir=str(tmp_path / "run"))
-  records = training_loop.train(config)
+  from tf_adasamp.experiment.training import config as config_lib  # pylint: disable=import-outside-toplevel
+  config = config_lib.TrainConfig(dataset="digits",
+                                  model="logistic",
+                                  steps=4,
+                                  eval_interval=2,
+                                  batch_size=16,
+                                  train_eval_size=64,
+                                  output_dir=str(tmp_path / "run"))
+  records = loop.train(config)
   # Accuracies over 64 examples are multiples of 1/64; over all 1,500
   # training digits they would not all be.
   for record in records:
     assert record["train_accuracy"] * 64 == pytest.approx(
         round(record["train_accuracy"] * 64))
   with pytest.raises(ValueError, match="train_eval_size"):
-    train_config.TrainConfig(train_eval_size=0)
+    config_lib.TrainConfig(train_eval_size=0)

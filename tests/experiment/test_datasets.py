@@ -12,7 +12,7 @@ from sklearn import datasets as sk_datasets
 
 import child_process
 
-from tf_adasamp.experiment import datasets
+from tf_adasamp.experiment.training import datasets
 
 
 def check_images_and_labels(images, labels, shape, num_classes=10):
@@ -89,7 +89,7 @@ def test_the_trainer_imports_neither_tfds_nor_sklearn():
   # As on a machine without them (the GPU machine lacks tensorflow_datasets):
   # each is imported only to load the data set that needs it.
   attempts = child_process.import_attempts(
-      "import tf_adasamp.experiment.training_loop\n"
+      "import tf_adasamp.experiment.training.loop\n"
       "import tf_adasamp.experiment.train\n"
       "import tf_adasamp.experiment.reproduce",
       absent=["tensorflow_datasets", "sklearn"])

@@ -1,7 +1,7 @@
 """The demo prints the hard examples' sampling mass and held-out accuracy."""
 
-from tf_adasamp.experiment import datasets
 from tf_adasamp.experiment import demo
+from tf_adasamp.experiment.training import datasets
 
 
 def test_demo_compares_held_out_accuracy_with_uniform(capsys):

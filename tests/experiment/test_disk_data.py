@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from tf_adasamp import sources
-from tf_adasamp.experiment import datasets
-from tf_adasamp.experiment import disk_data
-from tf_adasamp.experiment import run_files
-from tf_adasamp.experiment import train_config
-from tf_adasamp.experiment import training_loop
+from tf_adasamp.experiment.training import config as config_lib
+from tf_adasamp.experiment.training import datasets
+from tf_adasamp.experiment.training import disk_data
+from tf_adasamp.experiment.training import loop
+from tf_adasamp.experiment.training import run_files
 
 pytest.importorskip("array_record")
 
@@ -61,38 +61,36 @@ def file_config(train, test, **overrides):
                   batch_size=16,
                   learning_rate=0.1)
   settings.update(overrides)
-  return train_config.TrainConfig(**settings)
+  return config_lib.TrainConfig(**settings)
 
 
 def test_a_run_from_files_matches_the_run_from_the_same_arrays(
     files_and_arrays):
   train, test, in_memory = files_and_arrays
   config = file_config(train, test)
-  from_files = training_loop.train(config)
-  from_arrays = training_loop.train(config, data=in_memory)
+  from_files = loop.train(config)
+  from_arrays = loop.train(config, data=in_memory)
   assert [r["step"] for r in from_files] == [0, 2, 4, 6]
   assert from_files == from_arrays
 
 
 def test_a_run_from_files_resumes_exactly(files_and_arrays, tmp_path):
   train, test, _ = files_and_arrays
-  whole = training_loop.train(
+  whole = loop.train(
       file_config(train, test, output_dir=str(tmp_path / "whole")))
   stopped = file_config(train,
                         test,
                         output_dir=str(tmp_path / "stopped"),
                         steps=4)
-  training_loop.train(stopped)
-  resumed = training_loop.train(
-      dataclasses.replace(stopped, steps=6, resume=True))
+  loop.train(stopped)
+  resumed = loop.train(dataclasses.replace(stopped, steps=6, resume=True))
   assert resumed == whole
 
 
 def test_evaluations_read_a_subset_of_the_training_file(files_and_arrays):
   train, test, in_memory = files_and_arrays
   config = file_config(train, test, train_eval_size=100, model="mlp")
-  assert training_loop.train(config) == training_loop.train(config,
-                                                            data=in_memory)
+  assert loop.train(config) == loop.train(config, data=in_memory)
 
 
 @pytest.mark.parametrize("records,labels,message", [

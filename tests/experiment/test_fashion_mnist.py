@@ -6,10 +6,10 @@ import os
 import numpy as np
 import pytest
 
-from tf_adasamp.experiment import datasets
-from tf_adasamp.experiment import models
-from tf_adasamp.experiment import train_config
-from tf_adasamp.experiment import training_loop
+from tf_adasamp.experiment.training import config as config_lib
+from tf_adasamp.experiment.training import datasets
+from tf_adasamp.experiment.training import loop
+from tf_adasamp.experiment.training import models
 
 pytestmark = pytest.mark.skipif(
     not os.path.isdir(datasets.FASHION_MNIST_DIR),
@@ -40,14 +40,14 @@ def test_paper_cnn_on_28x28x1_keeps_its_unpadded_convolutions():
 @pytest.mark.parametrize("model", ["cnn", "logistic"])
 def test_both_models_train_adaptively_on_fashion_mnist(small_fashion_mnist,
                                                        model):
-  config = train_config.TrainConfig(dataset="fashion_mnist",
-                                    model=model,
-                                    steps=4,
-                                    eval_interval=2,
-                                    batch_size=32,
-                                    learning_rate=0.05,
-                                    amplitude=0.3)
-  records = training_loop.train(config, data=small_fashion_mnist)
+  config = config_lib.TrainConfig(dataset="fashion_mnist",
+                                  model=model,
+                                  steps=4,
+                                  eval_interval=2,
+                                  batch_size=32,
+                                  learning_rate=0.05,
+                                  amplitude=0.3)
+  records = loop.train(config, data=small_fashion_mnist)
   assert [r["step"] for r in records] == [0, 2, 4]
   assert all(np.isfinite(r["train_loss"]) for r in records)
   assert records[-1]["kl"] > 0

@@ -18,7 +18,7 @@ import time
 import pytest
 
 import child_process
-from tf_adasamp.experiment import run_files
+from tf_adasamp.experiment.training import run_files
 
 TIMEOUT = 240  # seconds; generous for a loaded machine
 

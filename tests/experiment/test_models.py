@@ -1,8 +1,8 @@
-"""The experiment's models (tf_adasamp.experiment.models)."""
+"""The experiment's models (tf_adasamp.experiment.training.models)."""
 
 import numpy as np
 
-from tf_adasamp.experiment import models
+from tf_adasamp.experiment.training import models
 
 
 def test_mlp_is_784_512_10_and_fixed_by_its_seed():

@@ -14,8 +14,8 @@ import pytest
 import tensorflow as tf
 
 import child_process
-from tf_adasamp.experiment import run_files
-from tf_adasamp.experiment import training_loop
+from tf_adasamp.experiment.training import resume
+from tf_adasamp.experiment.training import run_files
 
 pytestmark = pytest.mark.multi_worker
 
@@ -133,7 +133,7 @@ def test_a_cluster_that_lost_a_worker_resumes_exactly(tmp_path):
   with cluster([(output_dir, []) for output_dir in output_dirs]) as workers:
     (first, first_log), (second, second_log) = workers
     child_process.wait_for(
-        lambda: (training_loop.last_checkpoint_step(output_dirs[1]) or 0) >= 50,
+        lambda: (resume.last_checkpoint_step(output_dirs[1]) or 0) >= 50,
         "checkpoint of step 50", TIMEOUT)
     # SIGTERM, which TensorFlow's coordination service would take for itself.
     second.send_signal(signal.SIGTERM)
@@ -146,7 +146,7 @@ def test_a_cluster_that_lost_a_worker_resumes_exactly(tmp_path):
 
   # Up to the loss, the run was uninterrupted.
   before = [run_files.read_metrics(d) for d in output_dirs]
-  steps = [training_loop.last_checkpoint_step(d) for d in output_dirs]
+  steps = [resume.last_checkpoint_step(d) for d in output_dirs]
   assert steps[1] < STEPS
   if steps[0] == steps[1]:
     drop_last_checkpoint(output_dirs[1])

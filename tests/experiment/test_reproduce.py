@@ -8,12 +8,12 @@ import sys
 import numpy as np
 import pytest
 
-from tf_adasamp.experiment import datasets
-from tf_adasamp.experiment import presets
-from tf_adasamp.experiment import report
-from tf_adasamp.experiment import run_files
-from tf_adasamp.experiment import runner
-from tf_adasamp.experiment import study
+from tf_adasamp.experiment.study import design
+from tf_adasamp.experiment.study import pool
+from tf_adasamp.experiment.study import presets
+from tf_adasamp.experiment.study import report
+from tf_adasamp.experiment.training import datasets
+from tf_adasamp.experiment.training import run_files
 
 ROOT = os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -29,11 +29,11 @@ TINY = presets.Settings(steps=4,
 
 
 def test_plan_runs_each_algorithm_per_trial_with_the_trial_seed(tmp_path):
-  runs = study.plan(TINY,
-                    trials=2,
-                    output_dir=str(tmp_path),
-                    dataset="digits",
-                    model="logistic")
+  runs = design.plan(TINY,
+                     trials=2,
+                     output_dir=str(tmp_path),
+                     dataset="digits",
+                     model="logistic")
   # Six algorithms and the sweep's one new amplitude (1.0 is shared, and
   # amplitude 0 is Unif-SGD), per trial.
   assert len(runs) == 2 * (6 + 1)
@@ -51,7 +51,7 @@ def test_plan_runs_each_algorithm_per_trial_with_the_trial_seed(tmp_path):
 def test_plan_gives_adaptive_algorithms_their_own_step_sizes(tmp_path):
   settings = dataclasses.replace(TINY,
                                  adaptive_learning_rates=(0.2, 0.3, 0.4, 0.5))
-  runs = study.plan(settings, 1, str(tmp_path), "digits", model="logistic")
+  runs = design.plan(settings, 1, str(tmp_path), "digits", model="logistic")
   rates = {run.algorithm: run.config.learning_rate for run in runs}
   assert rates == {
       "AdaSamp-01-SGD": 0.2,
@@ -62,26 +62,26 @@ def test_plan_gives_adaptive_algorithms_their_own_step_sizes(tmp_path):
       "Unif-AdaGrad": 0.1
   }
   with pytest.raises(ValueError, match="needs 4 values"):
-    study.plan(dataclasses.replace(TINY, adaptive_learning_rates=(0.2,)), 1,
-               str(tmp_path), "digits")
+    design.plan(dataclasses.replace(TINY, adaptive_learning_rates=(0.2,)), 1,
+                str(tmp_path), "digits")
 
 
 def test_plan_refuses_a_uniform_sweep_algorithm(tmp_path):
   settings = dataclasses.replace(TINY, sweep_algorithm="Unif-SGD")
   with pytest.raises(ValueError, match="adaptive algorithm"):
-    study.plan(settings, 1, str(tmp_path), "digits")
+    design.plan(settings, 1, str(tmp_path), "digits")
 
 
 def _tiny_study(directory, data, stale_file=None):
-  runs = study.plan(TINY,
-                    trials=1,
-                    output_dir=str(directory / "runs"),
-                    dataset="digits",
-                    model="logistic")
+  runs = design.plan(TINY,
+                     trials=1,
+                     output_dir=str(directory / "runs"),
+                     dataset="digits",
+                     model="logistic")
   if stale_file:  # what a SIGKILL during write_atomically leaves
     os.makedirs(runs[0].config.output_dir)
     open(os.path.join(runs[0].config.output_dir, stale_file), "w").close()
-  runner.run_all(runs, data)
+  pool.run_all(runs, data)
   departures = presets.departures("digits", "logistic", TINY, 1, 1500)
   report.report(runs, TINY, 1, "tiny", str(directory / "report"), "cmd",
                 departures)
@@ -107,35 +107,35 @@ def test_a_tiny_study_twice_gives_byte_identical_summaries(tmp_path, capsys):
   assert "1 trials (a verdict needs 3)" in summary
   assert "Theorem 4's estimate from this single run" in summary
   capsys.readouterr()
-  runner.run_all(runs, data)
+  pool.run_all(runs, data)
   assert capsys.readouterr().out.count("skipped") == len(runs)
   # Every algorithm of a trial starts from the same model.
-  curves, _ = study.collect(runs, TINY)
+  curves, _ = design.collect(runs, TINY)
   first_losses = [curve["train_loss"][:, 0] for curve in curves.values()]
   np.testing.assert_array_equal(np.ptp(first_losses, axis=0), 0)
 
 
 def test_the_runner_raises_a_workers_error(tmp_path):
   settings = dataclasses.replace(TINY, batch_size=2000)
-  runs = study.plan(settings, 1, str(tmp_path), "digits", model="logistic")
+  runs = design.plan(settings, 1, str(tmp_path), "digits", model="logistic")
   with pytest.raises(run_files.RunError, match="batch_size 2000 is larger"):
-    runner.run_all(runs[:2], datasets.load("digits"), workers=2)
+    pool.run_all(runs[:2], datasets.load("digits"), workers=2)
 
 
 def test_the_runner_refuses_bad_worker_counts(tmp_path):
-  runs = study.plan(TINY, 1, str(tmp_path), "digits", model="logistic")
+  runs = design.plan(TINY, 1, str(tmp_path), "digits", model="logistic")
   with pytest.raises(ValueError, match="workers must be >= 1, got 0"):
-    runner.run_all(runs, None, workers=0)
+    pool.run_all(runs, None, workers=0)
 
 
 def test_mean_over_is_the_trapezoid_time_average():
   epochs = np.array([0, 1, 2, 4])
-  np.testing.assert_allclose(study.mean_over(epochs, [3, 3, 3, 3]), 3)
-  np.testing.assert_allclose(study.mean_over(epochs, epochs), 2)
-  np.testing.assert_allclose(study.mean_over(epochs, epochs, until=2), 1)
-  np.testing.assert_allclose(study.mean_over(epochs, epochs, since=2), 3)
+  np.testing.assert_allclose(design.mean_over(epochs, [3, 3, 3, 3]), 3)
+  np.testing.assert_allclose(design.mean_over(epochs, epochs), 2)
+  np.testing.assert_allclose(design.mean_over(epochs, epochs, until=2), 1)
+  np.testing.assert_allclose(design.mean_over(epochs, epochs, since=2), 3)
   with pytest.raises(ValueError, match="fewer than 2 evaluations"):
-    study.mean_over(epochs, epochs, until=0.5)
+    design.mean_over(epochs, epochs, until=0.5)
 
 
 def _reproduce(tmp_path, *args):

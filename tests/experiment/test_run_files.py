@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from tf_adasamp.experiment import run_files
-from tf_adasamp.experiment import train_config
+from tf_adasamp.experiment.training import config as config_lib
+from tf_adasamp.experiment.training import run_files
 
 
 def test_a_bad_metrics_line_before_the_last_is_a_run_error(tmp_path):
@@ -31,7 +31,7 @@ def test_metrics_and_config_files_are_replaced_whole(tmp_path):
 
 def test_a_run_saved_before_a_setting_existed_resumes_with_its_default(
     tmp_path):
-  config = train_config.TrainConfig(output_dir=str(tmp_path), resume=True)
+  config = config_lib.TrainConfig(output_dir=str(tmp_path), resume=True)
   settings = dataclasses.asdict(config)
   del settings["jit_compile"]  # a run from before the setting
   (tmp_path / run_files.METRICS_FILE).write_text('{"step": 0}\n')

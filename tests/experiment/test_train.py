@@ -12,14 +12,18 @@ import pytest
 import tensorflow as tf
 
 import checkpoint_edits
-from tf_adasamp.experiment import datasets
-from tf_adasamp.experiment import models
-from tf_adasamp.experiment import resume
-from tf_adasamp.experiment import run_files
-from tf_adasamp.experiment import train_config
-from tf_adasamp.experiment import training_loop
 from tf_adasamp import bounds
 from tf_adasamp import utilities
+from tf_adasamp.experiment.training import components
+from tf_adasamp.experiment.training import config as config_lib
+from tf_adasamp.experiment.training import controller
+from tf_adasamp.experiment.training import datasets
+from tf_adasamp.experiment.training import loop
+from tf_adasamp.experiment.training import models
+from tf_adasamp.experiment.training import resume
+from tf_adasamp.experiment.training import run_files
+from tf_adasamp.experiment.training import steps
+from tf_adasamp.experiment.training import uniform_sampler
 from tf_adasamp.sampler import AdaptiveSampler
 
 ROOT = os.path.dirname(
@@ -38,13 +42,13 @@ def tiny_config(**overrides):
                   batch_size=16,
                   learning_rate=0.1)
   settings.update(overrides)
-  return train_config.TrainConfig(**settings)
+  return config_lib.TrainConfig(**settings)
 
 
 @pytest.mark.parametrize("num_examples", [1, 1500, 1024])
 def test_uniform_sampler_draws_what_adaptive_sampler_draws_at_amplitude_0(
     num_examples):
-  uniform = training_loop.UniformSampler(num_examples, seed=3)
+  uniform = uniform_sampler.UniformSampler(num_examples, seed=3)
   adaptive = AdaptiveSampler(num_examples, amplitude=0.0, decay=0.5, seed=3)
   rng = np.random.default_rng(0)
   for _ in range(5):
@@ -54,13 +58,13 @@ def test_uniform_sampler_draws_what_adaptive_sampler_draws_at_amplitude_0(
 
 
 def test_uniform_sampler_ignores_utilities_and_has_zero_kl():
-  sampler = training_loop.UniformSampler(10, seed=0)
+  sampler = uniform_sampler.UniformSampler(10, seed=0)
   sampler.update(tf.constant([1, 2]), tf.constant([5.0, 5.0]))
   assert float(sampler.kl_divergence()) == 0.0
 
 
 def test_sgd_step_size_is_eta_over_one_plus_gamma_t():
-  optimizer = training_loop.make_optimizer("sgd", 0.5, 0.1)
+  optimizer = components.make_optimizer("sgd", 0.5, 0.1)
   weight = tf.Variable(0.0)
   for _ in range(3):  # gradient 1: each step moves by the step size
     optimizer.apply_gradients([(tf.constant(1.0), weight)])
@@ -97,7 +101,7 @@ def test_utilities_come_from_h_t_or_h_t_minus_1(digits, utility_at):
   # Logistic regression has no dropout, so training and inference passes
   # agree and the two options differ only in the model they use.
   model = models.build("logistic", (8, 8, 1), 10, seed=0)
-  optimizer = training_loop.make_optimizer("sgd", 1.0, 0.0)
+  optimizer = components.make_optimizer("sgd", 1.0, 0.0)
   sampler = AdaptiveSampler(len(digits.y_train),
                             amplitude=1.0,
                             decay=0.5,
@@ -105,14 +109,14 @@ def test_utilities_come_from_h_t_or_h_t_minus_1(digits, utility_at):
   images, labels = tf.constant(digits.x_train), tf.constant(digits.y_train)
   before = tf.keras.models.clone_model(model)
   before.set_weights(model.get_weights())
-  step = training_loop.make_train_step(model,
-                                       optimizer,
-                                       sampler,
-                                       images,
-                                       labels,
-                                       batch_size=32,
-                                       utility="l1",
-                                       utility_at=utility_at)
+  step = steps.make_train_step(model,
+                               optimizer,
+                               sampler,
+                               images,
+                               labels,
+                               batch_size=32,
+                               utility="l1",
+                               utility_at=utility_at)
   _, _, _, batch_utilities = step()
   # L1 utilities are > 0, so the drawn examples are those with weight != 1;
   # from uniform, one update sets log w_i = amplitude * u_i.
@@ -129,7 +133,7 @@ def test_utilities_come_from_h_t_or_h_t_minus_1(digits, utility_at):
 
 @pytest.mark.parametrize("sampling", ["uniform", "adaptive"])
 def test_train_records_every_eval_interval(digits, sampling):
-  records = training_loop.train(tiny_config(sampling=sampling), data=digits)
+  records = loop.train(tiny_config(sampling=sampling), data=digits)
   assert [r["step"] for r in records] == [0, 2, 4]
   metrics = {
       "step", "epoch", "train_loss", "train_accuracy", "test_loss",
@@ -155,15 +159,15 @@ def test_train_records_every_eval_interval(digits, sampling):
 
 def test_multi_worker_runs_resume_from_the_last_checkpoint_all_have(tmp_path):
   config = tiny_config(output_dir=str(tmp_path), resume=True)
-  fingerprint, latest = training_loop.worker_state(config)
+  fingerprint, latest = resume.worker_state(config)
   assert latest == -1  # no checkpoint yet
   # The per-worker settings aside, the fingerprint is of the settings.
-  assert training_loop.worker_state(
+  assert resume.worker_state(
       dataclasses.replace(config, output_dir="elsewhere",
                           cluster_timeout=1))[0] == fingerprint
-  other = training_loop.worker_state(dataclasses.replace(config, seed=1))[0]
+  other = resume.worker_state(dataclasses.replace(config, seed=1))[0]
   assert other != fingerprint
-  common = training_loop.common_checkpoint_step
+  common = resume.common_checkpoint_step
   assert common([[fingerprint, 50], [fingerprint, 25]]) == 25
   assert common([[fingerprint, -1], [fingerprint, -1]]) is None
   with pytest.raises(run_files.RunError, match="different settings"):
@@ -173,17 +177,17 @@ def test_multi_worker_runs_resume_from_the_last_checkpoint_all_have(tmp_path):
 
 
 def test_the_settings_offer_the_models_and_utilities_there_are():
-  # train_config names them without importing them (and TensorFlow).
-  assert set(train_config.UTILITIES) == set(utilities.UTILITIES)
-  for name in train_config.MODELS:
+  # config names them without importing them (and TensorFlow).
+  assert set(config_lib.UTILITIES) == set(utilities.UTILITIES)
+  for name in config_lib.MODELS:
     models.build(name, (8, 8, 1), 10, seed=0)
 
 
 def test_uniform_and_adaptive_runs_start_from_the_same_model(digits):
-  uniform = training_loop.train(tiny_config(sampling="uniform", model="cnn"),
-                                data=digits)
-  adaptive = training_loop.train(tiny_config(sampling="adaptive", model="cnn"),
-                                 data=digits)
+  uniform = loop.train(tiny_config(sampling="uniform", model="cnn"),
+                       data=digits)
+  adaptive = loop.train(tiny_config(sampling="adaptive", model="cnn"),
+                        data=digits)
   assert uniform[0] == adaptive[0]
 
 
@@ -195,17 +199,16 @@ def test_uniform_and_adaptive_runs_start_from_the_same_model(digits):
 def test_resumed_run_matches_uninterrupted_run(digits, tmp_path):
   # The CNN, so that dropout's random state must be restored too.
   settings = dict(model="cnn", sampling="adaptive", steps=6, eval_interval=2)
-  whole = training_loop.train(tiny_config(output_dir=str(tmp_path / "whole"),
-                                          **settings),
-                              data=digits)
+  whole = loop.train(tiny_config(output_dir=str(tmp_path / "whole"),
+                                 **settings),
+                     data=digits)
   stopped = tiny_config(output_dir=str(tmp_path / "stopped"),
                         **dict(settings, steps=4))
-  training_loop.train(stopped, data=digits)
-  resumed = training_loop.train(tiny_config(output_dir=str(tmp_path /
-                                                           "stopped"),
-                                            resume=True,
-                                            **settings),
-                                data=digits)
+  loop.train(stopped, data=digits)
+  resumed = loop.train(tiny_config(output_dir=str(tmp_path / "stopped"),
+                                   resume=True,
+                                   **settings),
+                       data=digits)
   assert resumed == whole
   assert run_files.read_metrics(str(tmp_path / "stopped")) == whole
 
@@ -213,11 +216,11 @@ def test_resumed_run_matches_uninterrupted_run(digits, tmp_path):
 def test_a_run_compiled_by_xla_trains_as_one_not_compiled_and_resumes_exactly(
     digits, tmp_path):
   settings = dict(sampling="adaptive", steps=6, eval_interval=2)
-  plain = training_loop.train(tiny_config(**settings), data=digits)
-  whole = training_loop.train(tiny_config(output_dir=str(tmp_path / "whole"),
-                                          jit_compile=True,
-                                          **settings),
-                              data=digits)
+  plain = loop.train(tiny_config(**settings), data=digits)
+  whole = loop.train(tiny_config(output_dir=str(tmp_path / "whole"),
+                                 jit_compile=True,
+                                 **settings),
+                     data=digits)
   # The same draws and steps, up to the rounding of XLA's fused kernels.
   assert [r["step"] for r in whole] == [r["step"] for r in plain]
   for compiled, not_compiled in zip(whole, plain):
@@ -226,14 +229,13 @@ def test_a_run_compiled_by_xla_trains_as_one_not_compiled_and_resumes_exactly(
   stopped = dict(settings,
                  output_dir=str(tmp_path / "stopped"),
                  jit_compile=True)
-  training_loop.train(tiny_config(**dict(stopped, steps=4)), data=digits)
-  resumed = training_loop.train(tiny_config(resume=True, **stopped),
-                                data=digits)
+  loop.train(tiny_config(**dict(stopped, steps=4)), data=digits)
+  resumed = loop.train(tiny_config(resume=True, **stopped), data=digits)
   assert resumed == whole
 
 
 def test_run_writes_metrics_checkpoints_and_summaries(digits, tmp_path):
-  training_loop.train(tiny_config(output_dir=str(tmp_path)), data=digits)
+  loop.train(tiny_config(output_dir=str(tmp_path)), data=digits)
   assert run_files.is_complete(str(tmp_path), 4)
   assert not run_files.is_complete(str(tmp_path), 6)
   assert tf.train.latest_checkpoint(str(tmp_path / "checkpoints"))
@@ -241,9 +243,9 @@ def test_run_writes_metrics_checkpoints_and_summaries(digits, tmp_path):
 
 
 def test_new_run_refuses_a_directory_holding_a_run(digits, tmp_path):
-  training_loop.train(tiny_config(output_dir=str(tmp_path)), data=digits)
+  loop.train(tiny_config(output_dir=str(tmp_path)), data=digits)
   with pytest.raises(run_files.RunExistsError, match="already holds a run"):
-    training_loop.train(tiny_config(output_dir=str(tmp_path)), data=digits)
+    loop.train(tiny_config(output_dir=str(tmp_path)), data=digits)
 
 
 def test_epochs_set_the_number_of_steps():
@@ -326,21 +328,18 @@ def test_deterministic_resumed_run_on_the_gpu_matches_uninterrupted_run(
 
 
 def test_resume_refuses_a_run_of_other_settings(digits, tmp_path):
-  training_loop.train(tiny_config(output_dir=str(tmp_path)), data=digits)
+  loop.train(tiny_config(output_dir=str(tmp_path)), data=digits)
   with pytest.raises(run_files.RunExistsError,
                      match="amplitude: 0.1 there, 2.0 here"):
-    training_loop.train(tiny_config(output_dir=str(tmp_path),
-                                    resume=True,
-                                    amplitude=2.0),
-                        data=digits)
+    loop.train(tiny_config(output_dir=str(tmp_path), resume=True,
+                           amplitude=2.0),
+               data=digits)
 
 
 def test_steps_per_execution_does_not_change_the_run(digits, on_cpu):
   settings = dict(model="cnn", steps=7, eval_interval=3)
-  one = training_loop.train(tiny_config(steps_per_execution=1, **settings),
-                            data=digits)
-  many = training_loop.train(tiny_config(steps_per_execution=2, **settings),
-                             data=digits)
+  one = loop.train(tiny_config(steps_per_execution=1, **settings), data=digits)
+  many = loop.train(tiny_config(steps_per_execution=2, **settings), data=digits)
   assert [r["step"] for r in many] == [0, 3, 6, 7]
   assert many == one
 
@@ -348,7 +347,7 @@ def test_steps_per_execution_does_not_change_the_run(digits, on_cpu):
 def test_resume_ignores_a_tampered_checkpoint_entry_never_running_it(
     digits, tmp_path):
   config = tiny_config(output_dir=str(tmp_path / "run"))
-  training_loop.train(config, data=digits)
+  loop.train(config, data=digits)
   marker = tmp_path / "pwned"
 
   class Payload:
@@ -372,8 +371,7 @@ def test_resume_ignores_a_tampered_checkpoint_entry_never_running_it(
                              max_to_keep=5).save(checkpoint_number=8)
   with pytest.raises(run_files.RunError,
                      match="does not hold this trainer's state"):
-    training_loop.train(dataclasses.replace(config, resume=True, steps=8),
-                        data=digits)
+    loop.train(dataclasses.replace(config, resume=True, steps=8), data=digits)
   assert not marker.exists()
   # The run's records were left as they were.
   assert [r["step"] for r in run_files.read_metrics(config.output_dir)
@@ -388,12 +386,12 @@ def _whole_and_stopped_at_step_4(digits, tmp_path):
   """The records of a 6-step run, and the config of the same run stopped
   after step 4 (its files in tmp_path/stopped)."""
   settings = dict(model="logistic", steps=6, eval_interval=2)
-  whole = training_loop.train(tiny_config(output_dir=str(tmp_path / "whole"),
-                                          **settings),
-                              data=digits)
+  whole = loop.train(tiny_config(output_dir=str(tmp_path / "whole"),
+                                 **settings),
+                     data=digits)
   stopped = tiny_config(output_dir=str(tmp_path / "stopped"),
                         **dict(settings, steps=4))
-  training_loop.train(stopped, data=digits)
+  loop.train(stopped, data=digits)
   return whole, stopped
 
 
@@ -409,25 +407,23 @@ def test_a_kill_while_resuming_keeps_the_metrics(digits, tmp_path, monkeypatch,
     replace(source, destination)
 
   # Killed at the resumed run's first write of metrics.jsonl.
-  monkeypatch.setattr(training_loop.os, "replace", killed)
+  monkeypatch.setattr(loop.os, "replace", killed)
   resume = dataclasses.replace(stopped, resume=True, steps=6)
   with pytest.raises(KeyboardInterrupt):
-    training_loop.train(resume, data=digits)
+    loop.train(resume, data=digits)
   monkeypatch.undo()
   assert run_files.read_metrics(stopped.output_dir) == whole[:3]
   assert not [
       name for name in os.listdir(stopped.output_dir) if name.endswith(".tmp")
   ]
-  assert training_loop.train(resume, data=digits) == whole
+  assert loop.train(resume, data=digits) == whole
 
 
 def _resume_to_the_whole_run(stopped, whole, digits):
   """Resumes the run stopped at step 4 to step 6: it returns, and leaves in
   metrics.jsonl, the records of the run never stopped."""
-  resumed = training_loop.train(dataclasses.replace(stopped,
-                                                    resume=True,
-                                                    steps=6),
-                                data=digits)
+  resumed = loop.train(dataclasses.replace(stopped, resume=True, steps=6),
+                       data=digits)
   assert resumed == whole
   assert run_files.read_metrics(stopped.output_dir) == whole
 
@@ -454,9 +450,8 @@ def test_resume_redoes_a_record_cut_at_the_checkpoints_step(
 
 def test_a_resumed_run_writes_each_summary_step_once(digits, tmp_path):
   settings = dict(model="logistic", eval_interval=2, output_dir=str(tmp_path))
-  training_loop.train(tiny_config(steps=4, **settings), data=digits)
-  training_loop.train(tiny_config(steps=6, resume=True, **settings),
-                      data=digits)
+  loop.train(tiny_config(steps=4, **settings), data=digits)
+  loop.train(tiny_config(steps=6, resume=True, **settings), data=digits)
   for run in ("train", "validation"):
     steps = {}
     for event_file in (tmp_path / "tensorboard" / run).iterdir():
@@ -478,15 +473,13 @@ def test_unwritable_output_dir_is_a_run_error(digits, tmp_path, make_path,
                                               message):
   (tmp_path / "file").write_text("")
   with pytest.raises(run_files.RunError, match=message):
-    training_loop.train(tiny_config(output_dir=str(make_path(tmp_path))),
-                        data=digits)
+    loop.train(tiny_config(output_dir=str(make_path(tmp_path))), data=digits)
 
 
 def test_batch_larger_than_the_data_is_a_run_error(digits, tmp_path):
   with pytest.raises(run_files.RunError, match="larger than the 1500"):
-    training_loop.train(tiny_config(batch_size=1501,
-                                    output_dir=str(tmp_path / "run")),
-                        data=digits)
+    loop.train(tiny_config(batch_size=1501, output_dir=str(tmp_path / "run")),
+               data=digits)
   assert not (tmp_path / "run").exists()
 
 
@@ -506,15 +499,15 @@ def test_diverging_run_names_its_step_and_keeps_its_checkpoint(
                        eval_interval=2,
                        jit_compile=jit_compile,
                        output_dir=str(tmp_path))
-  with pytest.raises(training_loop.DivergedError,
+  with pytest.raises(controller.DivergedError,
                      match=f"diverged {when} .*smaller than 1e\\+30"):
-    training_loop.train(config, data=digits)
+    loop.train(config, data=digits)
   assert [r["step"] for r in run_files.read_metrics(str(tmp_path))] == [0]
 
 
 def test_tensorboard_has_train_and_validation_runs_and_the_samplers_view(
     digits, tmp_path):
-  training_loop.train(tiny_config(output_dir=str(tmp_path)), data=digits)
+  loop.train(tiny_config(output_dir=str(tmp_path)), data=digits)
 
   def tags(run):
     found = {}
@@ -542,16 +535,14 @@ def test_tensorboard_has_train_and_validation_runs_and_the_samplers_view(
 
 @pytest.mark.parametrize("sampling", ["uniform", "adaptive"])
 def test_progress_bar_names_the_batches_it_measures(digits, capsys, sampling):
-  training_loop.train(tiny_config(sampling=sampling),
-                      data=digits,
-                      progress=True)
+  loop.train(tiny_config(sampling=sampling), data=digits, progress=True)
   shown = capsys.readouterr().out
   assert f"{sampling} batch loss" in shown
   assert f"{sampling} batch accuracy" in shown
 
 
 def test_progress_off_a_terminal_is_plain_lines(digits, capsys):
-  training_loop.train(tiny_config(), data=digits, progress=True)
+  loop.train(tiny_config(), data=digits, progress=True)
   shown = capsys.readouterr().out
   # No terminal control codes (Keras's bar redraws with them), and the last
   # step's line.
@@ -570,8 +561,7 @@ def _refused_resume_changes_no_variable(config, digits, monkeypatch, path):
 
   monkeypatch.setattr(resume, "restore", recorded)
   with pytest.raises(run_files.RunError, match=f"cannot resume from {path}"):
-    training_loop.train(dataclasses.replace(config, resume=True, steps=6),
-                        data=digits)
+    loop.train(dataclasses.replace(config, resume=True, steps=6), data=digits)
   [(checkpoint, before)] = restored
   after = checkpoint_edits.checkpoint_state(checkpoint)
   # The model, optimizer, sampler, bound sums and step: nothing assigned.
@@ -584,7 +574,7 @@ def _refused_resume_changes_no_variable(config, digits, monkeypatch, path):
 def test_a_checkpoint_with_a_corrupt_save_counter_changes_no_variable(
     digits, tmp_path, monkeypatch, damage):
   config = tiny_config(output_dir=str(tmp_path))
-  training_loop.train(config, data=digits)
+  loop.train(config, data=digits)
   path = tf.train.latest_checkpoint(str(tmp_path / "checkpoints"))
   checkpoint_edits.corrupt_save_counter(path, damage)
   _refused_resume_changes_no_variable(config, digits, monkeypatch, path)
@@ -593,7 +583,7 @@ def test_a_checkpoint_with_a_corrupt_save_counter_changes_no_variable(
 def test_a_checkpoint_with_a_weight_of_another_shape_changes_no_variable(
     digits, tmp_path, monkeypatch):
   config = tiny_config(output_dir=str(tmp_path))
-  training_loop.train(config, data=digits)
+  loop.train(config, data=digits)
   path = tf.train.latest_checkpoint(str(tmp_path / "checkpoints"))
   # The model's last weight, one entry longer: refused only as it is
   # assigned, after the checkpoint's other values.

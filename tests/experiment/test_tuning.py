@@ -4,10 +4,10 @@ import dataclasses
 
 import numpy as np
 
-from tf_adasamp.experiment import datasets
-from tf_adasamp.experiment import presets
-from tf_adasamp.experiment import study
 from tf_adasamp.experiment import tuning
+from tf_adasamp.experiment.study import design
+from tf_adasamp.experiment.study import presets
+from tf_adasamp.experiment.training import datasets
 
 
 def test_tuning_reads_validation_splits_never_the_test_set(tmp_path):
@@ -56,7 +56,7 @@ def test_tuning_reads_validation_splits_never_the_test_set(tmp_path):
 
 def test_validation_data_differs_per_seed():
   full = datasets.load("digits")
-  first = tuning._validation_data(full, 300, study.Run("a", 0, 100, None))  # pylint: disable=protected-access
-  second = tuning._validation_data(full, 300, study.Run("a", 0, 101, None))  # pylint: disable=protected-access
+  first = tuning._validation_data(full, 300, design.Run("a", 0, 100, None))  # pylint: disable=protected-access
+  second = tuning._validation_data(full, 300, design.Run("a", 0, 101, None))  # pylint: disable=protected-access
   assert len(first.y_test) == 300
   assert not np.array_equal(first.y_test, second.y_test)

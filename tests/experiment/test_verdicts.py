@@ -1,4 +1,4 @@
-"""The verdict rules (tf_adasamp.experiment.verdicts), on synthetic trials."""
+"""The verdict rules (tf_adasamp.experiment.study.verdicts), on synthetic trials."""
 
 import math
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from tf_adasamp.experiment import verdicts
+from tf_adasamp.experiment.study import verdicts
 
 
 def test_holm_adjusts_step_down_and_keeps_the_order():

@@ -1,8 +1,16 @@
 """The paper's experiment, built on the library (London, NIPS 2017).
 
-Data sets, models, the training loop, the command lines (`train`,
-`reproduce`, `tuning`, `refresh`, `bounds_table`, `demo`, `cnn_study`), the
-experiment's settings (`presets`), runs (`study`, trained by `runner`),
-verdicts (`verdicts`, `claims`), report and plots. Installed with the `experiment`
-extra (`pip install tf_adasamp[experiment]`); the library never imports it.
+Two programs and their command lines:
+
+  training/  the trainer: data sets, models, one run of Algorithm 1 or
+             uniform sampling in Orbit's shape (`training.loop.train`)
+  study/     the study: the experiment's settings, its runs and the pool
+             that trains them, verdicts on the paper's claims, report and
+             plots
+
+The command lines (`train`, `reproduce`, `tuning`, `refresh`,
+`bounds_table`, `demo`, `cnn_study`) sit here, with `flags`, the one way
+they define their flags. Installed with the `experiment` extra (`pip install
+tf_adasamp[experiment]`); the library never imports it, and training never
+imports the study.
 """

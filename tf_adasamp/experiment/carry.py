@@ -24,7 +24,7 @@ import tarfile
 import tempfile
 import zlib
 
-from tf_adasamp.experiment import run_files
+from tf_adasamp.experiment.training import run_files
 
 RUNS_ARCHIVE = "runs.tar.gz"
 # Not in runs.tar.gz: TensorBoard's files, not needed to resume (a resumed

@@ -39,15 +39,15 @@ from absl import logging
 
 from tf_adasamp import _validation
 from tf_adasamp.experiment import carry
-from tf_adasamp.experiment import datasets
 from tf_adasamp.experiment import flags as flags_lib
-from tf_adasamp.experiment import presets
-from tf_adasamp.experiment import report
-from tf_adasamp.experiment import run_files
-from tf_adasamp.experiment import runner
-from tf_adasamp.experiment import study
-from tf_adasamp.experiment import train_config
 from tf_adasamp.experiment.flags import option
+from tf_adasamp.experiment.study import design
+from tf_adasamp.experiment.study import pool
+from tf_adasamp.experiment.study import presets
+from tf_adasamp.experiment.study import report
+from tf_adasamp.experiment.training import config as config_lib
+from tf_adasamp.experiment.training import datasets
+from tf_adasamp.experiment.training import run_files
 
 PROGRAM = "tf-adasamp-cnn-study"
 FLAGS = flags.FLAGS
@@ -162,7 +162,7 @@ def load_data(scale):
 
 
 def plan(scale, settings, runs_dir):
-  """The study's runs at `scale`: study.plan's, compiled as the scale says
+  """The study's runs at `scale`: design.plan's, compiled as the scale says
   and evaluated on its fixed training subset."""
   spec = SCALES[scale]
   return [
@@ -171,7 +171,7 @@ def plan(scale, settings, runs_dir):
                               run.config,
                               jit_compile=spec.jit_compile,
                               train_eval_size=spec.train_eval_size))
-      for run in study.plan(settings, spec.trials, runs_dir, DATASET, MODEL)
+      for run in design.plan(settings, spec.trials, runs_dir, DATASET, MODEL)
   ]
 
 
@@ -224,7 +224,7 @@ def write_archive(path, header, runs):
 
 def read_archive(path, directory):
   """(header, settings, runs) of an archive, each run's records written to
-  its own folder under `directory` for study.collect."""
+  its own folder under `directory` for design.collect."""
   with gzip.open(path, "rt", encoding="utf-8") as f:
     header, *entries = [json.loads(line) for line in f if line.strip()]
   fields = {
@@ -239,8 +239,8 @@ def read_archive(path, directory):
     with open(os.path.join(run_dir, run_files.METRICS_FILE), "w") as f:
       f.writelines(json.dumps(r) + "\n" for r in entry["records"])
     runs.append(
-        study.Run(entry["algorithm"], entry["amplitude"], entry["trial"],
-                  train_config.TrainConfig(output_dir=run_dir)))
+        design.Run(entry["algorithm"], entry["amplitude"], entry["trial"],
+                   config_lib.TrainConfig(output_dir=run_dir)))
   return header, settings, runs
 
 
@@ -249,10 +249,10 @@ def summary_from_archive(path, figure_dir=None):
   `figure_dir` if given."""
   with tempfile.TemporaryDirectory() as directory:
     header, settings, runs = read_archive(path, directory)
-    curves, sweep = study.collect(runs, settings)
+    curves, sweep = design.collect(runs, settings)
   if figure_dir:
     # pylint: disable=import-outside-toplevel
-    from tf_adasamp.experiment import plots
+    from tf_adasamp.experiment.study import plots
     plots.figure1(curves, sweep, figure_dir, title=header["title"])
   return report.summary_markdown(curves, sweep, settings, header["trials"],
                                  header["title"], header["command"],
@@ -266,7 +266,7 @@ def run_study(options, command):
   settings = settings_for(options.scale, options.tuned, options.epochs,
                           len(data.y_train))
   runs = plan(options.scale, settings, options.runs_dir)
-  runner.run_all(runs, data, workers=options.workers)
+  pool.run_all(runs, data, workers=options.workers)
   os.makedirs(options.report_dir, exist_ok=True)
   spec = SCALES[options.scale]
   header = {
@@ -308,19 +308,19 @@ def _measure_runs(options, settings, processes):
   for trial in range(processes):
     run_dir = os.path.join(options.runs_dir, "measure", f"p{processes}",
                            f"seed{trial}")
-    config = study.run_config(settings,
-                              "Unif-SGD",
-                              0.0,
-                              trial,
-                              run_dir,
-                              dataset=DATASET,
-                              model=MODEL,
-                              steps=options.measure_steps,
-                              eval_interval=options.measure_steps // 2,
-                              jit_compile=spec.jit_compile,
-                              train_eval_size=spec.train_eval_size,
-                              resume=False)
-    runs.append(study.Run("Unif-SGD", 0.0, trial, config))
+    config = design.run_config(settings,
+                               "Unif-SGD",
+                               0.0,
+                               trial,
+                               run_dir,
+                               dataset=DATASET,
+                               model=MODEL,
+                               steps=options.measure_steps,
+                               eval_interval=options.measure_steps // 2,
+                               jit_compile=spec.jit_compile,
+                               train_eval_size=spec.train_eval_size,
+                               resume=False)
+    runs.append(design.Run("Unif-SGD", 0.0, trial, config))
   return runs
 
 
@@ -339,7 +339,7 @@ def measure(options):
   for processes in sorted({1, options.workers}):
     runs = _measure_runs(options, settings, processes)
     start = time.time()
-    runner.run_all(runs, data, workers=processes)
+    pool.run_all(runs, data, workers=processes)
     wall = time.time() - start
     half = options.measure_steps // 2
     rows.append({
@@ -426,7 +426,7 @@ def main():
           datasets.DatasetUnavailableError) as error:
     sys.exit(f"{PROGRAM}: {error}")
   except KeyboardInterrupt:
-    flags_lib.interrupted(PROGRAM, runner.INTERRUPTED)
+    flags_lib.interrupted(PROGRAM, pool.INTERRUPTED)
 
 
 def define_flags():

@@ -15,9 +15,9 @@ paired difference and its 95% interval.
 import numpy as np
 
 import tf_adasamp
-from tf_adasamp.experiment import datasets
 from tf_adasamp.experiment import flags as flags_lib
-from tf_adasamp.experiment import verdicts
+from tf_adasamp.experiment.study import verdicts
+from tf_adasamp.experiment.training import datasets
 
 PROGRAM = "tf-adasamp-demo"
 

@@ -1,9 +1,9 @@
 """Reproduces the experiment of London (NIPS 2017), section "Experiments".
 
 Runs the paper's six algorithms for --trials trials plus an amplitude sweep
-(tf_adasamp.experiment.study, trained by tf_adasamp.experiment.runner),
+(tf_adasamp.experiment.study.design, trained by tf_adasamp.experiment.study.pool),
 then draws the five panels of Figure 1 and writes summary.md
-(tf_adasamp.experiment.report), which opens with the departures from the
+(tf_adasamp.experiment.study.report), which opens with the departures from the
 paper and the verdict rules. The main job (`make experiment`), offline, a
 784-512-10 MLP on 5,000 Fashion-MNIST images (Debian's
 dataset-fashion-mnist):
@@ -25,15 +25,15 @@ from absl import flags
 from absl import logging
 
 from tf_adasamp import _validation
-from tf_adasamp.experiment import datasets
 from tf_adasamp.experiment import flags as flags_lib
-from tf_adasamp.experiment import presets
-from tf_adasamp.experiment import report
-from tf_adasamp.experiment import run_files
-from tf_adasamp.experiment import runner
-from tf_adasamp.experiment import study
-from tf_adasamp.experiment import train_config
 from tf_adasamp.experiment.flags import option
+from tf_adasamp.experiment.study import design
+from tf_adasamp.experiment.study import pool
+from tf_adasamp.experiment.study import presets
+from tf_adasamp.experiment.study import report
+from tf_adasamp.experiment.training import config as config_lib
+from tf_adasamp.experiment.training import datasets
+from tf_adasamp.experiment.training import run_files
 
 PROGRAM = "tf-adasamp-reproduce"
 FLAGS = flags.FLAGS
@@ -51,7 +51,7 @@ class Options:
       "a prepared CIFAR-10.")
   model: str | None = option(None, "Model to train (default: the data "
                              "set's, presets.DEFAULT_MODELS).",
-                             choices=train_config.MODELS)
+                             choices=config_lib.MODELS)
   trials: int = option(10, "Trials (seeds 0..trials-1).")
   output_dir: str | None = option(
       None, "Directory of the runs (default "
@@ -86,8 +86,8 @@ def _plan(options, model, output_dir, report_dir):
         f"{settings.eval_interval} gives fewer than 2 evaluations in each "
         "half of training, too few for the report; use an eval_interval "
         "of at most steps / 2")
-  runs = study.plan(settings, options.trials, output_dir, options.dataset,
-                    options.data_dir, model)
+  runs = design.plan(settings, options.trials, output_dir, options.dataset,
+                     options.data_dir, model)
   run_files.ensure_writable_dir(output_dir, "output_dir")
   run_files.ensure_writable_dir(report_dir, "report_dir")
   data = datasets.load(options.dataset, options.data_dir)
@@ -128,15 +128,12 @@ def main():
   report_dir = options.report_dir or os.path.join(output_dir, "report")
   try:
     settings, runs, data = _plan(options, model, output_dir, report_dir)
-    runner.run_all(runs,
-                   data,
-                   progress=options.progress,
-                   workers=options.workers)
+    pool.run_all(runs, data, progress=options.progress, workers=options.workers)
   except (TypeError, ValueError, datasets.DatasetUnavailableError) as error:
     # run_files.RunError is a ValueError: a run that cannot start or failed.
     sys.exit(f"{PROGRAM}: {error}")
   except KeyboardInterrupt:
-    flags_lib.interrupted(PROGRAM, runner.INTERRUPTED)
+    flags_lib.interrupted(PROGRAM, pool.INTERRUPTED)
   command = _reproducing_command(options, model)
   departures = presets.departures(options.dataset, model, settings,
                                   options.trials, len(data.y_train))

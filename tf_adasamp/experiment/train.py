@@ -20,17 +20,17 @@ import sys
 from absl import flags
 from absl import logging
 
-from tf_adasamp.experiment import datasets
 from tf_adasamp.experiment import flags as flags_lib
-from tf_adasamp.experiment import run_files
-from tf_adasamp.experiment import train_config
+from tf_adasamp.experiment.training import config as config_lib
+from tf_adasamp.experiment.training import datasets
+from tf_adasamp.experiment.training import run_files
 
 PROGRAM = "tf-adasamp-train"
 FLAGS = flags.FLAGS
 
 
 def define_flags():
-  flags_lib.define(train_config.TrainConfig)
+  flags_lib.define(config_lib.TrainConfig)
   flags.DEFINE_bool("progress", True, "Show a progress bar.")
 
 
@@ -42,7 +42,7 @@ def main():
     sys.exit(f"{PROGRAM}: output_dir is empty; name a directory, or leave "
              "out --output_dir for runs/train")
   config = flags_lib.parse(PROGRAM,
-                           train_config.TrainConfig,
+                           config_lib.TrainConfig,
                            output_dir=FLAGS.output_dir or "runs/train")
   if config.data_path is not None and FLAGS["dataset"].present:
     sys.exit(f"{PROGRAM}: --data_path replaces --dataset; give one of them")
@@ -61,19 +61,20 @@ def main():
   try:
     # Only now, with good flags, TensorFlow loads.
     # pylint: disable-next=import-outside-toplevel
-    from tf_adasamp.experiment import training_loop
+    from tf_adasamp.experiment.training import loop
+    from tf_adasamp.experiment.training import resume
   except KeyboardInterrupt:
     flags_lib.interrupted(PROGRAM, "training had not begun")
   interrupts = _Interrupts()
   signal.signal(signal.SIGINT, interrupts.handle)
   try:
-    records = training_loop.train(config,
-                                  progress=FLAGS.progress,
-                                  stop_requested=interrupts.requested)
+    records = loop.train(config,
+                         progress=FLAGS.progress,
+                         stop_requested=interrupts.requested)
   except (datasets.DatasetUnavailableError, run_files.RunError) as error:
     sys.exit(f"{PROGRAM}: {error}")
   except KeyboardInterrupt:
-    step = training_loop.last_checkpoint_step(config.output_dir)
+    step = resume.last_checkpoint_step(config.output_dir)
     flags_lib.interrupted(
         PROGRAM, "no checkpoint was written yet" if step is None else
         f"the last checkpoint is of step {step}: the same command "

@@ -46,16 +46,16 @@ from absl import logging
 import numpy as np
 
 from tf_adasamp import _validation
-from tf_adasamp.experiment import datasets
 from tf_adasamp.experiment import flags as flags_lib
-from tf_adasamp.experiment import presets
-from tf_adasamp.experiment import report
-from tf_adasamp.experiment import run_files
-from tf_adasamp.experiment import runner
-from tf_adasamp.experiment import study
-from tf_adasamp.experiment import train_config
-from tf_adasamp.experiment import verdicts
 from tf_adasamp.experiment.flags import option
+from tf_adasamp.experiment.study import design
+from tf_adasamp.experiment.study import pool
+from tf_adasamp.experiment.study import presets
+from tf_adasamp.experiment.study import report
+from tf_adasamp.experiment.study import verdicts
+from tf_adasamp.experiment.training import config as config_lib
+from tf_adasamp.experiment.training import datasets
+from tf_adasamp.experiment.training import run_files
 
 PROGRAM = "tf-adasamp-tuning"
 FLAGS = flags.FLAGS
@@ -75,7 +75,7 @@ class Options:
       "holding a prepared CIFAR-10.")
   model: str | None = option(None, "Model (default: the data set's, "
                              "presets.DEFAULT_MODELS).",
-                             choices=train_config.MODELS)
+                             choices=config_lib.MODELS)
   steps: int | None = option(None, "Steps per run (default: the preset's).")
   eval_interval: int | None = option(
       None, "Steps between evaluations "
@@ -131,7 +131,7 @@ def _run(algorithm, trial, output_dir, base, **fields):
                                output_dir=os.path.join(output_dir,
                                                        f"seed{trial}"),
                                **fields)
-  return study.Run(algorithm, fields.get("amplitude", 0.0), trial, config)
+  return design.Run(algorithm, fields.get("amplitude", 0.0), trial, config)
 
 
 def _adaptive_run(algorithm, seed, directory, base, eta, gamma, amplitude,
@@ -155,7 +155,7 @@ def _scores(run):
   records = run_files.read_metrics(run.config.output_dir)
   steps = [r["step"] for r in records]
   accuracy = [r["test_accuracy"] for r in records]
-  return (float(study.mean_over(steps, accuracy)), accuracy[-1],
+  return (float(design.mean_over(steps, accuracy)), accuracy[-1],
           max(r["kl"] for r in records))
 
 
@@ -163,22 +163,22 @@ def tune(options, full_data, settings, log=print):
   """Runs the three stages; returns the results as a JSON-ready dict."""
   _validation.positive_int(options.workers, "workers")
   seeds = [int(s) for s in floats(options.seeds)]
-  base = train_config.TrainConfig(dataset=options.dataset,
-                                  data_dir=options.data_dir,
-                                  model=options.model,
-                                  steps=settings.steps,
-                                  eval_interval=settings.eval_interval,
-                                  batch_size=settings.batch_size,
-                                  utility_at=settings.utility_at,
-                                  jit_compile=options.jit_compile,
-                                  train_eval_size=options.train_eval_size,
-                                  output_dir=options.output_dir,
-                                  resume=True)
+  base = config_lib.TrainConfig(dataset=options.dataset,
+                                data_dir=options.data_dir,
+                                model=options.model,
+                                steps=settings.steps,
+                                eval_interval=settings.eval_interval,
+                                batch_size=settings.batch_size,
+                                utility_at=settings.utility_at,
+                                jit_compile=options.jit_compile,
+                                train_eval_size=options.train_eval_size,
+                                output_dir=options.output_dir,
+                                resume=True)
   data = functools.partial(_validation_data, full_data, options.validation_size)
 
   def train(runs):
     start = time.time()
-    runner.run_all(runs, data, workers=options.workers)
+    pool.run_all(runs, data, workers=options.workers)
     log(f"{len(runs)} runs in {time.time() - start:.0f} s")
 
   results = {
@@ -470,7 +470,7 @@ def main():
           run_files.RunError) as error:
     sys.exit(f"{PROGRAM}: {error}")
   except KeyboardInterrupt:
-    flags_lib.interrupted(PROGRAM, runner.INTERRUPTED)
+    flags_lib.interrupted(PROGRAM, pool.INTERRUPTED)
   command = " ".join(["python -m tf_adasamp.experiment.tuning", *sys.argv[1:]])
   os.makedirs(os.path.dirname(os.path.abspath(options.report)), exist_ok=True)
   with open(options.report, "w") as f:

@@ -15,7 +15,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from tf_adasamp.experiment import run_files
+from tf_adasamp.experiment.training import run_files
 
 # The key of the trainer's step in a checkpoint (tf.train.Checkpoint(step=..)).
 _STEP_KEY = "step/.ATTRIBUTES/VARIABLE_VALUE"

@@ -3,15 +3,14 @@
 import tensorflow as tf
 
 from tf_adasamp import distribute
-from tf_adasamp.experiment import cluster
-from tf_adasamp.experiment import run_files
-from tf_adasamp.experiment import train_config
-from tf_adasamp.experiment.uniform_sampler import UniformSampler
+from tf_adasamp.experiment.training import cluster
+from tf_adasamp.experiment.training import config as config_lib
+from tf_adasamp.experiment.training import run_files
+from tf_adasamp.experiment.training.uniform_sampler import UniformSampler
 
 
-def make_strategy(name,
-                  cluster_timeout=train_config.TrainConfig.cluster_timeout):
-  """The tf.distribute strategy called `name` (one of train_config.STRATEGIES).
+def make_strategy(name, cluster_timeout=config_lib.TrainConfig.cluster_timeout):
+  """The tf.distribute strategy called `name` (one of config_lib.STRATEGIES).
 
   default: this process's default devices, no replication; mirrored: a
   replica per local GPU (per logical CPU device if none); multi_worker: the
@@ -31,7 +30,7 @@ def make_strategy(name,
     except cluster.TFConfigError as error:
       raise run_files.RunError(str(error)) from None
   raise ValueError(
-      f"unknown strategy {name!r}; choose one of {train_config.STRATEGIES}")
+      f"unknown strategy {name!r}; choose one of {config_lib.STRATEGIES}")
 
 
 def make_sampler(sampling, num_examples, amplitude, decay, seed, strategy=None):
@@ -51,7 +50,7 @@ def make_sampler(sampling, num_examples, amplitude, decay, seed, strategy=None):
                                      decay,
                                      seed=seed)
   raise ValueError(f"unknown sampling {sampling!r}; choose one of "
-                   f"{train_config.SAMPLINGS}")
+                   f"{config_lib.SAMPLINGS}")
 
 
 def make_optimizer(name, learning_rate, lr_decay):
@@ -68,4 +67,4 @@ def make_optimizer(name, learning_rate, lr_decay):
   if name == "adagrad":
     return tf.keras.optimizers.Adagrad(schedule)
   raise ValueError(
-      f"unknown optimizer {name!r}; choose one of {train_config.OPTIMIZERS}")
+      f"unknown optimizer {name!r}; choose one of {config_lib.OPTIMIZERS}")

@@ -2,7 +2,7 @@
 
 The six algorithms of `presets.ALGORITHMS` for a number of trials, plus a
 sweep of the amplitude of one of them: `plan` lists the runs
-(`runner.run_all` trains them) and `collect` reads their metrics back as
+(`pool.run_all` trains them) and `collect` reads their metrics back as
 the curves that `claims`, `report` and `plots` take.
 
 Trial k runs every algorithm with seed k: the same initial model (and
@@ -17,13 +17,13 @@ import os
 import numpy as np
 
 from tf_adasamp import _validation
-from tf_adasamp.experiment import presets
-from tf_adasamp.experiment import run_files
-from tf_adasamp.experiment import train_config
+from tf_adasamp.experiment.study import presets
+from tf_adasamp.experiment.training import config as config_lib
+from tf_adasamp.experiment.training import run_files
 
 CURVE_METRICS = ("train_loss", "train_accuracy", "test_accuracy", "kl",
                  "ess_fraction")
-# Logged by runs of the logistic model only (training_loop).
+# Logged by runs of the logistic model only (training.loop).
 CERTIFICATE_METRICS = ("zero_one_gap", "corollary1_bound")
 
 
@@ -34,7 +34,7 @@ class Run:
   algorithm: str
   amplitude: float
   trial: int
-  config: train_config.TrainConfig
+  config: config_lib.TrainConfig
 
 
 def run_config(settings, algorithm, amplitude, trial, run_dir, **fields):
@@ -61,7 +61,7 @@ def run_config(settings, algorithm, amplitude, trial, run_dir, **fields):
                  output_dir=run_dir,
                  resume=True)
   options.update(fields)
-  return train_config.TrainConfig(**options)
+  return config_lib.TrainConfig(**options)
 
 
 def plan(settings, trials, output_dir, dataset, data_dir=None, model="cnn"):

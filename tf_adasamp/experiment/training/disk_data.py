@@ -19,7 +19,7 @@ import numpy as np
 from google.protobuf import message
 
 from tf_adasamp import sources
-from tf_adasamp.experiment import run_files
+from tf_adasamp.experiment.training import run_files
 
 # Records read at a time where a whole file is read.
 READ_CHUNK = 4096

@@ -2,7 +2,7 @@
 
 A run keeps its settings in config.json, one JSON metric record per
 evaluation in metrics.jsonl and its checkpoints in checkpoints/ (written by
-`training_loop.train`). Here: reading the records, whether a run is
+`loop.train`). Here: reading the records, whether a run is
 finished, whether a configuration may write to a directory (a new run, or
 the same run resumed), and the errors that stop a run. The command lines
 check their runs with these before TensorFlow loads.

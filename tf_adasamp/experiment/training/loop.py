@@ -28,33 +28,25 @@ import os
 import tensorflow as tf
 
 from tf_adasamp.bound_tracker import BoundTracker
-from tf_adasamp.experiment import cluster
-from tf_adasamp.experiment import datasets
-from tf_adasamp.experiment import disk_data
-from tf_adasamp.experiment import models
-from tf_adasamp.experiment import run_files
-from tf_adasamp.experiment.components import make_optimizer
-from tf_adasamp.experiment.components import make_sampler
-from tf_adasamp.experiment.components import make_strategy
-from tf_adasamp.experiment.controller import Controller
-from tf_adasamp.experiment.controller import DivergedError
-from tf_adasamp.experiment.evaluator import Evaluator
-from tf_adasamp.experiment.evaluator import cross_entropy_lipschitz
-from tf_adasamp.experiment.progress import ProgressBar
-from tf_adasamp.experiment.resume import common_checkpoint_step
-from tf_adasamp.experiment.resume import last_checkpoint_step
-from tf_adasamp.experiment.resume import worker_state
-from tf_adasamp.experiment import resume
-from tf_adasamp.experiment.train_step import make_reading_train_step
-from tf_adasamp.experiment.train_step import make_train_step
-from tf_adasamp.experiment.trainer import Trainer
-from tf_adasamp.experiment.uniform_sampler import UniformSampler
-
-__all__ = [
-    "BoundTracker", "DivergedError", "UniformSampler", "common_checkpoint_step",
-    "cross_entropy_lipschitz", "last_checkpoint_step", "make_optimizer",
-    "make_sampler", "make_strategy", "make_train_step", "train", "worker_state"
-]
+from tf_adasamp.experiment.training import cluster
+from tf_adasamp.experiment.training import datasets
+from tf_adasamp.experiment.training import disk_data
+from tf_adasamp.experiment.training import models
+from tf_adasamp.experiment.training import resume
+from tf_adasamp.experiment.training import run_files
+from tf_adasamp.experiment.training.components import make_optimizer
+from tf_adasamp.experiment.training.components import make_sampler
+from tf_adasamp.experiment.training.components import make_strategy
+from tf_adasamp.experiment.training.controller import Controller
+from tf_adasamp.experiment.training.controller import DivergedError
+from tf_adasamp.experiment.training.evaluator import Evaluator
+from tf_adasamp.experiment.training.progress import ProgressBar
+from tf_adasamp.experiment.training.resume import common_checkpoint_step
+from tf_adasamp.experiment.training.resume import worker_state
+from tf_adasamp.experiment.training.steps import make_reading_train_step
+from tf_adasamp.experiment.training.steps import make_train_step
+from tf_adasamp.experiment.training.trainer import Trainer
+from tf_adasamp.experiment.training.uniform_sampler import UniformSampler
 
 
 def train(config, data=None, progress=False, stop_requested=None):
@@ -62,7 +54,7 @@ def train(config, data=None, progress=False, stop_requested=None):
   their keys: evaluator's module docstring).
 
   Args:
-    config: a train_config.TrainConfig.
+    config: a config.TrainConfig.
     data: a datasets.Dataset or disk_data.DiskDataset; loaded from
       config.data_path or config.dataset if None (pass one to share it
       between runs).

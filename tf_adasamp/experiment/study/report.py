@@ -6,12 +6,12 @@ import os
 
 import numpy as np
 
-from tf_adasamp.experiment import claims as claims_lib
-from tf_adasamp.experiment import plots
-from tf_adasamp.experiment import presets
-from tf_adasamp.experiment import verdicts
-from tf_adasamp.experiment.study import collect
-from tf_adasamp.experiment.study import mean_over
+from tf_adasamp.experiment.study import claims as claims_lib
+from tf_adasamp.experiment.study import plots
+from tf_adasamp.experiment.study import presets
+from tf_adasamp.experiment.study import verdicts
+from tf_adasamp.experiment.study.design import collect
+from tf_adasamp.experiment.study.design import mean_over
 
 
 def mean_std(values, digits=4):

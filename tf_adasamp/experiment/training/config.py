@@ -8,8 +8,8 @@ import dataclasses
 import math
 
 from tf_adasamp import _validation
-from tf_adasamp.experiment import datasets
 from tf_adasamp.experiment.flags import option
+from tf_adasamp.experiment.training import datasets
 
 MODELS = ("cnn", "logistic", "mlp")  # models.build's
 UTILITIES = ("zero_one", "l1", "cross_entropy")  # tf_adasamp.utilities'

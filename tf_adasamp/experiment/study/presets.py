@@ -7,8 +7,8 @@ train.
 
 import dataclasses
 
-from tf_adasamp.experiment import train_config
 from tf_adasamp.experiment.flags import option
+from tf_adasamp.experiment.training import config as config_lib
 
 ALGORITHMS = {
     "AdaSamp-01-SGD": ("adaptive", "zero_one", "sgd"),
@@ -60,7 +60,7 @@ class Settings:
   batch_size: int = option(100, "Examples per step.")
   utility_at: str = option("updated", "updated (h_t, Algorithm 1) or step "
                            "(h_{t-1}, cheaper).",
-                           choices=train_config.UTILITY_AT)
+                           choices=config_lib.UTILITY_AT)
 
   def learning_rate(self, algorithm):
     """(eta, gamma) of `algorithm`: its own tuned step size where the

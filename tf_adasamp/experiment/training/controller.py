@@ -16,9 +16,9 @@ import os
 
 import tensorflow as tf
 
-from tf_adasamp.experiment import resume
-from tf_adasamp.experiment import run_files
-from tf_adasamp.experiment import summaries
+from tf_adasamp.experiment.training import resume
+from tf_adasamp.experiment.training import run_files
+from tf_adasamp.experiment.training import summaries
 
 
 class DivergedError(run_files.RunError):

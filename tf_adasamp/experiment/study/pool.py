@@ -20,7 +20,7 @@ import threading
 import time
 
 from tf_adasamp import _validation
-from tf_adasamp.experiment import run_files
+from tf_adasamp.experiment.training import run_files
 
 # What a command line tells a user who interrupts its `run_all`.
 INTERRUPTED = ("the finished runs are kept, and the same command goes on "
@@ -128,11 +128,11 @@ def _train(label, run, data, progress):
   """Trains `run`; its line for the log."""
   # pylint: disable=import-outside-toplevel
   import tensorflow as tf
-  from tf_adasamp.experiment import training_loop
+  from tf_adasamp.experiment.training import loop
   start = time.time()
-  records = training_loop.train(run.config,
-                                data=data(run) if callable(data) else data,
-                                progress=progress)
+  records = loop.train(run.config,
+                       data=data(run) if callable(data) else data,
+                       progress=progress)
   # Frees the finished run's model and functions.
   tf.keras.backend.clear_session()
   return (f"{label}: {time.time() - start:.1f} s, final train loss "

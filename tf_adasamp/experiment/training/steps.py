@@ -21,8 +21,8 @@ distribution whose copies stay identical (tf_adasamp.distribute).
 import tensorflow as tf
 
 from tf_adasamp import utilities
-from tf_adasamp.experiment import train_config
-from tf_adasamp.experiment.uniform_sampler import UniformSampler
+from tf_adasamp.experiment.training import config as config_lib
+from tf_adasamp.experiment.training.uniform_sampler import UniformSampler
 
 
 def make_train_step(model,
@@ -67,9 +67,9 @@ def make_reading_train_step(model,
   sees it in the returned utilities: the step signals divergence, it does
   not fail.
   """
-  if utility_at not in train_config.UTILITY_AT:
+  if utility_at not in config_lib.UTILITY_AT:
     raise ValueError(f"unknown utility_at {utility_at!r}; choose one of "
-                     f"{train_config.UTILITY_AT}")
+                     f"{config_lib.UTILITY_AT}")
   strategy = strategy or tf.distribute.get_strategy()
   num_replicas = strategy.num_replicas_in_sync
   if batch_size % num_replicas:

@@ -18,9 +18,9 @@ import dataclasses
 
 import numpy as np
 
-from tf_adasamp.experiment import presets
-from tf_adasamp.experiment import verdicts
-from tf_adasamp.experiment.study import mean_over
+from tf_adasamp.experiment.study import presets
+from tf_adasamp.experiment.study import verdicts
+from tf_adasamp.experiment.study.design import mean_over
 
 # Claim 4: the KL has decayed when its final value is below this fraction of
 # its peak.

@@ -12,7 +12,7 @@ import os
 import tensorflow as tf
 
 from tf_adasamp import diagnostics
-from tf_adasamp.experiment import evaluator
+from tf_adasamp.experiment.training import evaluator
 
 RUNS = ("train", "validation")
 

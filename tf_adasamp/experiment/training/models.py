@@ -13,14 +13,14 @@
 
 import tensorflow as tf
 
-from tf_adasamp.experiment import train_config
+from tf_adasamp.experiment.training import config as config_lib
 
 # Inputs at least this wide fit cifar10_cnn's unpadded second convolutions.
 _MIN_SIZE_FOR_VALID = 10
 
 
 def build(name, input_shape, num_classes, seed, l2=1e-3):
-  """Builds model `name` (one of train_config.MODELS), its initial weights
+  """Builds model `name` (one of config_lib.MODELS), its initial weights
   fixed by `seed`.
 
   The same seed gives the same initial model and the same dropout masks, so
@@ -33,8 +33,7 @@ def build(name, input_shape, num_classes, seed, l2=1e-3):
     return logistic_regression(input_shape, num_classes, l2)
   if name == "mlp":
     return mlp(input_shape, num_classes)
-  raise ValueError(
-      f"unknown model {name!r}; choose one of {train_config.MODELS}")
+  raise ValueError(f"unknown model {name!r}; choose one of {config_lib.MODELS}")
 
 
 def paper_cnn(input_shape, num_classes):

@@ -22,7 +22,7 @@ from matplotlib import ticker  # pylint: disable=wrong-import-position
 import matplotlib.pyplot as plt  # pylint: disable=wrong-import-position
 import numpy as np  # pylint: disable=wrong-import-position
 
-from tf_adasamp.experiment import study  # pylint: disable=wrong-import-position
+from tf_adasamp.experiment.study import design  # pylint: disable=wrong-import-position
 
 _COLOURS = {"Unif": "0.35", "AdaSamp-01": "tab:blue", "AdaSamp-L1": "tab:red"}
 _LINESTYLES = {"SGD": "-", "AdaGrad": "--"}
@@ -87,12 +87,12 @@ def plot_amplitude(ax, sweep):
   Args:
     ax: matplotlib Axes.
     sweep: {"algorithm": name, "amplitude": [A] (0 is uniform sampling),
-      "curves": [A] curves, as study.collect gives them}.
+      "curves": [A] curves, as design.collect gives them}.
   """
   positions = np.arange(len(sweep["amplitude"]))
   half = sweep["curves"][0]["epoch"][-1] / 2
   train = [
-      study.mean_over(c["epoch"], c["train_accuracy"], half)
+      design.mean_over(c["epoch"], c["train_accuracy"], half)
       for c in sweep["curves"]
   ]
   test = [c["test_accuracy"][:, -1] for c in sweep["curves"]]
