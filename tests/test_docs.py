@@ -1,9 +1,13 @@
 """The docs name what exists: the tests behind each promise of
-docs/guarantees.md, and every module in the README's layout."""
+docs/guarantees.md, every module in docs/development.md's layout, and the
+files and headings that the README, docs/development.md and
+benchmarks/RESULTS.md link to."""
 
 import glob
 import os
 import re
+
+import pytest
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir)
 
@@ -28,10 +32,36 @@ def test_every_test_the_guarantees_name_exists():
     assert os.path.exists(os.path.join(ROOT, "tests", path)), path
 
 
-def test_the_readme_layout_lists_every_module():
-  layout = read("README.md").split("## Layout", 1)[1].split("\n## ", 1)[0]
+def test_the_layout_lists_every_module():
+  layout = read("docs/development.md").split("## Layout",
+                                             1)[1].split("\n## ", 1)[0]
   for path in glob.glob(os.path.join(ROOT, "tf_adasamp", "**", "*.py"),
                         recursive=True):
     name = os.path.basename(path)
     if name != "__init__.py":
       assert re.search(rf"\b{re.escape(name)}\b", layout), name
+
+
+def anchors(markdown):
+  """The anchors GitHub gives the headings of `markdown`."""
+  found = set()
+  for heading in re.findall(r"^#+ (.*)$", markdown, re.M):
+    slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+    found.add(slug)
+  return found
+
+
+@pytest.mark.parametrize(
+    "doc", ["README.md", "docs/development.md", "benchmarks/RESULTS.md"])
+def test_local_links_point_at_files_and_headings_that_exist(doc):
+  directory = os.path.dirname(os.path.join(ROOT, doc))
+  links = re.findall(r"\]\(([^)\s]+)\)", read(doc))
+  local = [link for link in links if "://" not in link]
+  assert local, doc  # the pattern still finds them
+  for link in local:
+    path, _, anchor = link.partition("#")
+    target = os.path.join(directory, path) if path else os.path.join(ROOT, doc)
+    assert os.path.exists(target), link
+    if anchor:
+      with open(target, encoding="utf-8") as f:
+        assert anchor in anchors(f.read()), link

@@ -26,9 +26,8 @@ def test_guide_has_the_three_ways_in():
   assert len(snippets("guide")) == 3
 
 
-def test_readme_has_its_three_snippets():
-  # "Using it", `fit`, and tf.distribute.
-  assert len(snippets("readme")) == 3
+def test_readme_has_its_quick_start():
+  assert len(snippets("readme")) == 1
 
 
 @pytest.mark.parametrize(
