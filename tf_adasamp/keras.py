@@ -86,7 +86,7 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
         lie in [0, 1].
       debias: if True, weight each example's loss by 1 / (n Q_t(i)), so the
         optimized loss estimates the uniform average; Algorithm 1 does not.
-      **kwargs: passed to `keras.Model`, e.g. `name`.
+      **kwargs: passed to `keras.Model`, e.g. the model's name.
     """
     super().__init__(**kwargs)
     if not isinstance(stage, data_lib.AdaptiveSampling):
@@ -365,7 +365,7 @@ class SamplingTensorBoard(keras.callbacks.TensorBoard):
   """`keras.callbacks.TensorBoard`, and the sampling distribution Q_t.
 
   Writes what Keras's callback writes (the runs `train` and `validation`
-  under `log_dir`), and into the `train` run the sampler's diagnostics under
+  under the log directory), and into the `train` run the sampler's diagnostics under
   the tags of `tf_adasamp.diagnostics.TAGS` (`sampler/kl_divergence`,
   `sampler/max_probability`, `sampler/effective_sample_size`,
   `sampler/distinct_draws`, the histogram `sampler/log_n_probability` and,
@@ -385,7 +385,7 @@ class SamplingTensorBoard(keras.callbacks.TensorBoard):
       training_data: optional (x, y), the stage's examples in its order
         (class ids or one-hot labels); each write then predicts over x, a
         pass over the training set, to log `sampler/misclassified_mass`.
-      **kwargs: passed to `keras.callbacks.TensorBoard`; its `update_freq`
+      **kwargs: passed to `keras.callbacks.TensorBoard`; its update_freq
         (an int: every that many batches) also sets how often the sampler's
         diagnostics are written.
     """
