@@ -557,7 +557,7 @@ class SamplingTensorBoard(keras.callbacks.TensorBoard):
           os.path.join(self.log_dir, "train"))
 
   def on_train_batch_end(self, batch, logs=None):
-    """Writes the diagnostics every `update_freq` batches, if an int.
+    """Writes the diagnostics every update_freq batches, if it is an int.
 
     Args:
       batch: the batch's index in its epoch.
@@ -569,7 +569,7 @@ class SamplingTensorBoard(keras.callbacks.TensorBoard):
       self._write_diagnostics(self._batches, logs)
 
   def on_epoch_end(self, epoch, logs=None):
-    """Writes the diagnostics, if `update_freq` is "epoch".
+    """Writes the diagnostics, if update_freq is "epoch".
 
     Args:
       epoch: the epoch's index.
