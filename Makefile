@@ -6,6 +6,7 @@
 #                    (the main, convex and digits runs) and record the
 #                    commit that made them
 #   make test    set up, then run every test: pytest and `bazel test //...`
+#   make api-docs  the API reference, from the docstrings, in build/api
 # Set-up is idempotent: a virtual environment in .venv with TensorFlow and the
 # package installed in place (its op library built against that TensorFlow,
 # with two header-only libraries from Debian that TensorFlow's XLA headers
@@ -31,7 +32,7 @@ FASHION_MNIST := /usr/share/datasets/fashion-mnist
 GOOGLETEST := /usr/src/googletest
 
 .PHONY: setup build-deps fashion-mnist experiment experiment-docs \
-  experiment-docs-check demo test pytest \
+  experiment-docs-check demo api-docs test pytest \
   bazel-test format format-check clang-format clean
 
 # In two passes, so that the op library that pip's editable install builds
@@ -73,6 +74,17 @@ experiment-docs-check:
 demo: setup
 	$(PY) -m tf_adasamp.experiment.demo
 
+# The API reference: pdoc renders the docstrings (Google style) of tf_adasamp,
+# the modules its __all__ names and tf_adasamp.sources as HTML in API_DOCS. A
+# pdoc warning (a name that does not import, an annotation it cannot read)
+# fails the build. tests/test_api_docs.py builds it in `make test` and checks
+# that its links resolve.
+API_DOCS := build/api
+api-docs: setup
+	rm -rf $(API_DOCS)
+	$(PY) -W error -m pdoc --docformat google -o $(API_DOCS) tf_adasamp \
+	  tf_adasamp.sources
+
 # The format check and both suites run even if one fails; the exit status
 # says if any did.
 test: setup
@@ -95,7 +107,9 @@ bazel-test: setup
 	bazel test //...
 
 # format rewrites the tree in its style; format-check fails on any file that
-# format would change.
+# format would change, and on a docstring of the public API that ruff finds
+# out of the Google style or missing an argument, return value or raised
+# error (pyproject.toml says which rules and files).
 format: setup clang-format
 	$(PY) -m yapf -i -p -r $(PY_FORMATTED)
 	clang-format -i $(CC_FORMATTED)
@@ -103,6 +117,7 @@ format: setup clang-format
 format-check: setup clang-format
 	$(PY) -m yapf --diff -p -r $(PY_FORMATTED)
 	clang-format --dry-run --Werror $(CC_FORMATTED)
+	$(PY) -m ruff check
 	@echo "format-check: the tree is formatted"
 
 clang-format:

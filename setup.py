@@ -293,9 +293,13 @@ setup(
             EXPERIMENT,
         # tf_adasamp.sources' ArrayRecord files, imported when one is opened.
         "data": ["array-record"],
+        # ruff pinned: its docstring rules for returns and raised errors
+        # (DOC) are in preview, free to change between releases.
         "test":
-            EXPERIMENT +
-            ["pytest", "pytest-xdist", "scipy", "hypothesis", "yapf"],
+            EXPERIMENT + [
+                "pytest", "pytest-xdist", "scipy", "hypothesis", "yapf", "pdoc",
+                "ruff==0.17.6"
+            ],
     },
     entry_points={
         "console_scripts": [

@@ -46,8 +46,10 @@ def __dir__():
 
 
 class _AfterKerasImport(importlib.abc.MetaPathFinder):
-  """Imports `tf_adasamp.keras`, which registers its classes with Keras's
-  serialization, right after Keras's own import completes."""
+  """Imports `tf_adasamp.keras` right after Keras's own import completes.
+
+  `tf_adasamp.keras` registers its classes with Keras's serialization.
+  """
 
   def find_spec(self, fullname, path, target=None):
     if fullname != "keras":

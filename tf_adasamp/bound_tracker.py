@@ -30,6 +30,20 @@ class BoundTracker(tf.Module):
                decay,
                static_shapes=False,
                name=None):
+    """Starts a run of Algorithm 1: all weights 1, all sums 0.
+
+    Args:
+      num_examples: n, an integer >= 1.
+      amplitude: alpha >= 0.
+      decay: in (0, 1).
+      static_shapes: whether to update in ops that XLA compiles.
+      name: name of the module.
+
+    Raises:
+      TypeError: if `num_examples` is not an int, or `amplitude` or `decay`
+        not a number.
+      ValueError: if an argument is outside its range above.
+    """
     super().__init__(name=name)
     # Validates the arguments the way the host tracker does.
     bounds.KLBoundTracker(num_examples, amplitude, decay)
@@ -52,9 +66,16 @@ class BoundTracker(tf.Module):
       self.batch_size = variable("batch_size", 0, tf.int64)
 
   def update(self, indices, utilities):
-    """Records one step: its [B] draws and their utilities, as
-    KLBoundTracker.update does. Returns the number of distinct indices
-    drawn, int64."""
+    """Records one step's draws and their utilities, as KLBoundTracker does.
+
+    Args:
+      indices: the step's [B] drawn indices, integers in [0, n).
+      utilities: [B] finite utilities; a repeated index is reweighted once,
+        with its first utility.
+
+    Returns:
+      The number of distinct indices drawn, an int64 scalar.
+    """
     indices = tf.reshape(tf.cast(indices, tf.int64), [-1])
     utilities = tf.reshape(tf.cast(utilities, tf.float64), [-1])
     size = tf.size(indices, out_type=tf.int64)
@@ -82,7 +103,14 @@ class BoundTracker(tf.Module):
     return tf.math.count_nonzero(starts)
 
   def read(self):
-    """A bounds.KLBoundTracker holding the sums now (copied to the host)."""
+    """Copies the sums to the host.
+
+    Returns:
+      A `bounds.KLBoundTracker` holding the sums now.
+
+    Raises:
+      ValueError: if the sums are not finite.
+    """
     steps = int(self.steps)
     return bounds.KLBoundTracker.from_state(
         self._num_examples, self._amplitude, self._decay, {
@@ -98,10 +126,17 @@ class BoundTracker(tf.Module):
 
 
 def _first_draws(indices, static_shapes):
-  """Each distinct index of `indices` with the position of its first draw:
-  (keys, first, starts). Either one key per distinct index (`starts` None)
-  or, in static shapes, one per draw, sorted, with `starts` [B] bool marking
-  the first key of each run."""
+  """Finds each distinct index of `indices` and the position of its first draw.
+
+  Args:
+    indices: int64 [B] draws.
+    static_shapes: whether the results take static shapes (for XLA).
+
+  Returns:
+    (keys, first, starts): either one key per distinct index (`starts`
+    None) or, in static shapes, one per draw, sorted, with `starts` [B]
+    bool marking the first key of each run.
+  """
   if not static_shapes:
     keys, position = tf.unique(indices)
     first = tf.math.unsorted_segment_min(tf.range(tf.size(indices)), position,

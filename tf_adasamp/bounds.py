@@ -142,6 +142,10 @@ def uniform_stability_convex(
 
   Returns:
     beta, the data stability coefficient.
+
+  Raises:
+    TypeError: if an argument is not a number or an array of numbers.
+    ValueError: if an argument is NaN or outside its range above.
   """
   n = _at_least("n", n, 1)
   T = _at_least("T", T, 1)
@@ -179,6 +183,10 @@ def uniform_stability_nonconvex(n: ArrayLike,
 
   Returns:
     beta, the data stability coefficient.
+
+  Raises:
+    TypeError: if an argument is not a number or an array of numbers.
+    ValueError: if an argument is NaN or outside its range above.
   """
   n = _array("n", n)
   _check("n", n, n > 1, "> 1")
@@ -213,6 +221,10 @@ def hypothesis_stability_convex(n: ArrayLike, T: ArrayLike,
 
   Returns:
     beta, the pointwise hypothesis stability coefficient.
+
+  Raises:
+    TypeError: if an argument is not a number or an array of numbers.
+    ValueError: if an argument is NaN or outside its range above.
   """
   n = _at_least("n", n, 1)
   T = _at_least("T", T, 1)
@@ -247,7 +259,12 @@ def stability_strongly_convex(
     batch_size: draws per step B >= 1.
 
   Returns:
-    (beta, theta).
+    (beta, theta): the data stability coefficient and the hyperparameter
+    stability coefficient per draw.
+
+  Raises:
+    TypeError: if an argument is not a number or an array of numbers.
+    ValueError: if an argument is NaN or outside its range above.
   """
   n = _at_least("n", n, 1)
   draws = _at_least("T", T, 1) * _at_least("batch_size", batch_size, 1)
@@ -278,6 +295,10 @@ def chi2_bound(chi2: ArrayLike, n: ArrayLike, delta: ArrayLike,
 
   Returns:
     The bound on the generalization error G(S, Q) = R(S, Q) - empirical risk.
+
+  Raises:
+    TypeError: if an argument is not a number or an array of numbers.
+    ValueError: if an argument is NaN or outside its range above.
   """
   chi2 = _at_least("chi2", chi2, 0)
   n = _at_least("n", n, 1)
@@ -290,10 +311,11 @@ def chi2_bound(chi2: ArrayLike, n: ArrayLike, delta: ArrayLike,
 
 
 def _kl_terms(kl, n, T, delta, max_loss, beta, theta, batch_size):
-  """Checks Thms. 2 and 3's arguments; returns them as arrays.
+  """Checks Thms. 2 and 3's arguments.
 
-  Returns (kl, delta, beta, theta, draws, variance), where draws = T B and
-  variance = (M + 2 n beta)^2 / n + 4 T B theta^2.
+  Returns:
+    (kl, delta, beta, theta, draws, variance) as arrays, where draws = T B
+    and variance = (M + 2 n beta)^2 / n + 4 T B theta^2.
   """
   kl = _at_least("kl", kl, 0)
   n = _at_least("n", n, 1)
@@ -334,6 +356,10 @@ def kl_bound(kl: ArrayLike,
 
   Returns:
     The bound on the generalization error G(S, Q).
+
+  Raises:
+    TypeError: if an argument is not a number or an array of numbers.
+    ValueError: if an argument is NaN or outside its range above.
   """
   kl, delta, beta, _, _, variance = _kl_terms(kl, n, T, delta, max_loss, beta,
                                               theta, batch_size)
@@ -371,6 +397,10 @@ def derandomized_kl_bound(kl: ArrayLike,
 
   Returns:
     The bound on the generalization error G(S, h) of the run.
+
+  Raises:
+    TypeError: if an argument is not a number or an array of numbers.
+    ValueError: if an argument is NaN or outside its range above.
   """
   kl, delta, beta, theta, draws, variance = _kl_terms(kl, n, T, delta, max_loss,
                                                       beta, theta, batch_size)
@@ -411,6 +441,10 @@ def strongly_convex_sgd_bound(kl: ArrayLike,
 
   Returns:
     The bound on the generalization error G(S, Q).
+
+  Raises:
+    TypeError: if an argument is not a number or an array of numbers.
+    ValueError: if an argument is NaN or outside its range above.
   """
   beta, theta = stability_strongly_convex(n, T, lipschitz, strong_convexity,
                                           batch_size)
@@ -455,6 +489,10 @@ def adaptive_kl_bound(amplitude: ArrayLike, decay: ArrayLike,
 
   Returns:
     The plug-in estimate of Theorem 5's bound.
+
+  Raises:
+    TypeError: if an argument is not a number or an array of numbers.
+    ValueError: if an argument is NaN or outside its range above.
   """
   amplitude, decay = _amplitude_decay(amplitude, decay)
   utilities = _steps("sampled_utilities",
@@ -493,6 +531,11 @@ def adaptive_kl_bound_general(amplitude: ArrayLike, decay: ArrayLike,
 
   Returns:
     The plug-in estimate of Theorem 4's bound.
+
+  Raises:
+    TypeError: if an argument is not a number or an array of numbers.
+    ValueError: if an argument is NaN or outside its range above, or
+      `sampled_indices` and `sampled_utilities` differ in shape.
   """
   indices = _steps("sampled_indices", sampled_indices)
   utilities = _steps("sampled_utilities", sampled_utilities)
@@ -531,6 +574,11 @@ class KLBoundTracker:
       num_examples: n, an integer >= 1.
       amplitude: alpha >= 0.
       decay: in (0, 1).
+
+    Raises:
+      TypeError: if `num_examples` is not an int, or `amplitude` or `decay`
+        not a number.
+      ValueError: if an argument is outside its range above.
     """
     if isinstance(num_examples, bool) or not isinstance(num_examples,
                                                         (int, np.integer)):
@@ -556,6 +604,12 @@ class KLBoundTracker:
         integers in [0, n). B must be the same every step.
       utilities: the same shape, finite; a repeated index is reweighted once,
         with its first utility, as Algorithm 1's mini-batch variant does.
+
+    Raises:
+      TypeError: if `indices` are not integers or `utilities` not numbers.
+      ValueError: if `indices` and `utilities` differ in size or are empty, B
+        differs from an earlier step's, an index is out of range or a utility
+        is not finite.
     """
     indices = np.asarray(indices)
     if not np.issubdtype(indices.dtype, np.integer):
@@ -589,6 +643,10 @@ class KLBoundTracker:
 
     For keeping them elsewhere, e.g. in tf.Variables updated inside a
     training step (tf_adasamp.bound_tracker.BoundTracker).
+
+    Returns:
+      A dict of NumPy arrays, floats, ints, a bool and None, copies of the
+      tracker's own.
     """
     return {
         "sums": self._sums.copy(),
@@ -604,8 +662,24 @@ class KLBoundTracker:
   @classmethod
   def from_state(cls, num_examples: int, amplitude: ArrayLike, decay: ArrayLike,
                  state: dict) -> "KLBoundTracker":
-    """A tracker holding `state` (as `state()` returns it) for a run of
-    Algorithm 1 over `num_examples` with `amplitude` and `decay`."""
+    """Rebuilds a tracker from the sums that `state()` returned.
+
+    Args:
+      num_examples: n, an integer >= 1, as the tracker was made with.
+      amplitude: alpha >= 0, as the tracker was made with.
+      decay: in (0, 1), as the tracker was made with.
+      state: a dict as `state()` returns it.
+
+    Returns:
+      A `KLBoundTracker` holding `state` for a run of Algorithm 1 over
+      `num_examples` with `amplitude` and `decay`.
+
+    Raises:
+      TypeError: as `KLBoundTracker()` does, or if a sum in `state` is not
+        numeric.
+      ValueError: as `KLBoundTracker()` does, or if `state`'s sums do not
+        have n entries, are not finite, or its steps and batch size disagree.
+    """
     tracker = cls(num_examples, amplitude, decay)
     sums = _array("sums", state["sums"])
     if sums.shape != (tracker._num_examples,):
@@ -668,6 +742,11 @@ class KLBoundTracker:
     Returns:
       The bound on the generalization error, to set beside the measured
       test-minus-train gap.
+
+    Raises:
+      TypeError: if an argument is not a number or an array of numbers.
+      ValueError: if no step was recorded yet, or an argument is NaN or outside
+        its range above.
     """
     if self._steps < 1:
       raise ValueError("no steps recorded yet (T must be >= 1)")
@@ -699,7 +778,8 @@ def minimum_examples(bound: Callable[[int], float],
     The smallest such n, an int.
 
   Raises:
-    ValueError: if even bound(upper) > target.
+    TypeError: if `target` is not a number.
+    ValueError: if `target` is not > 0, or even bound(upper) > target.
   """
   target = float(_positive("target", target))
   if bound(lower) <= target:

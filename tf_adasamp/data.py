@@ -52,8 +52,19 @@ _MAX_LAG = 2**31 - 1
 
 def importance_weights(probabilities: TensorLike,
                        num_examples: int) -> tf.Tensor:
-  """1 / (n Q_t(i)): weights that make the adaptive batch's mean loss an
-  unbiased estimate of the uniform (full-data) mean loss."""
+  """Computes the importance weights 1 / (n Q_t(i)) of a batch's draws.
+
+  Weighting each example's loss by them makes the adaptive batch's mean
+  loss an unbiased estimate of the uniform (full-data) mean loss.
+
+  Args:
+    probabilities: [B] probabilities Q_t(i) of the draws, as the stage
+      yields them.
+    num_examples: n.
+
+  Returns:
+    [B] weights, of `probabilities`' dtype.
+  """
   probabilities = tf.convert_to_tensor(probabilities)
   return 1 / (num_examples * probabilities)
 
@@ -78,6 +89,12 @@ def sample_batch(sampler: AdaptiveSampler, source, batch_size: int) -> tuple:
   Returns:
     The batch with indices and probabilities appended, as the stage yields
     it (see the module docstring).
+
+  Raises:
+    TypeError: if `batch_size` is not an int, or `source` is neither a nest
+      of tensors nor a random-access source.
+    ValueError: if `batch_size` is out of [1, 2**31 - 1], or a
+      random-access source is empty.
   """
   batch_size = _validation.batch_size(batch_size)
   indices, probabilities = sampler.sample_with_probabilities(batch_size)
@@ -129,6 +146,13 @@ class AdaptiveSampling:
       wait_timeout: with a lag bound, how many seconds a draw waits for an
         update before it fails with DeadlineExceededError naming the fix;
         None to wait as long as it takes (for steps slower than that).
+
+    Raises:
+      TypeError: if `batch_size` or `max_lag` is not an int, or
+        `wait_timeout` not a number.
+      ValueError: if `batch_size` or `max_lag` is out of its range
+        ([1, 2**31 - 1], [0, 2**31 - 1]), or `wait_timeout` is not finite
+        and > 0.
     """
     self._sampler = sampler
     self._batch_size = _validation.batch_size(batch_size)
@@ -156,21 +180,24 @@ class AdaptiveSampling:
 
   @property
   def sampler(self) -> AdaptiveSampler:
+    """The `AdaptiveSampler` the stage draws from."""
     return self._sampler
 
   @property
   def batch_size(self) -> int:
+    """B, the draws of a batch."""
     return self._batch_size
 
   @property
   def max_lag(self) -> int | None:
+    """How many reported updates a draw may miss; None for no bound."""
     return self._max_lag
 
   def dataset(self,
               source,
               input_context: tf.distribute.InputContext | None = None
              ) -> tf.data.Dataset:
-    """An endless dataset of adaptive batches from `source`.
+    """Makes an endless dataset of adaptive batches from `source`.
 
     Args:
       source: a nest (tuples, dicts) of tensors or arrays with n rows; a
@@ -193,6 +220,13 @@ class AdaptiveSampling:
     Returns:
       A `tf.data.Dataset` of the source's batches with indices and
       probabilities appended (see the module docstring).
+
+    Raises:
+      TypeError: if `source` is none of the above, or a dataset that reads
+        TFRecord files.
+      ValueError: if `source` does not have the sampler's n examples (a
+        dataset: if it is empty, infinite or longer), or its tensors differ
+        in their number of rows.
     """
     num_examples, gather = _as_source(source, self._sampler.num_examples)
     if num_examples != self._sampler.num_examples:
@@ -228,13 +262,22 @@ class AdaptiveSampling:
   __call__ = dataset
 
   def update(self, indices: TensorLike, utilities: TensorLike) -> None:
-    """Reweights the drawn `indices` (Algorithm 1, line 5) and lets the
-    pipeline draw one batch further; call once per consumed batch (under a
-    strategy, in every replica).
+    """Reweights the drawn `indices` and lets the pipeline draw one further.
 
-    The pipeline draws one batch further even when the update is rejected
-    (the error is raised, the sampler is left as it was), so that a loop
-    that goes on after the error does not wait forever.
+    Algorithm 1, line 5, as `AdaptiveSampler.update`; call once per consumed
+    batch (under a strategy, in every replica). The pipeline draws one batch
+    further even when the update is rejected (the error is raised, the
+    sampler is left as it was), so that a loop that goes on after the error
+    does not wait forever.
+
+    Args:
+      indices: the batch's [B] drawn indices.
+      utilities: [B] finite utilities of the drawn examples.
+
+    Raises:
+      TypeError: as `AdaptiveSampler.update` does.
+      ValueError: as `AdaptiveSampler.update` does.
+      tf.errors.InvalidArgumentError: as `AdaptiveSampler.update` does.
     """
     if self._max_lag is None:
       self._sampler.update(indices, utilities)
@@ -252,6 +295,14 @@ class AdaptiveSampling:
     A failing op ends the graph's run before any op ordered after it, so
     the update runs inside one op that releases the permit on either
     outcome (cc/kernels/draw_permits.cc), whatever the update rejects.
+
+    Args:
+      indices: the batch's [B] drawn indices.
+      utilities: [B] utilities.
+
+    Raises:
+      TypeError: if the update is refused as it is traced.
+      ValueError: if the update is refused as it is traced.
     """
     if tf.distribute.has_strategy() or self._sampler.strategy is not None:
       # Under a strategy the update's all-gather stays in each replica's
@@ -360,11 +411,23 @@ def _gather(nest, indices):
 
 
 def _as_source(source, num_examples):
-  """(n, gather) for a source: gather maps int64 indices to a batch.
+  """Reads the size of a source and how to gather a batch from it.
 
   A dataset is read up to `num_examples` + 1 elements, so that one longer
   than the sampler (or endless, whatever its cardinality says) is refused
   instead of filling the memory.
+
+  Args:
+    source: a nest of tensors or arrays, a finite dataset, or a
+      random-access source.
+    num_examples: the sampler's n.
+
+  Returns:
+    (n, gather): gather maps int64 indices to a batch.
+
+  Raises:
+    ValueError: if the source's tensors differ in their number of rows, or
+      have none.
   """
   if isinstance(source, tf.data.Dataset):
     sources.refuse_record_streams(source)

@@ -42,10 +42,17 @@ HISTOGRAMS = frozenset({"log_n_probability"})
 
 
 def log_probabilities(sampler):
-  """log q_i for each of the sampler's n examples, float64 [n].
+  """Log probabilities log q_i of the sampler's n examples.
 
   From `sampler.log_weights` (an AdaptiveSampler's); a sampler without log
   weights (the uniform one) has q_i = 1 / n.
+
+  Args:
+    sampler: an `AdaptiveSampler`, or a sampler with `num_examples` and no
+      log weights.
+
+  Returns:
+    A float64 [n] tensor.
   """
   log_weights = getattr(sampler, "log_weights", None)
   if log_weights is None:
@@ -56,7 +63,17 @@ def log_probabilities(sampler):
 
 
 def kl_divergence(log_q):
-  """KL(Q || uniform) of the [n] log probabilities `log_q`."""
+  """KL(Q || uniform) of a distribution given by its log probabilities.
+
+  Args:
+    log_q: [n] log probabilities, as `log_probabilities` returns them.
+
+  Returns:
+    A scalar of `log_q`'s dtype, >= 0.
+
+  Raises:
+    ValueError: if n, `log_q`'s length, is not static.
+  """
   n = _num_examples(log_q)
   kl = tf.reduce_sum(tf.exp(log_q) * (log_q + math.log(n)))
   # Round-off can leave a uniform distribution a hair below zero.
@@ -64,47 +81,94 @@ def kl_divergence(log_q):
 
 
 def max_probability(log_q):
-  """max_i q_i of the [n] log probabilities `log_q`."""
+  """The largest probability max_i q_i.
+
+  Args:
+    log_q: [n] log probabilities, as `log_probabilities` returns them.
+
+  Returns:
+    A scalar of `log_q`'s dtype.
+  """
   return tf.exp(tf.reduce_max(log_q))
 
 
 def effective_sample_size(log_q):
-  """1 / (n sum_i q_i^2) of the [n] log probabilities `log_q`, in (0, 1]."""
+  """The effective sample size as a fraction of n, 1 / (n sum_i q_i^2).
+
+  Args:
+    log_q: [n] log probabilities, as `log_probabilities` returns them.
+
+  Returns:
+    A scalar of `log_q`'s dtype, in (0, 1].
+
+  Raises:
+    ValueError: if n, `log_q`'s length, is not static.
+  """
   n = _num_examples(log_q)
   return tf.exp(-tf.reduce_logsumexp(2 * log_q) - math.log(n))
 
 
 def misclassified_mass(log_q, misclassified):
-  """sum_i q_i over the examples where the [n] bool `misclassified` holds."""
+  """The probability of drawing a misclassified example, sum_i q_i over them.
+
+  Args:
+    log_q: [n] log probabilities, as `log_probabilities` returns them.
+    misclassified: [n] bool, the examples the model gets wrong.
+
+  Returns:
+    A scalar of `log_q`'s dtype.
+  """
   misclassified = tf.convert_to_tensor(misclassified, tf.bool)
   return tf.reduce_sum(
       tf.where(misclassified, tf.exp(log_q), tf.zeros_like(log_q)))
 
 
 def distinct_draws(indices):
-  """How many distinct indices the [B] int `indices` hold, int64.
+  """How many distinct examples a batch of draws holds.
 
   Counts the runs of the sorted draws rather than calling `tf.unique`, which
   has no XLA kernel, so a loop compiled with jit_compile=True can call it.
+
+  Args:
+    indices: the [B] integer indices drawn.
+
+  Returns:
+    An int64 scalar.
   """
   indices = tf.sort(tf.reshape(indices, [-1]))
   return tf.math.count_nonzero(starts_of_runs(indices))
 
 
 def starts_of_runs(values):
-  """[B] bool: whether each of the sorted `values` starts a run of equal
-  ones."""
+  """Marks where each run of equal values begins.
+
+  Args:
+    values: a sorted [B] tensor.
+
+  Returns:
+    A [B] bool tensor: whether each value starts a run of equal ones.
+  """
   return tf.concat(
       [tf.ones_like(values[:1], tf.bool), values[1:] != values[:-1]], 0)
 
 
 def log_n_probability(log_q):
-  """log(n q_i) for each of the [n] log probabilities `log_q`."""
+  """log(n q_i) of each example: 0 for each when Q is uniform.
+
+  Args:
+    log_q: [n] log probabilities, as `log_probabilities` returns them.
+
+  Returns:
+    An [n] tensor of `log_q`'s dtype.
+
+  Raises:
+    ValueError: if n, `log_q`'s length, is not static.
+  """
   return log_q + math.log(_num_examples(log_q))
 
 
 def compute(sampler, indices=None, misclassified=None):
-  """The diagnostics of `sampler`'s distribution now, {quantity: tensor}.
+  """Computes the diagnostics of `sampler`'s distribution now.
 
   Args:
     sampler: an AdaptiveSampler, or a sampler without log weights (uniform).
@@ -115,7 +179,10 @@ def compute(sampler, indices=None, misclassified=None):
   Returns:
     A dict with the scalars kl_divergence, max_probability,
     effective_sample_size, the [n] log_n_probability and, given their
-    inputs, distinct_draws and misclassified_mass.
+    inputs, distinct_draws and misclassified_mass: {quantity: tensor}.
+
+  Raises:
+    ValueError: if the sampler's n is not static.
   """
   log_q = log_probabilities(sampler)
   values = {
@@ -132,14 +199,17 @@ def compute(sampler, indices=None, misclassified=None):
 
 
 def write(values, step=None):
-  """Writes `values` ({quantity: value}, e.g. from `compute`) under `TAGS`.
+  """Writes diagnostics to the default `tf.summary` writer under `TAGS`.
 
-  Writes to the default `tf.summary` writer at `step` (the writer's default
-  step if None); quantities whose value is None are left out. Without a
-  default writer nothing is written, as with `tf.summary` itself.
+  Quantities whose value is None are left out. Without a default writer
+  nothing is written, as with `tf.summary` itself.
+
+  Args:
+    values: {quantity: value}, e.g. from `compute`.
+    step: the summary step; None for the writer's default step.
 
   Raises:
-    ValueError: a quantity not in `TAGS`.
+    ValueError: if a quantity is not in `TAGS`.
   """
   unknown = sorted(set(values) - set(TAGS))
   if unknown:

@@ -31,7 +31,7 @@ from tf_adasamp.sampler import AdaptiveSampler
 
 def create_sampler(strategy: tf.distribute.Strategy, num_examples: int,
                    amplitude: float, decay: float, **kwargs) -> AdaptiveSampler:
-  """An `AdaptiveSampler` with one copy of its state per replica.
+  """Creates an `AdaptiveSampler` with one copy of its state per replica.
 
   Example, a step of a custom training loop:
     sampler = distribute.create_sampler(strategy, len(x), 0.1, 0.5, seed=0)
@@ -47,13 +47,21 @@ def create_sampler(strategy: tf.distribute.Strategy, num_examples: int,
   Args:
     strategy: a `tf.distribute.Strategy`; the default strategy gives a plain
       sampler.
-    num_examples, amplitude, decay, **kwargs: as for `AdaptiveSampler`
-      (seed, stratified, dtype, name).
+    num_examples: as for `AdaptiveSampler`.
+    amplitude: as for `AdaptiveSampler`.
+    decay: as for `AdaptiveSampler`.
+    **kwargs: the other arguments of `AdaptiveSampler` (seed, stratified,
+      dtype, name).
 
   Returns:
     The sampler. In replica context its `sample` methods draw the replica's
     share, and `update` applies every replica's draws to every copy.
     `strategy.run(sampler.reset)` resets all.
+
+  Raises:
+    TypeError: if `strategy` is not a `tf.distribute.Strategy`, or as
+      `AdaptiveSampler` does.
+    ValueError: as `AdaptiveSampler` does.
   """
   if not isinstance(strategy, tf.distribute.Strategy):
     raise TypeError(
@@ -85,8 +93,20 @@ def sample_share(sampler: AdaptiveSampler, batch_size: int, share: int,
   from Q_t (stratified as one batch, for a stratified sampler). With one
   share it is `sampler.sample_with_probabilities(batch_size)`.
 
+  Args:
+    sampler: the `AdaptiveSampler` to draw from, made by `create_sampler`
+      or without a strategy.
+    batch_size: the draws of one share, an int >= 1.
+    share: which share this caller keeps, an int in [0, num_shares).
+    num_shares: how many shares each call draws, an int >= 1.
+
   Returns:
     (indices, probabilities): int64 [batch_size] and [batch_size] Q_t(i).
+
+  Raises:
+    TypeError: if `batch_size`, `share` or `num_shares` is not an int.
+    ValueError: if `batch_size` or `num_shares` is < 1, or `share` is out
+      of range.
   """
   batch_size = _validation.positive_int(batch_size, "batch_size")
   num_shares = _validation.positive_int(num_shares, "num_shares")

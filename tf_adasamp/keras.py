@@ -86,7 +86,11 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
         lie in [0, 1].
       debias: if True, weight each example's loss by 1 / (n Q_t(i)), so the
         optimized loss estimates the uniform average; Algorithm 1 does not.
-      **kwargs: passed to `keras.Model`, e.g. `name`.
+      **kwargs: passed to `keras.Model`, e.g. the model's name.
+
+    Raises:
+      TypeError: if `stage` is not a `tf_adasamp.data.AdaptiveSampling`.
+      ValueError: if `utility` is a name not in `tf_adasamp.utilities`.
     """
     super().__init__(**kwargs)
     if not isinstance(stage, data_lib.AdaptiveSampling):
@@ -110,13 +114,36 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
     self.built = model.built
 
   def build(self, input_shape):
+    """Builds the wrapped model, if it is not built.
+
+    Args:
+      input_shape: the shape of the model's inputs.
+    """
     if not self.model.built:
       self.model.build(input_shape)
 
   def call(self, inputs, training=None):
+    """Runs the wrapped model.
+
+    Args:
+      inputs: the model's inputs.
+      training: whether the model runs in training mode.
+
+    Returns:
+      The wrapped model's outputs.
+    """
     return self.model(inputs, training=training)
 
   def get_config(self):
+    """Says how `from_config` makes the wrapper again.
+
+    The sampler's state is among the model's weights, not in the config.
+
+    Returns:
+      A dict: the wrapped model serialized, the sampler's and the stage's
+      settings, the utility (its name, or serialized), `from_logits` and
+      `debias`.
+    """
     sampler = self.stage.sampler
     utility = self.utility
     name = next((name for name, function in utilities_lib.UTILITIES.items()
@@ -141,6 +168,14 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
 
   @classmethod
   def from_config(cls, config):
+    """Makes a wrapper, with a new stage and sampler, from `get_config`'s dict.
+
+    Args:
+      config: a dict as `get_config` returns it.
+
+    Returns:
+      The `AdaptiveSamplingModel`.
+    """
     config = dict(config)
     model = keras.saving.deserialize_keras_object(config.pop("model"))
     stage = data_lib.AdaptiveSampling(AdaptiveSampler(**config.pop("sampler")),
@@ -152,6 +187,17 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
     return cls(model, stage, utility=utility, **config)
 
   def make_train_function(self, force=False):
+    """Makes Keras's train function, compiling only the learning step by XLA.
+
+    Args:
+      force: whether to make it again even if there is one.
+
+    Returns:
+      The train function.
+
+    Raises:
+      ValueError: if `from_logits` contradicts the compiled loss's.
+    """
     if self.train_function is not None and not force:
       return self.train_function
     self._outputs_logits = _outputs_logits(self.from_logits, self.loss)
@@ -170,6 +216,7 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
       self.jit_compile = jit_compile
 
   def reset_metrics(self):
+    """Resets Keras's metrics and the training logs' estimates."""
     super().reset_metrics()
     if self._estimates is not None:
       self._estimates.reset_state()
@@ -181,14 +228,37 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
                verbose="auto",
                *args,
                **kwargs):
-    """`keras.Model.evaluate`, in batches of the stage's size by default;
-    `verbose="auto"` as in `fit`."""
+    """Evaluates as `keras.Model.evaluate`, in batches of the stage's size.
+
+    Args:
+      x: as for `keras.Model.evaluate`; not the stage's dataset.
+      y: as for `keras.Model.evaluate`.
+      batch_size: the batch size; None for the stage's, where Keras batches
+        `x` itself.
+      verbose: as for `keras.Model.evaluate`; "auto" as in `fit`.
+      *args: as for `keras.Model.evaluate`.
+      **kwargs: as for `keras.Model.evaluate`.
+
+    Returns:
+      What `keras.Model.evaluate` returns.
+    """
     return super().evaluate(x, y, self._batch_size(x, batch_size),
                             _verbosity(verbose), *args, **kwargs)
 
   def predict(self, x, batch_size=None, verbose="auto", *args, **kwargs):
-    """`keras.Model.predict`, in batches of the stage's size by default;
-    `verbose="auto"` as in `fit`."""
+    """Predicts as `keras.Model.predict`, in batches of the stage's size.
+
+    Args:
+      x: as for `keras.Model.predict`.
+      batch_size: the batch size; None for the stage's, where Keras batches
+        `x` itself.
+      verbose: as for `keras.Model.predict`; "auto" as in `fit`.
+      *args: as for `keras.Model.predict`.
+      **kwargs: as for `keras.Model.predict`.
+
+    Returns:
+      The predictions, as `keras.Model.predict` returns them.
+    """
     return super().predict(x, self._batch_size(x, batch_size),
                            _verbosity(verbose), *args, **kwargs)
 
@@ -206,10 +276,25 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
       verbose=None,
       input_signature=None,
       **kwargs):
-    """`keras.Model.export`, by default with the wrapped model's inputs.
+    """Exports as `keras.Model.export`, by default with the model's inputs.
 
     The export holds the sampler's state beside the model's weights; for
     serving, export the wrapped model itself, `trainer.model.export(...)`.
+
+    Args:
+      filepath: as for `keras.Model.export`.
+      format: as for `keras.Model.export`.
+      verbose: as for `keras.Model.export`.
+      input_signature: as for `keras.Model.export`; None for the wrapped
+        model's inputs.
+      **kwargs: as for `keras.Model.export`.
+
+    Returns:
+      What `keras.Model.export` returns.
+
+    Raises:
+      ValueError: if `input_signature` is None and the wrapped model has no
+        symbolic inputs.
     """
     if input_signature is None:
       input_signature = _input_signature(self.model)
@@ -236,17 +321,42 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
           validation_steps=None,
           validation_batch_size=None,
           validation_freq=1):
-    """`keras.Model.fit`, training on the stage's draws.
+    """Trains as `keras.Model.fit` does, on the stage's draws.
 
-    `x, y` (and `sample_weight`) are the training set, drawn from by the
-    stage; or `x` is the stage's dataset. `batch_size` is the stage's,
-    `shuffle` does not apply (the stage draws), `validation_split` is not
-    supported (pass `validation_data`). `class_weight` multiplies the
-    sample weights of each class, as in Keras. Validation batches are the
-    stage's size unless `validation_batch_size` says otherwise.
-    `verbose="auto"` is Keras's progress bar on a terminal, and one line
-    an epoch, free of terminal control codes, where stdout is a file or a
-    pipe.
+    Args:
+      x: the training set's inputs, drawn from by the stage; or the stage's
+        dataset.
+      y: the training set's labels (class ids, or one-hot); None for the
+        stage's dataset.
+      batch_size: None, or the stage's: the stage sets it.
+      epochs: as for `keras.Model.fit`.
+      verbose: as for `keras.Model.fit`; "auto" is Keras's progress bar on a
+        terminal, and one line an epoch, free of terminal control codes,
+        where stdout is a file or a pipe.
+      callbacks: as for `keras.Model.fit`.
+      validation_split: not supported (pass `validation_data`).
+      validation_data: as for `keras.Model.fit`; not the stage's dataset.
+      shuffle: does not apply: the stage draws.
+      class_weight: {class id: weight >= 0}, multiplying the sample weights
+        of each class, as in Keras.
+      sample_weight: the training set's sample weights, drawn with it.
+      initial_epoch: as for `keras.Model.fit`.
+      steps_per_epoch: the steps of an epoch; None for ceil(n / global
+        batch size) where the dataset is endless.
+      validation_steps: as for `keras.Model.fit`.
+      validation_batch_size: the validation batches' size; None for the
+        stage's.
+      validation_freq: as for `keras.Model.fit`.
+
+    Returns:
+      The `keras.callbacks.History` of the run.
+
+    Raises:
+      TypeError: if `x` is a `keras.utils.PyDataset`.
+      ValueError: if `validation_split` is set, `batch_size` differs from
+        the stage's, `validation_data` is the stage's dataset, `class_weight`
+        is not as above, `y` is missing for arrays (or given for a dataset),
+        or a dataset `x` does not yield the stage's batches with labels.
     """
     if validation_split:
       raise ValueError("validation_split is not supported: the stage draws "
@@ -300,6 +410,21 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
     return self.stage.dataset(source)
 
   def train_step(self, data):
+    """Trains on one batch of the stage and reports its utilities.
+
+    Args:
+      data: the stage's batch, (x, y, indices, probabilities) or
+        (x, y, sample_weight, indices, probabilities).
+
+    Returns:
+      The step's logs: the training set's loss and metrics estimated under
+      the uniform distribution, the drawn batch's (`adaptive_` ones), `kl`
+      and `distinct_draws`.
+
+    Raises:
+      tf.errors.InvalidArgumentError: if outputs taken as probabilities lie
+        outside [0, 1].
+    """
     *batch, indices, probabilities = data
     x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(tuple(batch))
     if self._class_weight is not None:
@@ -357,6 +482,17 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
     return logs, y_pred
 
   def test_step(self, data):
+    """Evaluates one batch of ordinary data, as Keras does.
+
+    Args:
+      data: the batch.
+
+    Returns:
+      The step's logs.
+
+    Raises:
+      ValueError: if the batch is one of the stage's.
+    """
     _refuse_stage_batches(data, "the evaluation data")
     return super().test_step(data)
 
@@ -364,9 +500,9 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
 class SamplingTensorBoard(keras.callbacks.TensorBoard):
   """`keras.callbacks.TensorBoard`, and the sampling distribution Q_t.
 
-  Writes what Keras's callback writes (the runs `train` and `validation`
-  under `log_dir`), and into the `train` run the sampler's diagnostics under
-  the tags of `tf_adasamp.diagnostics.TAGS` (`sampler/kl_divergence`,
+  Writes what Keras's callback writes (the runs `train` and `validation` in
+  the log directory), and into the `train` run the sampler's diagnostics
+  under the tags of `tf_adasamp.diagnostics.TAGS` (`sampler/kl_divergence`,
   `sampler/max_probability`, `sampler/effective_sample_size`,
   `sampler/distinct_draws`, the histogram `sampler/log_n_probability` and,
   given the training data, `sampler/misclassified_mass`); the module says
@@ -385,9 +521,12 @@ class SamplingTensorBoard(keras.callbacks.TensorBoard):
       training_data: optional (x, y), the stage's examples in its order
         (class ids or one-hot labels); each write then predicts over x, a
         pass over the training set, to log `sampler/misclassified_mass`.
-      **kwargs: passed to `keras.callbacks.TensorBoard`; its `update_freq`
+      **kwargs: passed to `keras.callbacks.TensorBoard`; its update_freq
         (an int: every that many batches) also sets how often the sampler's
         diagnostics are written.
+
+    Raises:
+      ImportError: if TensorBoard is not installed.
     """
     try:
       import tensorboard  # pylint: disable=g-import-not-at-top,unused-import
@@ -401,6 +540,14 @@ class SamplingTensorBoard(keras.callbacks.TensorBoard):
     self._batches = 0
 
   def on_train_begin(self, logs=None):
+    """Opens the writer of the sampler's diagnostics, in the `train` run.
+
+    Args:
+      logs: as Keras passes them.
+
+    Raises:
+      TypeError: if the model is not an `AdaptiveSamplingModel`.
+    """
     if not isinstance(self.model, AdaptiveSamplingModel):
       raise TypeError("SamplingTensorBoard logs an AdaptiveSamplingModel's "
                       f"sampler; the model is a {type(self.model).__name__}")
@@ -410,17 +557,34 @@ class SamplingTensorBoard(keras.callbacks.TensorBoard):
           os.path.join(self.log_dir, "train"))
 
   def on_train_batch_end(self, batch, logs=None):
+    """Writes the diagnostics every update_freq batches, if it is an int.
+
+    Args:
+      batch: the batch's index in its epoch.
+      logs: the step's logs.
+    """
     super().on_train_batch_end(batch, _without_sampler_logs(logs))
     self._batches += 1
     if self.update_freq != "epoch" and self._batches % self.update_freq == 0:
       self._write_diagnostics(self._batches, logs)
 
   def on_epoch_end(self, epoch, logs=None):
+    """Writes the diagnostics, if update_freq is "epoch".
+
+    Args:
+      epoch: the epoch's index.
+      logs: the epoch's logs.
+    """
     super().on_epoch_end(epoch, _without_sampler_logs(logs))
     if self.update_freq == "epoch":
       self._write_diagnostics(epoch, logs)
 
   def on_train_end(self, logs=None):
+    """Flushes the diagnostics' writer.
+
+    Args:
+      logs: as Keras passes them.
+    """
     super().on_train_end(logs)
     self._sampler_writer.flush()
 
@@ -473,9 +637,11 @@ def _sampler_variables(sampler):
 
 
 class _TrainingEstimates:
-  """The training logs' own metrics: the drawn batches' loss
-  (`adaptive_loss`), and the training set's loss and metrics under the
-  uniform distribution (importance-weighted copies of the compiled ones).
+  """The training logs' own metrics.
+
+  The drawn batches' loss (`adaptive_loss`), and the training set's loss and
+  metrics under the uniform distribution (importance-weighted copies of the
+  compiled ones).
 
   Kept out of the model's metrics so that evaluation and validation log
   only Keras's own.
@@ -529,16 +695,34 @@ def _clone(metric):
 
 
 def _verbosity(verbose):
-  """Keras's `verbose`, "auto" resolved by where stdout goes: Keras's
-  progress bar (1) writes terminal control codes even into a file."""
+  """Resolves Keras's `verbose="auto"` by where stdout goes.
+
+  Keras's progress bar (1) writes terminal control codes even into a file.
+
+  Args:
+    verbose: Keras's `verbose`.
+
+  Returns:
+    `verbose`, or for "auto" 1 on a terminal and 2 otherwise.
+  """
   if verbose != "auto":
     return verbose
   return 1 if sys.stdout.isatty() else 2
 
 
 def _outputs_logits(from_logits, loss):
-  """Whether the model outputs logits: `from_logits` (the wrapper's
-  argument), else what the compiled `loss` says."""
+  """Decides whether the model outputs logits.
+
+  Args:
+    from_logits: the wrapper's argument; None to ask the loss.
+    loss: the compiled loss.
+
+  Returns:
+    `from_logits`, else what the compiled `loss` says.
+
+  Raises:
+    ValueError: if `from_logits` contradicts the loss.
+  """
   loss_says = (loss.get_config().get("from_logits") if isinstance(
       loss, keras.losses.Loss) else None)
   if from_logits is None:
@@ -619,8 +803,14 @@ def _refuse_stage_batches(spec, what):
 
 
 def _is_stage_batch(spec):
-  """Whether an element spec, or a batch, ends with the stage's indices and
-  Q_t(i)."""
+  """Checks whether an element spec, or a batch, is of the stage.
+
+  Args:
+    spec: an element spec, or a batch.
+
+  Returns:
+    Whether it ends with the stage's indices and Q_t(i).
+  """
   if not isinstance(spec, tuple) or len(spec) < 3:
     return False
   indices, probabilities = spec[-2:]

@@ -18,12 +18,21 @@ class LazySO:
   """A custom-op library that `tf.load_op_library` loads on first use."""
 
   def __init__(self, name):
+    """Names the library; nothing is loaded yet.
+
+    Args:
+      name: the shared object's file name.
+    """
     self._name = name
     self._ops = None
     self._lock = threading.Lock()
 
   def candidates(self):
-    """Where the library may be: beside this file, then under bazel-bin."""
+    """Lists where the library may be, in the order they are tried.
+
+    Returns:
+      The paths beside this file, then under bazel-bin.
+    """
     here = os.path.dirname(os.path.abspath(__file__))
     return [
         os.path.join(here, self._name),
@@ -33,7 +42,12 @@ class LazySO:
 
   @property
   def ops(self):
-    """The loaded library's op functions; raises ImportError if missing."""
+    """The loaded library's op functions, loading it on first use.
+
+    Raises:
+      ImportError: if the library is missing or built against another
+        TensorFlow.
+    """
     with self._lock:
       if self._ops is None:
         self._ops = self._load()
@@ -61,8 +75,17 @@ _library = LazySO(_LIBRARY_NAME)
 
 
 def load():
-  """Loads the op library now, registering its ops and kernels with
-  TensorFlow (the first op call does it anyway); returns its module."""
+  """Loads the op library now, registering its ops and kernels with TensorFlow.
+
+  The first op call does it anyway.
+
+  Returns:
+    The library's module of op functions.
+
+  Raises:
+    ImportError: if the library is missing or built against another
+      TensorFlow.
+  """
   return _library.ops
 
 

@@ -38,11 +38,16 @@ _BITS = {tf.float32: tf.int32, tf.float64: tf.int64}
 
 
 def make_generator(seed: int | None) -> tf.random.Generator:
-  """A `tf.random.Generator` seeded with `seed`.
+  """Makes the random generator of a sampler.
 
-  With seed None it follows TensorFlow's global seed, as a random op or a
-  Keras layer does: reproducible after `tf.random.set_seed` (which
-  `keras.utils.set_random_seed` calls), nondeterministic without one.
+  Args:
+    seed: the generator's seed. With None it follows TensorFlow's global
+      seed, as a random op or a Keras layer does: reproducible after
+      `tf.random.set_seed` (which `keras.utils.set_random_seed` calls),
+      nondeterministic without one.
+
+  Returns:
+    A `tf.random.Generator`.
   """
   if seed is None:
     # A random op without an op seed takes one from the global seed (a fresh
@@ -55,15 +60,26 @@ def make_generator(seed: int | None) -> tf.random.Generator:
 def checked_entropy_tree(tree: tf.Tensor, entropy_tree: tf.Tensor,
                          log_weights: tf.Tensor, log_scale: tf.Tensor,
                          num_examples: int) -> tf.Tensor:
-  """A restored entropy tree, rebuilt once the caches are checked against
-  the log weights l and log-scale c, which they cache.
+  """Checks a restored entropy tree and the caches against the log weights.
 
-  `tree` (checked, its sums rebuilt) must hold leaves s_i = exp(l_i - c) up
-  to round-off (the ops' exp and TensorFlow's may differ in the last bits;
-  the ops store a subnormal s_i as 0); `entropy_tree` must hold leaves
-  s_i (l_i - c) exactly as the ops compute them, and zero padding. Its sums
-  are recomputed, node 0 set to the tree's total, as the reweight op keeps
-  it.
+  Args:
+    tree: the restored tree, checked and its sums rebuilt; it must hold
+      leaves s_i = exp(l_i - c) up to round-off (the ops' exp and
+      TensorFlow's may differ in the last bits; the ops store a subnormal
+      s_i as 0).
+    entropy_tree: the restored entropy tree; it must hold leaves
+      s_i (l_i - c) exactly as the ops compute them, and zero padding.
+    log_weights: the restored log weights l.
+    log_scale: the restored log-scale c.
+    num_examples: n.
+
+  Returns:
+    The entropy tree with its sums recomputed and node 0 set to the tree's
+    total, as the reweight op keeps it.
+
+  Raises:
+    tf.errors.InvalidArgumentError: if the caches do not match the log
+      weights.
   """
   capacity = tree_capacity(num_examples)
   dtype = tree.dtype
@@ -125,6 +141,12 @@ class AdaptiveSampler(tf.Module):
         marginally); if False, B independent draws as in the paper.
       dtype: tf.float64 (default) or tf.float32, for weights and sums.
       name: name of the module.
+
+    Raises:
+      TypeError: if an argument is of the wrong type (a bool for an int, a
+        dtype other than float32 or float64).
+      ValueError: if an argument is out of its range above, also once
+        rounded to `dtype`.
     """
     super().__init__(name=name)
     self._num_examples = _validation.positive_int(num_examples, "num_examples")
@@ -174,26 +196,43 @@ class AdaptiveSampler(tf.Module):
 
   @property
   def num_examples(self) -> int:
+    """The number of examples n."""
     return self._num_examples
 
   @property
   def amplitude(self) -> float:
+    """Algorithm 1's amplitude alpha."""
     return self._amplitude
 
   @property
   def decay(self) -> float:
+    """Algorithm 1's decay lambda."""
     return self._decay
 
   @property
   def stratified(self) -> bool:
+    """Whether a batch's draws are stratified."""
     return self._stratified
 
   @property
   def dtype(self) -> tf.DType:
+    """The dtype of the weights and sums."""
     return self._dtype
 
   def uniforms(self, batch_size: int) -> tf.Tensor:
-    """The [batch_size] uniforms in [0, 1) behind the next draw."""
+    """Draws the uniforms behind the next draw, advancing the generator.
+
+    Args:
+      batch_size: B, an int >= 1.
+
+    Returns:
+      [B] uniforms in [0, 1), of the sampler's dtype; stratified for a
+      stratified sampler.
+
+    Raises:
+      TypeError: if `batch_size` is not an int.
+      ValueError: if `batch_size` is out of [1, 2**31 - 1].
+    """
     # Checked before the generator advances: a refused call draws nothing.
     batch_size = _validation.batch_size(batch_size)
     uniforms = self.generator.uniform([batch_size], dtype=self._dtype)
@@ -206,15 +245,36 @@ class AdaptiveSampler(tf.Module):
     return uniforms
 
   def sample(self, batch_size: int) -> tf.Tensor:
-    """Draws `batch_size` indices from Q_t; int64 [batch_size]."""
+    """Draws indices from Q_t.
+
+    Args:
+      batch_size: B, an int >= 1.
+
+    Returns:
+      int64 [B] indices in [0, n).
+
+    Raises:
+      TypeError: if `batch_size` is not an int.
+      ValueError: if `batch_size` is out of [1, 2**31 - 1].
+    """
     return self.sample_with_probabilities(batch_size)[0]
 
   def sample_with_probabilities(self,
                                 batch_size: int) -> tuple[tf.Tensor, tf.Tensor]:
-    """Draws `batch_size` indices and returns (indices, Q_t(indices)).
+    """Draws indices from Q_t, with the probability of each.
 
     The probabilities give importance weights 1 / (n Q_t(i)) for an unbiased
     gradient estimate. The draws are those of `tree.sample(uniforms(B))`.
+
+    Args:
+      batch_size: B, an int >= 1.
+
+    Returns:
+      (indices, probabilities): int64 [B] indices in [0, n) and [B] Q_t(i).
+
+    Raises:
+      TypeError: if `batch_size` is not an int.
+      ValueError: if `batch_size` is out of [1, 2**31 - 1].
     """
     if not self._draws_in_one_op():
       return self.tree.sample(self.uniforms(batch_size))
@@ -229,16 +289,24 @@ class AdaptiveSampler(tf.Module):
                              stratified=self._stratified)
 
   def _draws_in_one_op(self):
-    """Whether the draw op makes the generator's uniforms itself: for its
-    Philox state, outside tf.distribute, where a generator's draws depend on
-    the replica."""
+    """Whether the draw op makes the generator's uniforms itself.
+
+    It does for a Philox state, outside tf.distribute, where a generator's
+    draws depend on the replica.
+
+    Returns:
+      A bool.
+    """
     return (self.generator.algorithm == _PHILOX and self.strategy is None and
             not tf.distribute.has_strategy())
 
   @property
   def strategy(self) -> tf.distribute.Strategy | None:
-    """The strategy whose replicas each hold a copy of this sampler's state
-    (`tf_adasamp.distribute.create_sampler`), or None for one copy."""
+    """The strategy whose replicas each hold a copy of the state, or None.
+
+    `tf_adasamp.distribute.create_sampler` makes such a sampler; None means
+    one copy.
+    """
     variable = self.tree.variable
     if isinstance(variable, tf.distribute.DistributedValues):
       return variable.distribute_strategy
@@ -259,6 +327,13 @@ class AdaptiveSampler(tf.Module):
         once, with the utility of its first occurrence (in replica order
         across replicas).
       utilities: [B] finite utilities, e.g. from `tf_adasamp.utilities`.
+
+    Raises:
+      TypeError: if `indices` are not integers or `utilities` not real.
+      ValueError: if the sampler has one copy of its state and is updated
+        from a replica of a strategy with several.
+      tf.errors.InvalidArgumentError: if an index is out of range, a utility
+        not finite, or the shapes differ; the state is left as it was.
     """
     strategy = self.strategy
     if strategy is not None and not tf.distribute.has_strategy():
@@ -290,8 +365,14 @@ class AdaptiveSampler(tf.Module):
     self._reweight(*self._unpack(packed))
 
   def _reweight(self, indices, utilities, amplitude=None, decay=None):
-    """Reweights this replica's copy of the state, by default with the
-    sampler's amplitude and decay."""
+    """Reweights this replica's copy of the state.
+
+    Args:
+      indices: [B] indices.
+      utilities: [B] utilities.
+      amplitude: the amplitude; None for the sampler's.
+      decay: the decay; None for the sampler's.
+    """
     ops.adaptive_reweight(
         self.tree.variable.handle, self._entropy_tree.handle,
         self.log_weights.handle, self._log_scale.handle,
@@ -308,10 +389,17 @@ class AdaptiveSampler(tf.Module):
     return tf.cast(utilities, self._dtype)
 
   def _pack(self, indices, utilities):
-    """[b, 2] int64: indices and the bits of the utilities, to gather at once.
+    """Packs indices and the bits of the utilities, to gather at once.
 
     One collective instead of two: per step, the collective's latency, not
     its few bytes, is what costs (docs/distribute.md).
+
+    Args:
+      indices: [b] indices.
+      utilities: [b] utilities.
+
+    Returns:
+      [b, 2] int64.
     """
     bits = tf.bitcast(self._as_utilities(utilities), _BITS[self._dtype])
     return tf.stack([_validation.indices(indices),
@@ -324,7 +412,11 @@ class AdaptiveSampler(tf.Module):
     return packed[:, 0], tf.bitcast(bits, self._dtype)
 
   def probabilities(self) -> tf.Tensor:
-    """Q_t over all n examples, [n]."""
+    """Reads the distribution Q_t.
+
+    Returns:
+      [n] probabilities, of the sampler's dtype.
+    """
     return self.tree.probabilities()
 
   def kl_divergence(self) -> tf.Tensor:
@@ -335,6 +427,9 @@ class AdaptiveSampler(tf.Module):
     W and H come from one read of one variable (the entropy tree, whose
     node 0 holds W), so they are of one state even while other threads
     update the sampler.
+
+    Returns:
+      A scalar >= 0 of the sampler's dtype.
     """
     total, entropy_sum = tf.unstack(tf.gather(self._entropy_tree, [0, 1]))
     kl = (math.log(self._num_examples) + entropy_sum / total -
@@ -356,9 +451,17 @@ class AdaptiveSampler(tf.Module):
                    decay=0.0)
 
   def _restore(self, restored):
-    """Assigns a checkpoint's state once all of it is checked (CheckedState):
-    its size and settings, finite values, and caches that agree with its
-    log weights (`checked_entropy_tree`)."""
+    """Assigns a checkpoint's state once all of it is checked (CheckedState).
+
+    Checks its size and settings, finite values, and caches that agree with
+    its log weights (`checked_entropy_tree`).
+
+    Args:
+      restored: the checkpoint's values, by name.
+
+    Returns:
+      The op that assigns them.
+    """
     checks = [
         _checkpointing.assert_size(restored["num_examples"], self._num_examples,
                                    "number of examples"),

@@ -49,9 +49,20 @@ class MemmapSource:
   """
 
   def __init__(self, arrays, decode=None):
-    """Wraps `arrays`, a nest (tuple, dict) of arrays with n rows each,
-    typically memory-mapped; `decode`, if given, maps one row's nest to the
-    nest of arrays the stage yields, called once per drawn row."""
+    """Wraps `arrays`.
+
+    Args:
+      arrays: a nest (tuple, dict) of NumPy arrays with n rows each,
+        typically memory-mapped.
+      decode: if given, maps one row's nest to the nest of arrays the stage
+        yields, called once per drawn row.
+
+    Raises:
+      TypeError: if `arrays` is not a nest of NumPy arrays, or `decode` is
+        neither callable nor None.
+      ValueError: if the arrays differ in their number of rows, or have
+        none.
+    """
     leaves = tf.nest.flatten(arrays)
     if not leaves or not all(isinstance(a, np.ndarray) for a in leaves):
       raise TypeError("arrays must be a nest of NumPy arrays, got "
@@ -66,14 +77,23 @@ class MemmapSource:
     self._decode = decode
 
   def __len__(self):
+    """The number of rows n."""
     return self._length
 
   def __getitem__(self, index):
+    """Reads row `index`, decoded if the source has `decode`."""
     row = tf.nest.map_structure(lambda a: a[index], self._arrays)
     return self._decode(row) if self._decode else row
 
   def read_batch(self, indices):
-    """The rows at `indices` (int64 array), each leaf stacked."""
+    """Reads the rows at `indices`.
+
+    Args:
+      indices: an int64 NumPy array of row indices.
+
+    Returns:
+      The rows, each leaf of the nest stacked.
+    """
     if self._decode:
       return stack_records([self[i] for i in indices])
     # One fancy index a leaf: NumPy touches only the pages of those rows.
@@ -90,8 +110,20 @@ class ArrayRecordSource:
   """
 
   def __init__(self, paths, decode=None):
-    """Opens `paths` (a path or a list of shards, read as one sequence of
-    records), written by `write_array_record` or with small `group_size`."""
+    """Opens ArrayRecord files.
+
+    Args:
+      paths: a path or a list of shards, read as one sequence of records;
+        written by `write_array_record` or with a small `group_size`.
+      decode: if given, maps one record's bytes to the nest of arrays the
+        stage yields.
+
+    Raises:
+      TypeError: if `decode` is neither callable nor None.
+      ValueError: if `paths` is empty or the files hold no records.
+      ImportError: if the array-record package is not installed.
+      OSError: if a file cannot be read as ArrayRecord.
+    """
     _check_decode(decode)
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if not paths:
@@ -105,22 +137,46 @@ class ArrayRecordSource:
     self._decode = decode
 
   def __len__(self):
+    """The number of records n, over all shards."""
     return int(self._ends[-1])
 
   def __getitem__(self, index):
+    """Reads record `index`, decoded if the source has `decode`."""
     (record,) = self._read(np.array([index], np.int64))
     return self._decode(record) if self._decode else record
 
   def read_batch(self, indices):
-    """The records at `indices` (int64 array), decoded and stacked."""
+    """Reads the records at `indices`.
+
+    Args:
+      indices: an int64 NumPy array of record indices.
+
+    Returns:
+      The decoded records stacked leaf by leaf, or without `decode` an
+      object array of their bytes.
+
+    Raises:
+      IndexError: if an index is out of range.
+    """
     records = self._read(indices)
     if self._decode:
       return stack_records([self._decode(record) for record in records])
     return np.array(records, dtype=object)
 
   def _read(self, indices):
-    """The records at `indices`: one batched read a shard, which the reader
-    parallelises and runs without the GIL."""
+    """Reads the records at `indices`, in one batched read a shard.
+
+    The reader parallelises a batched read and runs it without the GIL.
+
+    Args:
+      indices: an int64 NumPy array of record indices.
+
+    Returns:
+      A list of the records' bytes.
+
+    Raises:
+      IndexError: if an index is out of range.
+    """
     if np.any((indices < 0) | (indices >= len(self))):
       raise IndexError(f"indices out of range [0, {len(self)})")
     shards = np.searchsorted(self._ends, indices, side="right")
@@ -135,15 +191,36 @@ class ArrayRecordSource:
 
 
 def _open_reader(module, path):
-  """An ArrayRecordReader of `path` for reads by index, or OSError."""
+  """Opens an ArrayRecordReader of `path` for reads by index.
+
+  Args:
+    module: the array-record package's module.
+    path: the file.
+
+  Returns:
+    The reader.
+
+  Raises:
+    OSError: if the file cannot be read as ArrayRecord.
+  """
   # Reads by index only: reading ahead would read what is not drawn.
   reader = module.ArrayRecordReader(os.fspath(path), "readahead_buffer_size:0")
   return _opened(reader, f"cannot read ArrayRecord file {path!r}")
 
 
 def _opened(handle, failure):
-  """`handle`, an ArrayRecord reader or writer, or OSError(failure) with
-  its error if it failed to open."""
+  """Checks that an ArrayRecord reader or writer opened.
+
+  Args:
+    handle: the reader or writer.
+    failure: what the error says failed.
+
+  Returns:
+    `handle`, if it opened.
+
+  Raises:
+    OSError: `failure` with the handle's error, if it failed to open.
+  """
   if handle.ok():
     return handle
   try:
@@ -159,9 +236,16 @@ def _check_decode(decode):
 
 
 def stack_records(records):
-  """Stacks a list of equally structured records leaf by leaf; bytes leaves
-  become object arrays (NumPy's fixed-width bytes would drop trailing
-  zeros)."""
+  """Stacks a list of equally structured records leaf by leaf.
+
+  Args:
+    records: a non-empty list of nests of arrays or bytes.
+
+  Returns:
+    One nest of the records' structure, each leaf stacked; bytes leaves
+    become object arrays (NumPy's fixed-width bytes would drop trailing
+    zeros).
+  """
   columns = zip(*(tf.nest.flatten(record) for record in records))
   stacked = [
       np.array(column, dtype=object)
@@ -185,9 +269,22 @@ def _tf_dtype(leaf):
 
 
 def index_reader(source):
-  """(n, gather) for a random-access source: `gather` maps an int64 tensor
-  of indices to the nest of tensors at those rows, read with
-  `tf.numpy_function`, with the static shapes of record 0."""
+  """Reads the size of a random-access source and how to gather from it.
+
+  Args:
+    source: an object with `__len__` and `__getitem__` (and optionally
+      `read_batch` or `__getitems__`) returning nests of equally shaped
+      arrays.
+
+  Returns:
+    (n, gather): `gather` maps an int64 tensor of indices to the nest of
+    tensors at those rows, read with `tf.numpy_function`, with the static
+    shapes of record 0.
+
+  Raises:
+    TypeError: if `source` lacks `__len__` or `__getitem__`.
+    ValueError: if `source` is empty.
+  """
   if not (hasattr(source, "__len__") and hasattr(source, "__getitem__")):
     raise TypeError("a source must be a nest of tensors, a tf.data.Dataset "
                     "or have __len__ and __getitem__; got "
@@ -224,9 +321,18 @@ def _reads_record_stream(dataset):
 
 
 def refuse_record_streams(dataset):
-  """Raises TypeError if `dataset` reads TFRecord files: they cannot be
-  read by index, and stacking them into memory defeats keeping them on
-  disk."""
+  """Refuses a dataset that reads TFRecord files.
+
+  TFRecord files cannot be read by index, and stacking them into memory
+  defeats keeping them on disk.
+
+  Args:
+    dataset: a `tf.data.Dataset`.
+
+  Raises:
+    TypeError: if `dataset`, or a dataset it is built on, reads TFRecord
+      files.
+  """
   if _reads_record_stream(dataset):
     raise TypeError(
         "the source reads TFRecord files, which can only be read in order, "
@@ -242,8 +348,9 @@ def write_array_record(records,
                        encode=None,
                        group_size=1,
                        batch_size=1024):
-  """Writes `records` to the ArrayRecord file `path`, in order, for
-  `ArrayRecordSource`; returns how many it wrote.
+  """Writes `records` to the ArrayRecord file `path`, in order.
+
+  The file is for `ArrayRecordSource`.
 
   Args:
     records: a finite `tf.data.Dataset` (a `TFRecordDataset` is copied
@@ -256,6 +363,17 @@ def write_array_record(records,
       proportion to the file's number of chunks (docs/data.md), so 1 suits
       large records and small files, more suits many small records.
     batch_size: how many elements a dataset yields to Python at a time.
+
+  Returns:
+    How many records it wrote.
+
+  Raises:
+    TypeError: if `group_size` or `batch_size` is not an int, `encode` is
+      neither callable nor None, or a record is not bytes.
+    ValueError: if `group_size` or `batch_size` is < 1, or `records` is an
+      infinite dataset.
+    ImportError: if the array-record package is not installed.
+    OSError: if the file cannot be written.
   """
   group_size = _validation.positive_int(group_size, "group_size")
   batch_size = _validation.positive_int(batch_size, "batch_size")
@@ -289,9 +407,19 @@ def write_array_record(records,
 
 
 def encode_image_example(image, label):
-  """One image-classification record: a serialized `tf.train.Example` with
-  `image` (the uint8 pixels, row-major HWC bytes), `shape` ([H, W, C]) and
-  `label` (an int)."""
+  """Encodes one image-classification record.
+
+  Args:
+    image: uint8 pixels [H, W, C].
+    label: the class, an int.
+
+  Returns:
+    A serialized `tf.train.Example` with `image` (the pixels, row-major HWC
+    bytes), `shape` ([H, W, C]) and `label`.
+
+  Raises:
+    ValueError: if `image` is not a uint8 array [H, W, C].
+  """
   image = np.asarray(image)
   if image.dtype != np.uint8 or image.ndim != 3:
     raise ValueError("image must be a uint8 array [H, W, C], got "
@@ -310,8 +438,15 @@ def encode_image_example(image, label):
 
 
 def decode_image_example(record):
-  """`encode_image_example`'s record as (image float32 [H, W, C] in [0, 1],
-  label int32), the trainer's in-memory form."""
+  """Decodes a record that `encode_image_example` wrote.
+
+  Args:
+    record: the record's bytes.
+
+  Returns:
+    (image, label): float32 [H, W, C] in [0, 1] and an int32, the
+    trainer's in-memory form.
+  """
   feature = tf.train.Example.FromString(record).features.feature
   shape = feature["shape"].int64_list.value
   pixels = np.frombuffer(feature["image"].bytes_list.value[0], np.uint8)
@@ -320,8 +455,20 @@ def decode_image_example(record):
 
 
 def open_image_classification(path):
-  """An image-classification ArrayRecord file (records of
-  `encode_image_example`) as a source of (image, label) for the stage."""
+  """Opens an image-classification ArrayRecord file as a source for the stage.
+
+  Args:
+    path: a file of `encode_image_example`'s records, or a list of shards.
+
+  Returns:
+    An `ArrayRecordSource` of (image, label), decoded by
+    `decode_image_example`.
+
+  Raises:
+    ImportError: if the array-record package is not installed.
+    OSError: if a file cannot be read as ArrayRecord.
+    ValueError: if the files hold no records.
+  """
   return ArrayRecordSource(path, decode=decode_image_example)
 
 
@@ -333,7 +480,15 @@ class _OneLineErrorParser(argparse.ArgumentParser):
 
 
 def main(argv=None):
-  """`python -m tf_adasamp.sources INPUT.tfrecord... OUTPUT.array_record`."""
+  """Runs `python -m tf_adasamp.sources INPUT.tfrecord... OUTPUT.array_record`.
+
+  Args:
+    argv: the command line's arguments; None for `sys.argv[1:]`.
+
+  Returns:
+    The exit status: 0 once the file is written, 1 on an error (printed in
+    one line).
+  """
   parser = _OneLineErrorParser(
       prog="python -m tf_adasamp.sources",
       description="Copies the records of TFRecord files, in order, into one "

@@ -18,17 +18,34 @@ TensorLike = tf.types.experimental.TensorLike
 
 
 def tree_capacity(num_leaves: int) -> int:
-  """The power of two that pads `num_leaves` leaves."""
+  """The number of leaves a tree over `num_leaves` weights has.
+
+  Args:
+    num_leaves: the number of weights n, an int >= 1.
+
+  Returns:
+    The power of two that pads n leaves.
+  """
   return 1 << max(num_leaves - 1, 0).bit_length()
 
 
 def checked_tree(tree: tf.Tensor, num_leaves: int) -> tf.Tensor:
-  """A restored `tree` over `num_leaves` leaves, rebuilt once checked.
+  """Checks a restored tree and rebuilds its sums.
 
   Asserts that it has 2 * capacity nodes, leaves finite and >= 0, zero
-  padding and a finite total; returns it with every parent recomputed from
-  its children, as the ops compute them, so edited sums cannot survive (and
-  node 0 recording num_leaves, as the build writes it).
+  padding and a finite total.
+
+  Args:
+    tree: the heap-layout tree read from a checkpoint.
+    num_leaves: the number of weights n the tree holds.
+
+  Returns:
+    The tree with every parent recomputed from its children, as the ops
+    compute them, so edited sums cannot survive (and node 0 recording
+    num_leaves, as the build writes it).
+
+  Raises:
+    tf.errors.InvalidArgumentError: if an assertion fails.
   """
   capacity = tree_capacity(num_leaves)
   with tf.control_dependencies(
@@ -50,7 +67,19 @@ def checked_tree(tree: tf.Tensor, num_leaves: int) -> tf.Tensor:
 
 
 def assert_zero_padding(leaves, num_leaves, what):
-  """Asserts that the leaves past `num_leaves` (the padding) are 0."""
+  """Asserts that the leaves past `num_leaves` (the padding) are 0.
+
+  Args:
+    leaves: the tree's capacity leaves, padding included.
+    num_leaves: the number of weights n.
+    what: what the error message calls the leaves.
+
+  Returns:
+    The assertion op (None when executing eagerly).
+
+  Raises:
+    tf.errors.InvalidArgumentError: if a padding leaf is not 0, eagerly.
+  """
   return tf.debugging.assert_equal(
       leaves[num_leaves:],
       tf.zeros(tf.shape(leaves[num_leaves:]), leaves.dtype),
@@ -58,9 +87,16 @@ def assert_zero_padding(leaves, num_leaves, what):
 
 
 def with_sums(leaves: tf.Tensor, node_zero: tf.Tensor) -> tf.Tensor:
-  """The heap-layout tree over `leaves` (capacity of them, padding
-  included), each parent the sum of its two children as the ops add them,
-  node 0 holding `node_zero`."""
+  """Builds the heap-layout tree over `leaves`.
+
+  Args:
+    leaves: [capacity] weights, padding included.
+    node_zero: the scalar that node 0 holds.
+
+  Returns:
+    [2 * capacity] nodes, each parent the sum of its two children as the
+    ops add them.
+  """
   levels = [leaves]
   while levels[-1].shape[0] > 1:
     pairs = tf.reshape(levels[-1], [-1, 2])
@@ -89,6 +125,13 @@ class SumTree(tf.Module):
       initial_weights: [n] finite, nonnegative weights; all ones by default.
       dtype: tf.float64 (default) or tf.float32, for weights and sums.
       name: name of the module.
+
+    Raises:
+      TypeError: if `num_leaves` is not an int or `dtype` is not a float
+        type.
+      ValueError: if `num_leaves` is < 1.
+      tf.errors.InvalidArgumentError: if `initial_weights` are not [n],
+        finite and >= 0.
     """
     super().__init__(name=name)
     self._num_leaves = _validation.positive_int(num_leaves, "num_leaves")
@@ -108,30 +151,53 @@ class SumTree(tf.Module):
 
   @property
   def num_leaves(self) -> int:
+    """The number of weights n."""
     return self._num_leaves
 
   @property
   def capacity(self) -> int:
+    """The number of leaves: n padded to a power of two."""
     return self._capacity
 
   @property
   def dtype(self) -> tf.DType:
+    """The dtype of the weights and sums."""
     return self._dtype
 
   def total(self) -> tf.Tensor:
-    """The sum of all weights, read in O(1)."""
+    """Reads the sum of all weights, in O(1).
+
+    Returns:
+      A scalar of the tree's dtype.
+    """
     # tf.gather reads a plain variable in place (its sparse_read), and also
     # takes the mirrored variables of tf_adasamp.distribute, which lack one.
     return tf.gather(self.variable, 1)
 
   def weights(self) -> tf.Tensor:
-    """All n leaf weights, [n]."""
+    """Reads all n weights.
+
+    Returns:
+      [n] weights, of the tree's dtype.
+    """
     return tf.gather(
         self.variable,
         tf.range(self._capacity, self._capacity + self._num_leaves))
 
   def probabilities(self, indices: TensorLike | None = None) -> tf.Tensor:
-    """w_i / total for `indices` ([B] ints), or for all leaves if None."""
+    """Reads the probabilities w_i / total of drawing some indices.
+
+    Args:
+      indices: [B] integer indices in [0, n); None for all n.
+
+    Returns:
+      [B] (or [n]) probabilities, of the tree's dtype.
+
+    Raises:
+      TypeError: if `indices` are not integers.
+      tf.errors.InvalidArgumentError: if an index is out of range or the
+        total weight is 0.
+    """
     if indices is None:
       indices = tf.range(self._num_leaves, dtype=tf.int64)
     indices = _validation.indices(indices)
@@ -149,7 +215,15 @@ class SumTree(tf.Module):
       return values[1:] / values[0]
 
   def assign(self, weights: TensorLike) -> None:
-    """Sets all n weights (finite, >= 0) and rebuilds the tree, O(n)."""
+    """Sets all n weights and rebuilds the tree, in O(n).
+
+    Args:
+      weights: [n] finite weights >= 0.
+
+    Raises:
+      tf.errors.InvalidArgumentError: if `weights` are not [n], finite and
+        >= 0, or their sums overflow; the tree is left as it was.
+    """
     ops.sum_tree_build(self.variable.handle,
                        tf.convert_to_tensor(weights, self._dtype),
                        num_leaves=self._num_leaves)
@@ -160,6 +234,16 @@ class SumTree(tf.Module):
     Each touched ancestor is recomputed from its two children, O(B log n),
     so repeated updates never drift. Where an index repeats, its last weight
     wins, as in numpy's `w[indices] = weights`.
+
+    Args:
+      indices: [B] integer indices in [0, n).
+      weights: [B] finite weights >= 0.
+
+    Raises:
+      TypeError: if `indices` are not integers.
+      tf.errors.InvalidArgumentError: if an index is out of range, a weight
+        negative or not finite, the shapes differ, or the sums would
+        overflow; the tree is left as it was.
     """
     ops.sum_tree_set(self.variable.handle,
                      _validation.indices(indices),
@@ -178,6 +262,10 @@ class SumTree(tf.Module):
 
     Returns:
       (indices, probabilities): int64 [B] and [B] w_i / total.
+
+    Raises:
+      tf.errors.InvalidArgumentError: if a uniform is outside [0, 1) or the
+        total weight is 0.
     """
     return ops.sum_tree_sample(self.variable.handle,
                                tf.convert_to_tensor(uniforms, self._dtype))

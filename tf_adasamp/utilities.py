@@ -18,10 +18,19 @@ Utility = Callable[[TensorLike, TensorLike], tf.Tensor]
 
 
 def _checked(labels, probs, name="probs"):
-  """(int32 labels [B], probs [B, C]), asserting labels in [0, C); `name`
-  names `probs` in the error for another rank.
+  """Checks labels and probabilities (or logits) as the utilities take them.
 
-  Labels are class indices, [B] (or [B, 1]), or one-hot rows, [B, C].
+  Args:
+    labels: class indices, [B] (or [B, 1]), or one-hot rows, [B, C].
+    probs: [B, C] probabilities, or logits.
+    name: what the error for another rank calls `probs`.
+
+  Returns:
+    (int32 labels [B], probs [B, C]); the labels assert that they lie in
+    [0, C).
+
+  Raises:
+    ValueError: if `probs` has a static rank other than 2.
   """
   probs = tf.convert_to_tensor(probs)
   if probs.shape.rank is not None and probs.shape.rank != 2:
@@ -43,8 +52,15 @@ def _checked(labels, probs, name="probs"):
 
 
 def _smallest_normal(dtype):
-  """The smallest normal number of a float `tf.DType`, bfloat16 included
-  (which NumPy's finfo does not know)."""
+  """The smallest normal number of a float `tf.DType`.
+
+  Args:
+    dtype: a float `tf.DType`, bfloat16 included (which NumPy's finfo does
+      not know).
+
+  Returns:
+    The number, a NumPy scalar.
+  """
   return ml_dtypes.finfo(dtype.as_numpy_dtype).tiny
 
 
@@ -54,25 +70,70 @@ def _true_class_probability(labels, probs):
 
 
 def _mistakes(labels, scores):
-  """1{argmax scores != labels} for checked labels; the scores are the
-  probabilities or the logits, whose argmax is the same class."""
+  """The 0-1 loss of checked labels, 1{argmax scores != labels}.
+
+  Args:
+    labels: int32 [B] class indices, as `_checked` returns them.
+    scores: [B, C] probabilities or logits, whose argmax is the same class.
+
+  Returns:
+    [B] of `scores`' dtype: 1 for a mistake, 0 otherwise.
+  """
   predicted = tf.argmax(scores, axis=-1, output_type=tf.int32)
   return tf.cast(tf.not_equal(predicted, labels), scores.dtype)
 
 
 def zero_one(labels: TensorLike, probs: TensorLike) -> tf.Tensor:
-  """The 0-1 loss, 1{argmax_y' p(y') != y}."""
+  """The 0-1 loss, 1{argmax_y' p(y') != y}.
+
+  Args:
+    labels: [B] (or [B, 1]) integer class indices, or [B, C] one-hot rows.
+    probs: [B, C] predicted class probabilities.
+
+  Returns:
+    [B] utilities, of `probs`' dtype.
+
+  Raises:
+    ValueError: if `probs` has a static rank other than 2.
+    tf.errors.InvalidArgumentError: if a label is outside [0, C).
+  """
   return _mistakes(*_checked(labels, probs))
 
 
 def l1(labels: TensorLike, probs: TensorLike) -> tf.Tensor:
-  """The L1 loss, 1 - p(y)."""
+  """The L1 loss, 1 - p(y).
+
+  Args:
+    labels: [B] (or [B, 1]) integer class indices, or [B, C] one-hot rows.
+    probs: [B, C] predicted class probabilities.
+
+  Returns:
+    [B] utilities, of `probs`' dtype.
+
+  Raises:
+    ValueError: if `probs` has a static rank other than 2.
+    tf.errors.InvalidArgumentError: if a label is outside [0, C).
+  """
   return 1 - _true_class_probability(labels, probs)
 
 
 def cross_entropy(labels: TensorLike, probs: TensorLike) -> tf.Tensor:
-  """-log p(y), with p(y) floored at the dtype's smallest normal number so
-  that a confident mistake gives a large but finite utility."""
+  """The cross-entropy, -log p(y).
+
+  p(y) is floored at the dtype's smallest normal number, so that a confident
+  mistake gives a large but finite utility.
+
+  Args:
+    labels: [B] (or [B, 1]) integer class indices, or [B, C] one-hot rows.
+    probs: [B, C] predicted class probabilities.
+
+  Returns:
+    [B] utilities, of `probs`' dtype.
+
+  Raises:
+    ValueError: if `probs` has a static rank other than 2.
+    tf.errors.InvalidArgumentError: if a label is outside [0, C).
+  """
   p = _true_class_probability(labels, probs)
   return -tf.math.log(tf.maximum(p, _smallest_normal(p.dtype)))
 
@@ -81,7 +142,18 @@ UTILITIES = {"zero_one": zero_one, "l1": l1, "cross_entropy": cross_entropy}
 
 
 def get(utility: str | Utility) -> Utility:
-  """Returns the utility function named `utility`, or `utility` if callable."""
+  """Looks a utility function up by name.
+
+  Args:
+    utility: a name in `UTILITIES` ("zero_one", "l1", "cross_entropy"), or
+      a callable (labels, probs) -> [B] utilities.
+
+  Returns:
+    The utility function named `utility`, or `utility` if it is callable.
+
+  Raises:
+    ValueError: if `utility` is a name not in `UTILITIES`.
+  """
   if callable(utility):
     return utility
   if utility not in UTILITIES:
@@ -92,12 +164,28 @@ def get(utility: str | Utility) -> Utility:
 
 def from_logits(utility: str | Utility, labels: TensorLike,
                 logits: TensorLike) -> tf.Tensor:
-  """`utility(labels, tf.nn.softmax(logits))`, without the softmax for the
-  utilities above: the 0-1 loss needs only the logits' argmax (the same
-  class, but for a tie that rounding the probabilities would make), the
-  others the true class's log-probability, -sparse_softmax_cross_entropy
-  (the same values up to round-off). On a CPU, the softmax of a small
-  batch can cost more than the sampler's ops (benchmarks/RESULTS.md).
+  """Computes `utility(labels, tf.nn.softmax(logits))` from a model's logits.
+
+  The utilities above skip the softmax: the 0-1 loss needs only the logits'
+  argmax (the same class, but for a tie that rounding the probabilities
+  would make), the others the true class's log-probability,
+  -sparse_softmax_cross_entropy (the same values up to round-off). On a CPU,
+  the softmax of a small batch can cost more than the sampler's ops
+  (benchmarks/RESULTS.md).
+
+  Args:
+    utility: a name in `UTILITIES`, or a callable (labels, probs) -> [B].
+    labels: [B] (or [B, 1]) integer class indices, or [B, C] one-hot rows.
+    logits: [B, C] logits.
+
+  Returns:
+    [B] utilities, of `logits`' dtype for the utilities above.
+
+  Raises:
+    ValueError: if `utility` is a name not in `UTILITIES`, or `logits` has
+      a static rank other than 2 (for the utilities above).
+    tf.errors.InvalidArgumentError: if a label is outside [0, C) (for the
+      utilities above).
   """
   utility = get(utility)
   if utility not in UTILITIES.values():
