@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 
+from run_records import without_clocks
 from tf_adasamp import sources
 from tf_adasamp.experiment.training import config as config_lib
 from tf_adasamp.experiment.training import datasets
@@ -71,7 +72,7 @@ def test_a_run_from_files_matches_the_run_from_the_same_arrays(
   from_files = loop.train(config)
   from_arrays = loop.train(config, data=in_memory)
   assert [r["step"] for r in from_files] == [0, 2, 4, 6]
-  assert from_files == from_arrays
+  assert without_clocks(from_files) == without_clocks(from_arrays)
 
 
 def test_a_run_from_files_resumes_exactly(files_and_arrays, tmp_path):
@@ -84,7 +85,7 @@ def test_a_run_from_files_resumes_exactly(files_and_arrays, tmp_path):
                         steps=4)
   loop.train(stopped)
   resumed = loop.train(dataclasses.replace(stopped, steps=6, resume=True))
-  assert resumed == whole
+  assert without_clocks(resumed) == without_clocks(whole)
 
 
 def test_evaluations_read_a_subset_of_the_training_file(files_and_arrays):

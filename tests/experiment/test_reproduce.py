@@ -34,18 +34,29 @@ def test_plan_runs_each_algorithm_per_trial_with_the_trial_seed(tmp_path):
                      output_dir=str(tmp_path),
                      dataset="digits",
                      model="logistic")
-  # Six algorithms and the sweep's one new amplitude (1.0 is shared, and
-  # amplitude 0 is Unif-SGD), per trial.
-  assert len(runs) == 2 * (6 + 1)
+  # Six algorithms, the reshuffling baseline and the sweep's one new
+  # amplitude (1.0 is shared, and amplitude 0 is Unif-SGD), per trial.
+  assert len(runs) == 2 * (7 + 1)
   assert len({run.config.output_dir for run in runs}) == len(runs)
   for run in runs:
     assert run.config.seed == run.trial
-    sampling, utility, optimizer = presets.ALGORITHMS[run.algorithm]
+    sampling, utility, optimizer = presets.RUNS[run.algorithm]
     assert (run.config.sampling, run.config.optimizer) == (sampling, optimizer)
     if sampling == "adaptive":
       assert run.config.utility == utility
   assert {run.amplitude for run in runs if run.algorithm == "AdaSamp-01-SGD"
          } == {0.5, 1.0}
+
+
+def test_plan_sweeps_both_utility_options_where_asked(tmp_path):
+  settings = dataclasses.replace(TINY, sweep_both_utilities=True)
+  runs = design.plan(settings, 1, str(tmp_path), "digits", model="logistic")
+  step = [run for run in runs if run.config.utility_at == "step"]
+  assert sorted(run.amplitude for run in step) == [0.5, 1.0]
+  assert all(run.algorithm == "AdaSamp-01-SGD" and
+             run.config.output_dir.endswith(f"a{run.amplitude:g}-step/seed0")
+             for run in step)
+  assert len(runs) == len(design.plan(TINY, 1, str(tmp_path), "digits")) + 2
 
 
 def test_plan_gives_adaptive_algorithms_their_own_step_sizes(tmp_path):
@@ -59,7 +70,8 @@ def test_plan_gives_adaptive_algorithms_their_own_step_sizes(tmp_path):
       "Unif-SGD": 0.1,
       "AdaSamp-01-AdaGrad": 0.4,
       "AdaSamp-L1-AdaGrad": 0.5,
-      "Unif-AdaGrad": 0.1
+      "Unif-AdaGrad": 0.1,
+      "Shuffle-SGD": 0.1
   }
   with pytest.raises(ValueError, match="needs 4 values"):
     design.plan(dataclasses.replace(TINY, adaptive_learning_rates=(0.2,)), 1,

@@ -1,7 +1,7 @@
 """The paper's experiment (London, NIPS 2017, section "Experiments"): its runs.
 
-The six algorithms of `presets.ALGORITHMS` for a number of trials, plus a
-sweep of the amplitude of one of them: `plan` lists the runs
+The six algorithms of `presets.ALGORITHMS` and the baselines of
+`presets.BASELINES` for a number of trials, plus a sweep of the amplitude of one of them: `plan` lists the runs
 (`pool.run_all` trains them) and `collect` reads their metrics back as
 the curves that `claims`, `report` and `plots` take.
 
@@ -22,7 +22,8 @@ from tf_adasamp.experiment.training import config as config_lib
 from tf_adasamp.experiment.training import run_files
 
 CURVE_METRICS = ("train_loss", "train_accuracy", "test_accuracy", "kl",
-                 "ess_fraction")
+                 "ess_fraction", "examples_forwarded",
+                 "examples_backpropagated", "train_seconds")
 # Logged by runs of the logistic model only (training.loop).
 CERTIFICATE_METRICS = ("zero_one_gap", "corollary1_bound")
 
@@ -39,9 +40,9 @@ class Run:
 
 def run_config(settings, algorithm, amplitude, trial, run_dir, **fields):
   """The TrainConfig of `algorithm` at `amplitude` in `trial`."""
-  sampling, utility, optimizer = presets.ALGORITHMS[algorithm]
+  sampling, utility, optimizer = presets.RUNS[algorithm]
   decay = settings.decay
-  if sampling == "uniform":
+  if sampling != "adaptive":
     # Uniform runs ignore amplitude and decay; fixed values keep them valid
     # (and resumable) whatever the adaptive settings.
     amplitude, decay = 0.0, presets.UNIFORM_DECAY
@@ -72,10 +73,12 @@ def plan(settings, trials, output_dir, dataset, data_dir=None, model="cnn"):
                      f"{settings.sweep_algorithm!r}")
   runs = {}
 
-  def add(algorithm, amplitude, trial):
+  def add(algorithm, amplitude, trial, utility_at=settings.utility_at):
     uniform = algorithm not in presets.ADAPTIVE
     amplitude = 0.0 if uniform else amplitude
     name = algorithm if uniform else f"{algorithm}-a{amplitude:g}"
+    if utility_at != settings.utility_at:
+      name += f"-{utility_at}"
     run_dir = os.path.join(output_dir, name, f"seed{trial}")
     if run_dir not in runs:
       runs[run_dir] = Run(
@@ -87,14 +90,23 @@ def plan(settings, trials, output_dir, dataset, data_dir=None, model="cnn"):
                      run_dir,
                      dataset=dataset,
                      data_dir=data_dir,
-                     model=model))
+                     model=model,
+                     utility_at=utility_at))
 
   for trial in range(trials):
-    for algorithm in presets.ALGORITHMS:
+    for algorithm in presets.RUNS:
       add(algorithm, settings.amplitude, trial)
     for amplitude in settings.sweep_amplitudes:
       add(settings.sweep_algorithm, amplitude, trial)
+      if settings.sweep_both_utilities:
+        add(settings.sweep_algorithm, amplitude, trial,
+            other_utility_at(settings))
   return list(runs.values())
+
+
+def other_utility_at(settings):
+  """The utility option the sweep also runs if `sweep_both_utilities`."""
+  return next(u for u in config_lib.UTILITY_AT if u != settings.utility_at)
 
 
 def _stack(runs_by_trial, metric):
@@ -108,17 +120,19 @@ def _stack(runs_by_trial, metric):
 def collect(runs, settings):
   """Reads the runs' metrics: (curves, sweep).
 
-  curves[algorithm] holds "step" and "epoch" [E] and, per metric, [trials,
-  E]; sweep holds the swept algorithm's name, its amplitudes (0 for the
-  uniform counterpart) and each amplitude's curves.
+  curves[algorithm] (each of `presets.RUNS`) holds "step" and "epoch" [E]
+  and, per metric, [trials, E]; sweep holds the swept algorithm's name, its amplitudes (0 for the
+  uniform counterpart) and each amplitude's curves; with
+  `sweep_both_utilities`, also "other_utility_at" and "other_curves", the
+  swept amplitudes' curves under that utility option.
   """
   by_key = {}
   for run in runs:
-    by_key.setdefault((run.algorithm, run.amplitude),
+    by_key.setdefault((run.algorithm, run.amplitude, run.config.utility_at),
                       []).append(run_files.read_metrics(run.config.output_dir))
 
-  def curve(algorithm, amplitude):
-    records = by_key[(algorithm, amplitude)]
+  def curve(algorithm, amplitude, utility_at=settings.utility_at):
+    records = by_key[(algorithm, amplitude, utility_at)]
     result = {
         "step": np.array([r["step"] for r in records[0]]),
         "epoch": np.array([r["epoch"] for r in records[0]], dtype=float)
@@ -132,7 +146,7 @@ def collect(runs, settings):
       algorithm:
           curve(algorithm,
                 settings.amplitude if algorithm in presets.ADAPTIVE else 0.0)
-      for algorithm in presets.ALGORITHMS
+      for algorithm in presets.RUNS
   }
   amplitudes = [0.0, *settings.sweep_amplitudes]
   sweep = {
@@ -147,6 +161,12 @@ def collect(runs, settings):
           for a in amplitudes
       ],
   }
+  if settings.sweep_both_utilities:
+    sweep["other_utility_at"] = other_utility_at(settings)
+    sweep["other_curves"] = [
+        curve(settings.sweep_algorithm, a, sweep["other_utility_at"])
+        for a in settings.sweep_amplitudes
+    ]
   return curves, sweep
 
 

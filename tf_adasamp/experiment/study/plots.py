@@ -23,6 +23,7 @@ import matplotlib.pyplot as plt  # pylint: disable=wrong-import-position
 import numpy as np  # pylint: disable=wrong-import-position
 
 from tf_adasamp.experiment.study import design  # pylint: disable=wrong-import-position
+from tf_adasamp.experiment.study import presets  # pylint: disable=wrong-import-position
 
 _COLOURS = {"Unif": "0.35", "AdaSamp-01": "tab:blue", "AdaSamp-L1": "tab:red"}
 _LINESTYLES = {"SGD": "-", "AdaGrad": "--"}
@@ -120,9 +121,7 @@ def plot_amplitude(ax, sweep):
 def _panels(curves, sweep):
   """(file name, title, draw(ax)) for each of the five panels."""
   adaptive = {
-      name: curve
-      for name, curve in curves.items()
-      if not name.startswith("Unif")
+      name: curve for name, curve in curves.items() if name in presets.ADAPTIVE
   }
   panels = [(file_name, title,
              functools.partial(plot_curves,

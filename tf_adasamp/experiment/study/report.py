@@ -1,6 +1,6 @@
 """The experiment's report: Figure 1's panels and summary.md, which opens
-with the departures from the paper and the verdict rules, then judges each
-of the paper's four claims (`claims`)."""
+with time to target (`targets`), then the departures from the paper and the
+verdict rules, then judges each of the paper's four claims (`claims`)."""
 
 import os
 
@@ -9,6 +9,7 @@ import numpy as np
 from tf_adasamp.experiment.study import claims as claims_lib
 from tf_adasamp.experiment.study import plots
 from tf_adasamp.experiment.study import presets
+from tf_adasamp.experiment.study import targets
 from tf_adasamp.experiment.study import verdicts
 from tf_adasamp.experiment.study.design import collect
 from tf_adasamp.experiment.study.design import mean_over
@@ -28,6 +29,162 @@ def interval_text(test, digits=4):
 
 def _p_text(p):
   return "–" if np.isnan(p) else f"{p:.3g}"
+
+
+def ratio_text(ratio):
+  """A targets.Ratio as 'mean [low, high]', with the runs that never
+  reached the target."""
+  trials = ratio.reached + ratio.adaptive_never + ratio.baseline_never
+  if not ratio.reached:
+    return f"never ({ratio.adaptive_never}/{trials} runs)"
+  if ratio.test.why_not:
+    text = f"{ratio.geometric_mean:.3f} ({ratio.test.why_not})"
+  else:
+    low, high = ratio.interval
+    text = f"{ratio.geometric_mean:.3f} [{low:.3f}, {high:.3f}]"
+  never = [
+      f"{count} {who} never" for count, who in ((ratio.adaptive_never, "run"),
+                                                (ratio.baseline_never,
+                                                 "baseline")) if count
+  ]
+  return text + (f" ({', '.join(never)})" if never else "")
+
+
+def _headline(tables):
+  """The adaptive variant that reaches Unif's final training loss in the
+  fewest example passes against the faster of its uniform baselines."""
+  best = None
+  for entry in tables[0][1]:
+    if entry.collapsed or entry.name in presets.BASELINES:
+      continue
+    ratios = {
+        name: row.passes
+        for name, row in entry.rows.items()
+        if row.passes.reached
+    }
+    if len(ratios) < len(entry.rows):
+      continue
+    # Against the faster baseline the ratio is the larger.
+    baseline = max(ratios, key=lambda name: ratios[name].geometric_mean)
+    if best is None or (ratios[baseline].geometric_mean
+                        < best[0].rows[best[1]].passes.geometric_mean):
+      best = (entry, baseline)
+  return best
+
+
+def _target_tables(curves, sweep, settings, num_classes):
+
+  def collapsed(curve):
+    return verdicts.collapsed(np.nan_to_num(curve["kl"]),
+                              curve["train_accuracy"][:,
+                                                      -1], num_classes).any()
+
+  return targets.table(curves, sweep, settings, collapsed)
+
+
+def wall_time_markdown(curves, sweep, settings, title, num_classes=10):
+  """wall_time.md: training seconds to each target, from the runs' clocks.
+
+  Beside summary.md, not in it: seconds are measured, so no two runs of the
+  experiment give the same file, while summary.md is the same byte for
+  byte.
+  """
+  lines = [
+      f"# Training seconds to target: {title}", "",
+      "From each run's own clock (`train_seconds` in its metric records: "
+      "the training calls alone, the sampler's work included, evaluations "
+      "and checkpoints not), interpolated at the step where it first "
+      "reaches the target, as a ratio to the baseline's in the same trial: "
+      "geometric mean [95% t-interval]. Each run trains with one "
+      "TensorFlow thread; the experiment trains its runs in a pool of "
+      "worker processes side by side, so a slow spell of the machine falls "
+      "on adaptive and uniform runs alike but adds noise. Measured, so "
+      "this file differs from run to run; summary.md has the steps and "
+      "example passes, which do not.", ""
+  ]
+  for label, entries in _target_tables(curves, sweep, settings, num_classes):
+    lines += [
+        f"## To {label}", "",
+        "| run | seconds, vs Unif | seconds, vs Shuffle |", "|---|---|---|"
+    ]
+    for entry in entries:
+      unif, *shuffle = entry.rows.values()
+      name = entry.name + (" (collapsed)" if entry.collapsed else "")
+      lines.append(f"| {name} | {ratio_text(unif.seconds)} | "
+                   f"{ratio_text(shuffle[0].seconds) if shuffle else '–'} |")
+    lines.append("")
+  return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def time_to_target_lines(curves, sweep, settings, num_classes=10):
+  """The summary's opening: each variant's cost to each target, paired
+  against the uniform baselines (`targets.table`)."""
+
+  def collapsed(curve):
+    return verdicts.collapsed(np.nan_to_num(curve["kl"]),
+                              curve["train_accuracy"][:,
+                                                      -1], num_classes).any()
+
+  tables = targets.table(curves, sweep, settings, collapsed)
+  goal_ratio, goal_accuracy = 0.7, 0.003
+  lines = [
+      "## Time to target",
+      "",
+      "Cost to first reach a target, as a ratio to a uniform baseline's in "
+      "the same trial: geometric mean over trials [95% t-interval of the "
+      "mean log ratio]. Baselines: Unif (with replacement, the paper's) and "
+      "Shuffle (a fresh permutation each epoch, what `tf.data`'s shuffle "
+      "gives). *Steps* counts training steps; *example passes* counts "
+      "forward passes as 1 and backward passes as "
+      f"{targets.BACKWARD_COST:g} per example, so it charges Algorithm 1's "
+      "second forward pass at h_t (utility at 'updated'). Crossings are "
+      "interpolated linearly between evaluations; runs that never reach a "
+      "target are counted, not imputed. The training targets' accuracies "
+      "are ours, not the paper's.",
+      "",
+  ]
+  best = _headline(tables)
+  if best is None:
+    lines += [
+        "**Headline**: no adaptive setting reached Unif's final training "
+        "loss in every trial.", ""
+    ]
+  else:
+    entry, baseline = best
+    row = entry.rows[baseline]
+    met = (row.passes.geometric_mean <= goal_ratio and
+           row.test_accuracy_at_target.mean >= -goal_accuracy)
+    lines += [
+        f"**Headline**: the fastest adaptive setting, {entry.name}, reaches "
+        f"Unif's final training loss in {ratio_text(row.passes)} of the "
+        f"example passes of {baseline}, the faster uniform baseline for it "
+        f"({ratio_text(row.steps)} of its steps); test accuracy where each "
+        f"reaches it, adaptive minus uniform: "
+        f"{interval_text(row.test_accuracy_at_target)}. Our goal, at most "
+        f"{goal_ratio:g}x with test accuracy within "
+        f"{100 * goal_accuracy:g} points: **{'met' if met else 'not met'}**.",
+        ""
+    ]
+  for label, entries in tables:
+    lines += [
+        f"### To {label}", "",
+        "| run | steps, vs Unif | steps, vs Shuffle | example passes, vs Unif "
+        "| example passes, vs Shuffle | test accuracy at the target, minus "
+        "Unif's | final test accuracy, minus Unif's |",
+        "|---|---|---|---|---|---|---|"
+    ]
+    for entry in entries:
+      unif, *shuffle = entry.rows.values()
+      shuffled = shuffle[0] if shuffle else None
+      name = entry.name + (" (collapsed)" if entry.collapsed else "")
+      lines.append(f"| {name} | {ratio_text(unif.steps)} | "
+                   f"{ratio_text(shuffled.steps) if shuffled else '–'} | "
+                   f"{ratio_text(unif.passes)} | "
+                   f"{ratio_text(shuffled.passes) if shuffled else '–'} | "
+                   f"{interval_text(unif.test_accuracy_at_target)} | "
+                   f"{interval_text(unif.final_test_accuracy)} |")
+    lines.append("")
+  return lines
 
 
 def rules_lines():
@@ -213,6 +370,7 @@ def summary_markdown(curves,
       "",
       f"Produced by `{command}`.",
       "",
+      *time_to_target_lines(curves, sweep, settings, num_classes),
       "## Departures from the paper",
       "",
       *[f"- {line}" for line in departures],
@@ -238,7 +396,8 @@ def summary_markdown(curves,
 
 
 def report(runs, settings, trials, title, report_dir, command, departures=()):
-  """Draws Figure 1 and writes summary.md to `report_dir`; returns paths."""
+  """Draws Figure 1 and writes summary.md and wall_time.md to `report_dir`;
+  returns their paths."""
   curves, sweep = collect(runs, settings)
   paths = plots.figure1(curves, sweep, report_dir, title=title)
   paths.append(os.path.join(report_dir, "summary.md"))
@@ -246,4 +405,7 @@ def report(runs, settings, trials, title, report_dir, command, departures=()):
     f.write(
         summary_markdown(curves, sweep, settings, trials, title, command,
                          departures))
+  paths.append(os.path.join(report_dir, "wall_time.md"))
+  with open(paths[-1], "w") as f:
+    f.write(wall_time_markdown(curves, sweep, settings, title))
   return paths

@@ -6,6 +6,7 @@ from tf_adasamp import distribute
 from tf_adasamp.experiment.training import cluster
 from tf_adasamp.experiment.training import config as config_lib
 from tf_adasamp.experiment.training import run_files
+from tf_adasamp.experiment.training.uniform_sampler import ReshufflingSampler
 from tf_adasamp.experiment.training.uniform_sampler import UniformSampler
 
 
@@ -34,7 +35,8 @@ def make_strategy(name, cluster_timeout=config_lib.TrainConfig.cluster_timeout):
 
 
 def make_sampler(sampling, num_examples, amplitude, decay, seed, strategy=None):
-  """A UniformSampler or AdaptiveSampler over `num_examples` examples.
+  """A UniformSampler, ReshufflingSampler or AdaptiveSampler over
+  `num_examples` examples.
 
   Under `strategy`, with a copy per replica: each replica draws its share of
   the batch from one distribution (tf_adasamp.distribute).
@@ -43,6 +45,8 @@ def make_sampler(sampling, num_examples, amplitude, decay, seed, strategy=None):
   if sampling == "uniform":
     with strategy.scope():
       return UniformSampler(num_examples, seed=seed)
+  if sampling == "reshuffle":
+    return ReshufflingSampler(num_examples, seed=seed)
   if sampling == "adaptive":
     return distribute.create_sampler(strategy,
                                      num_examples,

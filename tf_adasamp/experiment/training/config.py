@@ -13,7 +13,7 @@ from tf_adasamp.experiment.training import datasets
 
 MODELS = ("cnn", "logistic", "mlp")  # models.build's
 UTILITIES = ("zero_one", "l1", "cross_entropy")  # tf_adasamp.utilities'
-SAMPLINGS = ("uniform", "adaptive")
+SAMPLINGS = ("uniform", "reshuffle", "adaptive")
 STRATEGIES = ("default", "mirrored", "multi_worker")
 OPTIMIZERS = ("sgd", "adagrad")
 UTILITY_AT = ("updated", "step")
@@ -62,9 +62,12 @@ class TrainConfig:
       0.002, "gamma of the step size eta / (1 + gamma "
       "t); 0 keeps it constant.")
   batch_size: int = option(100, "Examples drawn per step.")
-  sampling: str = option("adaptive",
-                         "How training examples are drawn.",
-                         choices=SAMPLINGS)
+  sampling: str = option(
+      "adaptive", "How training examples are drawn: uniform, with "
+      "replacement (the paper's Unif); reshuffle, a fresh "
+      "permutation each epoch (tf.data's shuffle); adaptive, "
+      "Algorithm 1.",
+      choices=SAMPLINGS)
   utility: str = option("zero_one", "Utility that reweights drawn examples "
                         "(adaptive only).",
                         choices=sorted(UTILITIES))
@@ -175,6 +178,9 @@ class TrainConfig:
                        f"{self.cluster_timeout}")
 
   def _check_combinations(self):
+    if self.sampling == "reshuffle" and self.strategy != "default":
+      raise ValueError("sampling 'reshuffle' needs strategy 'default' (one "
+                       f"permutation, one replica), got {self.strategy!r}")
     if self.jit_compile and self.strategy != "default":
       raise ValueError("jit_compile needs strategy 'default', got "
                        f"{self.strategy!r}")

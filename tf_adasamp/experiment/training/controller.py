@@ -112,7 +112,8 @@ class Controller:
 
   def _evaluate(self):
     return self._evaluator.evaluate(int(self._trainer.step),
-                                    self._trainer.distinct_draws_per_batch())
+                                    self._trainer.distinct_draws_per_batch(),
+                                    self._trainer.read_clocks())
 
   def _evaluate_and_save(self):
     evaluation = self._evaluate()

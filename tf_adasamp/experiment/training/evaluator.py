@@ -8,7 +8,9 @@ max_probability, ess_fraction (the effective sample size as a fraction of
 n), misclassified_mass (Q_t's mass on the training examples the model gets
 wrong) and, after the first step, unique_per_batch (distinct examples per
 batch since the last record); the learning rate of the next step; and the
-divergence bounds (`bound_metrics`).
+divergence bounds (`bound_metrics`); and the trainer's clocks
+(`trainer.CLOCKS`): the wall and CPU seconds of the training calls since
+the run began and the examples they forwarded and back-propagated.
 """
 
 import dataclasses
@@ -50,9 +52,18 @@ class Evaluator:
         for images in data.training_image_chunks())
                        if config.model == "logistic" else None)
 
-  def evaluate(self, step, distinct_draws_per_batch=None):
-    """The Evaluation at `step`, given the distinct draws per batch since the
-    last evaluation (None before the first step)."""
+  def evaluate(self, step, distinct_draws_per_batch=None, clocks=None):
+    """The Evaluation at `step`.
+
+    Args:
+      step: the steps trained.
+      distinct_draws_per_batch: the distinct draws per batch since the last
+        evaluation (None before the first step).
+      clocks: the trainer's clocks (`trainer.CLOCKS`), recorded as they are.
+
+    Returns:
+      An Evaluation.
+    """
     data, config = self._data, self._config
     train_loss, train_accuracy, misclassified = self._split_metrics(
         *data.training_examples(self._evaluated))
@@ -74,6 +85,7 @@ class Evaluator:
     }
     if distinct_draws_per_batch is not None:
       record["unique_per_batch"] = distinct_draws_per_batch
+    record.update(clocks or {})
     record.update(
         bound_metrics(self._tracker.read(), config.l2, self._lipschitz))
     if config.model == "logistic":

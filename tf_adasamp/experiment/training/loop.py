@@ -149,7 +149,12 @@ def _build(config, data, strategy, stop_requested=None):
       config.amplitude if config.sampling == "adaptive" else 0.0,
       config.decay,
       static_shapes=config.jit_compile)
-  trainer = Trainer(step, tracker, jit_compile=config.jit_compile)
+  forward_passes = 2 if (config.sampling == "adaptive" and
+                         config.utility_at == "updated") else 1
+  trainer = Trainer(step,
+                    tracker,
+                    (forward_passes * config.batch_size, config.batch_size),
+                    jit_compile=config.jit_compile)
   # model.variables includes Keras' dropout seed states. Variables only:
   # restoring reads numbers, never Python objects.
   checkpoint = tf.train.Checkpoint(
@@ -159,7 +164,8 @@ def _build(config, data, strategy, stop_requested=None):
       bound_tracker=tracker,
       step=trainer.step,
       interval_steps=trainer.interval_steps,
-      interval_distinct_draws=trainer.interval_distinct_draws)
+      interval_distinct_draws=trainer.interval_distinct_draws,
+      **trainer.clocks)
   evaluator = Evaluator(model, sampler, optimizer, tracker, data, config)
   return Controller(trainer, evaluator, checkpoint, config, sampler,
                     stop_requested)

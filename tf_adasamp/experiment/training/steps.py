@@ -22,7 +22,7 @@ import tensorflow as tf
 
 from tf_adasamp import utilities
 from tf_adasamp.experiment.training import config as config_lib
-from tf_adasamp.experiment.training.uniform_sampler import UniformSampler
+from tf_adasamp.experiment.training import uniform_sampler
 
 
 def make_train_step(model,
@@ -62,7 +62,7 @@ def make_reading_train_step(model,
   sampler's update cover the whole batch.
 
   Returns the batch's mean cross-entropy and accuracy, its indices ([B]
-  int64) and its utilities ([B]; zeros for a UniformSampler). A utility that
+  int64) and its utilities ([B]; zeros for a uniform baseline). A utility that
   is not finite (a diverged model) reaches the sampler as 0, and the caller
   sees it in the returned utilities: the step signals divergence, it does
   not fail.
@@ -102,7 +102,7 @@ class _ReplicaStep:
     self._batch_size = batch_size
     self._utility_fn, self._utility_at = utility_fn, utility_at
     self._num_replicas = num_replicas
-    self._reweights = not isinstance(sampler, UniformSampler)
+    self._reweights = not isinstance(sampler, uniform_sampler.BASELINES)
 
   def __call__(self):
     indices = self._sampler.sample(self._batch_size)

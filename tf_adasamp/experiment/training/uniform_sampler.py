@@ -1,4 +1,6 @@
-"""The uniform baseline behind AdaptiveSampler's interface."""
+"""The uniform baselines behind AdaptiveSampler's interface: draws with
+replacement (the paper's Unif) and random reshuffling (an epoch's
+permutation, what `tf.data`'s shuffle gives)."""
 
 import tensorflow as tf
 
@@ -43,3 +45,80 @@ class UniformSampler(tf.Module):
 
   def kl_divergence(self):
     return tf.zeros([], tf.float64)
+
+
+class ReshufflingSampler(tf.Module):
+  """Random reshuffling behind AdaptiveSampler's interface.
+
+  Each epoch visits every example once, in a fresh permutation: draw k is
+  element k mod n of epoch k // n's permutation, the argsort of n
+  stateless uniforms seeded by (seed, epoch). Batches run on across an
+  epoch's end, as `dataset.shuffle(n).repeat().batch(B)` does with
+  `reshuffle_each_iteration`. The draw count and the current permutation
+  are variables, so a checkpoint resumes the order exactly. Marginally each
+  draw is uniform: `tf_adasamp.diagnostics` reads it as uniform.
+
+  Args:
+    num_examples: n, the examples to permute.
+    seed: the seed of every epoch's permutation.
+    name: the module's name.
+
+  Raises:
+    ValueError: num_examples is not a positive int.
+  """
+
+  def __init__(self, num_examples, seed=0, name=None):
+    super().__init__(name=name)
+    self._num_examples = _validation.positive_int(num_examples, "num_examples")
+    self._seed = seed
+    with self.name_scope:
+      self.draws = tf.Variable(0, dtype=tf.int64, trainable=False, name="draws")
+      self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
+      self.permutation = tf.Variable(self._permutation_of(
+          tf.constant(0, tf.int64)),
+                                     trainable=False,
+                                     name="permutation")
+
+  @property
+  def num_examples(self):
+    return self._num_examples
+
+  def sample(self, batch_size):
+    """The next `batch_size` draws (at most one epoch); int64 [batch_size]."""
+    n = self._num_examples
+    epoch, position = self.draws // n, self.draws % n
+    tf.cond(self.epoch == epoch, lambda: None,
+            lambda: self._start_epoch(epoch))
+    positions = position + tf.range(batch_size, dtype=tf.int64)
+    past_the_end = positions >= n
+    following = tf.cond(tf.reduce_any(past_the_end),
+                        lambda: self._permutation_of(epoch + 1),
+                        lambda: self.permutation.read_value())
+    indices = tf.where(
+        past_the_end, tf.gather(following, tf.maximum(positions - n, 0)),
+        tf.gather(self.permutation, tf.minimum(positions, n - 1)))
+    self.draws.assign_add(batch_size)
+    return indices
+
+  def update(self, indices, utilities):  # pylint: disable=unused-argument
+    """Reshuffling ignores utilities."""
+
+  def probabilities(self):
+    return tf.fill([self._num_examples],
+                   tf.constant(1 / self._num_examples, tf.float64))
+
+  def kl_divergence(self):
+    return tf.zeros([], tf.float64)
+
+  def _start_epoch(self, epoch):
+    self.permutation.assign(self._permutation_of(epoch))
+    self.epoch.assign(epoch)
+
+  def _permutation_of(self, epoch):
+    seed = tf.stack([tf.constant(self._seed, tf.int64), epoch])
+    keys = tf.random.stateless_uniform([self._num_examples], seed=seed)
+    return tf.cast(tf.argsort(keys, stable=True), tf.int64)
+
+
+# The samplers that draw without looking at utilities.
+BASELINES = (UniformSampler, ReshufflingSampler)
