@@ -25,7 +25,6 @@ so its checkpoints restore under any strategy, or none.
 import tensorflow as tf
 
 from tf_adasamp import _validation
-from tf_adasamp import ops
 from tf_adasamp.sampler import AdaptiveSampler
 
 
@@ -86,7 +85,8 @@ def sample_share(sampler: AdaptiveSampler, batch_size: int, share: int,
   share it is `sampler.sample_with_probabilities(batch_size)`.
 
   Returns:
-    (indices, probabilities): int64 [batch_size] and [batch_size] Q_t(i).
+    (indices, probabilities): int64 [batch_size] and [batch_size] Q_t(i)
+    (with the sampler's floor, the mixture's probabilities).
   """
   batch_size = _validation.positive_int(batch_size, "batch_size")
   num_shares = _validation.positive_int(num_shares, "num_shares")
@@ -100,5 +100,6 @@ def sample_share(sampler: AdaptiveSampler, batch_size: int, share: int,
   if strategy is not None:
     # Outside replica context a mirrored variable has no handle of its own.
     tree = strategy.experimental_local_results(tree)[0]
-  return ops.sum_tree_sample(
-      tree.handle, uniforms[share * batch_size:(share + 1) * batch_size])
+  # pylint: disable-next=protected-access
+  return sampler._sample_from(
+      tree, uniforms[share * batch_size:(share + 1) * batch_size])
