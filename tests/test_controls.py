@@ -14,6 +14,7 @@ import reference
 from tf_adasamp import AdaptiveSampler
 from tf_adasamp import data
 from tf_adasamp import schedules
+from tf_adasamp.keras import AdaptiveSamplingModel
 
 NUM_EXAMPLES = 40
 HARD = np.arange(NUM_EXAMPLES) % 7 == 0
@@ -503,3 +504,90 @@ def test_controls_off_keep_the_checkpoint_layout(tmp_path):
   }
   assert {"epsilon", "beta", "update_count"}.isdisjoint(names)
   assert {"amplitude", "decay", "log_weights"} <= names
+
+
+@pytest.mark.parametrize("update_in_function", [False, True])
+def test_stage_draws_from_the_floor_and_counts_updates_for_schedules(
+    update_in_function):
+  x = np.arange(NUM_EXAMPLES, dtype=np.float32)
+  stage = data.AdaptiveSampling(controlled_sampler(seed=6), 8, max_lag=0)
+  update = tf.function(stage.update) if update_in_function else stage.update
+  in_step = controlled_sampler(seed=6)
+  for step, (batch, indices,
+             probabilities) in enumerate(stage.dataset(x).take(14)):
+    expected, expected_probabilities = in_step.sample_with_probabilities(8)
+    np.testing.assert_array_equal(indices, expected)
+    np.testing.assert_array_equal(probabilities, expected_probabilities)
+    np.testing.assert_array_equal(batch, x[expected.numpy()])
+    np.testing.assert_array_equal(
+        stage.sampler.importance_weights(probabilities),
+        in_step.importance_weights(expected_probabilities))
+    utilities = tf.cast(indices % 3, tf.float64) - 0.5
+    update(indices, utilities)
+    in_step.update(expected, utilities)
+    count = stage.sampler._update_count  # pylint: disable=protected-access
+    assert int(count) == step + 1
+  assert_same_state(state_of(stage.sampler), state_of(in_step))
+
+
+def keras_trainer(sampler, debias=False, seed=0):
+  keras.utils.set_random_seed(seed)
+  net = keras.Sequential([
+      keras.Input((4,)),
+      keras.layers.Dense(8, activation="relu"),
+      keras.layers.Dense(2, activation="softmax")
+  ])
+  trainer = AdaptiveSamplingModel(net,
+                                  data.AdaptiveSampling(sampler, 16, max_lag=0),
+                                  utility="zero_one",
+                                  debias=debias)
+  trainer.compile(optimizer=keras.optimizers.SGD(0.1),
+                  loss="sparse_categorical_crossentropy")
+  return trainer
+
+
+def toy_data():
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(NUM_EXAMPLES, 4)).astype(np.float32)
+  y = (x[:, 0] + 0.5 * x[:, 1] > 0).astype(np.int64)
+  return x, y
+
+
+def test_keras_file_round_trips_the_controls_and_the_update_count(tmp_path):
+  x, y = toy_data()
+  trainer = keras_trainer(controlled_sampler(seed=2))
+  trainer.fit(x, y, steps_per_epoch=5, verbose=0)
+  path = str(tmp_path / "trainer.keras")
+  trainer.save(path)
+  loaded = keras.models.load_model(path)
+  sampler, restored = trainer.stage.sampler, loaded.stage.sampler
+  assert restored.epsilon == 0.25
+  assert isinstance(restored.amplitude, schedules.PiecewiseLinear)
+  assert restored.amplitude.get_config() == sampler.amplitude.get_config()
+  assert restored.beta.get_config() == sampler.beta.get_config()
+  assert int(restored._update_count) == 5  # pylint: disable=protected-access
+  assert_same_state(state_of(restored), state_of(sampler))
+  np.testing.assert_array_equal(
+      restored.sample_with_weights(8)[1],
+      sampler.sample_with_weights(8)[1])
+
+
+def test_keras_debias_weighs_the_loss_by_beta():
+  # beta = 0: weights of 1, so debiasing trains as not debiasing does; the
+  # same run at beta = 1 trains otherwise.
+  x, y = toy_data()
+  trained = []
+  for beta, debias in [(0.0, True), (1.0, False), (1.0, True)]:
+    trainer = keras_trainer(AdaptiveSampler(NUM_EXAMPLES,
+                                            2.0,
+                                            0.5,
+                                            seed=1,
+                                            epsilon=0.1,
+                                            beta=beta),
+                            debias=debias)
+    trainer.fit(x, y, steps_per_epoch=6, verbose=0)
+    trained.append(trainer.model.get_weights())
+  for unweighted, weighted_by_one in zip(trained[1], trained[0]):
+    np.testing.assert_allclose(weighted_by_one, unweighted, rtol=1e-6)
+  assert any(not np.allclose(debiased, unweighted)
+             for debiased, unweighted in zip(trained[2], trained[1]))

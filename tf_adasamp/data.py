@@ -5,7 +5,10 @@ dataset of batches drawn from an `AdaptiveSampler`. Each element is the
 source's batch with the drawn indices and their probabilities Q_t(i)
 appended: a tuple source (x, y) gives (x, y, indices, probabilities), any
 other source s gives (s, indices, probabilities). The train step reports its
-utilities through `AdaptiveSampling.update`.
+utilities through `AdaptiveSampling.update`. The sampler's controls come
+with it: with a floor, the draws and probabilities are those of
+(1 - epsilon) Q_t + epsilon U; its schedules count the updates reported;
+`sampler.importance_weights(probabilities)` gives weights with its `beta`.
 
 Staleness. Algorithm 1 draws batch t after the update of step t - 1. A
 pipeline that prefetches draws ahead, so `max_lag` bounds how far: batch t of
@@ -53,7 +56,8 @@ _MAX_LAG = 2**31 - 1
 def importance_weights(probabilities: TensorLike,
                        num_examples: int) -> tf.Tensor:
   """1 / (n Q_t(i)): weights that make the adaptive batch's mean loss an
-  unbiased estimate of the uniform (full-data) mean loss."""
+  unbiased estimate of the uniform (full-data) mean loss; with an exponent
+  beta, `AdaptiveSampler.importance_weights`."""
   probabilities = tf.convert_to_tensor(probabilities)
   return 1 / (num_examples * probabilities)
 
