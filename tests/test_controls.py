@@ -13,6 +13,7 @@ from kernel_helpers import state_of
 import reference
 from tf_adasamp import AdaptiveSampler
 from tf_adasamp import data
+from tf_adasamp import diagnostics
 from tf_adasamp import schedules
 from tf_adasamp.keras import AdaptiveSamplingModel
 
@@ -591,3 +592,17 @@ def test_keras_debias_weighs_the_loss_by_beta():
     np.testing.assert_allclose(weighted_by_one, unweighted, rtol=1e-6)
   assert any(not np.allclose(debiased, unweighted)
              for debiased, unweighted in zip(trained[2], trained[1]))
+
+
+@pytest.mark.parametrize("epsilon", [0.0, 0.2, 1.0])
+def test_diagnostics_describe_the_distribution_the_draws_follow(epsilon):
+  sampler = AdaptiveSampler(NUM_EXAMPLES, 3.0, 0.5, epsilon=epsilon)
+  indices = np.arange(NUM_EXAMPLES)
+  sampler.update(indices, utility_of(indices))
+  values = diagnostics.compute(sampler)
+  kl = float(sampler.kl_divergence())
+  assert float(values["kl_divergence"]) == pytest.approx(kl,
+                                                         rel=1e-9,
+                                                         abs=1e-15)
+  probabilities = np.exp(values["log_n_probability"]) / NUM_EXAMPLES
+  np.testing.assert_allclose(probabilities, sampler.probabilities(), rtol=1e-12)
