@@ -340,7 +340,8 @@ class AdaptiveSampler(tf.Module):
         tf.where(from_uniform, tf.zeros_like(uniforms),
                  tf.minimum((uniforms - epsilon) / (1 - epsilon), below_one)))
     indices = tf.where(from_uniform, uniform_indices, tree_indices)
-    # Q_t of every drawn index, from one read of the total and the leaves.
+    # Q_t of every drawn index, from one read of the total and the leaves
+    # (the state of the draw, unless another thread updates in between).
     values = tf.gather(tree,
                        tf.concat([[1], indices + self.tree.capacity], axis=0))
     return indices, self._floored(values[1:] / values[0])
