@@ -374,7 +374,7 @@ def test_a_schedule_must_return_a_scalar():
   assert_same_state(state_of(sampler), before)
 
 
-def controlled_sampler(seed):
+def controlled_sampler(seed, dtype=tf.float64):
   return AdaptiveSampler(NUM_EXAMPLES,
                          schedules.PiecewiseLinear([0, 6, 12, 12],
                                                    [0.0, 2.0, 2.0, 0.0]),
@@ -382,7 +382,8 @@ def controlled_sampler(seed):
                          seed=seed,
                          stratified=True,
                          epsilon=0.25,
-                         beta=schedules.anneal(1.0, 10))
+                         beta=schedules.anneal(1.0, 10),
+                         dtype=dtype)
 
 
 def controlled_steps(sampler, steps, jit_compile=False):
@@ -392,7 +393,7 @@ def controlled_steps(sampler, steps, jit_compile=False):
   @tf.function(jit_compile=jit_compile)
   def step():
     indices, weights = sampler.sample_with_weights(8)
-    sampler.update(indices, tf.cast(indices % 3, tf.float64) - 0.5)
+    sampler.update(indices, tf.cast(indices % 3, sampler.dtype) - 0.5)
     return indices, weights
 
   return [[t.numpy() for t in step()] for _ in range(steps)]
@@ -420,8 +421,10 @@ def test_a_resumed_sampler_draws_and_weighs_as_an_uninterrupted_one(tmp_path):
 
 
 @pytest.mark.usefixtures("on_cpu")
-def test_a_compiled_controlled_step_draws_and_updates_as_the_uncompiled_one():
-  samplers = [controlled_sampler(seed=4) for _ in range(2)]
+@pytest.mark.parametrize("dtype", [tf.float64, tf.float32])
+def test_a_compiled_controlled_step_draws_and_updates_as_the_uncompiled_one(
+    dtype):
+  samplers = [controlled_sampler(seed=4, dtype=dtype) for _ in range(2)]
   eager, compiled = (controlled_steps(sampler, 16, jit_compile)
                      for sampler, jit_compile in zip(samplers, (False, True)))
   for (indices, weights), (compiled_indices,
@@ -430,7 +433,9 @@ def test_a_compiled_controlled_step_draws_and_updates_as_the_uncompiled_one():
                                                     strict=True):
     np.testing.assert_array_equal(compiled_indices, indices)
     # XLA's pow may differ from TensorFlow's in the last bit.
-    np.testing.assert_allclose(compiled_weights, weights, rtol=1e-15)
+    np.testing.assert_allclose(compiled_weights,
+                               weights,
+                               rtol=2 * np.finfo(weights.dtype).eps)
   assert_same_state(state_of(samplers[1]), state_of(samplers[0]))
   assert samplers[1].kl_divergence().numpy() > 0
 
