@@ -81,10 +81,12 @@ class PiecewiseLinear:
                     tf.constant(self.values[-1], tf.float64), value)
 
   def get_config(self):
+    """{steps, values}, for Keras's serialization (a saved trainer)."""
     return {"steps": self.steps, "values": self.values}
 
   @classmethod
   def from_config(cls, config):
+    """The schedule of a `get_config`."""
     return cls(**config)
 
   def __repr__(self):
