@@ -72,3 +72,51 @@ class Algorithm1:
     q = self.probabilities()
     q = q[q > 0]
     return float(np.sum(q * np.log(len(self.log_weights) * q)))
+
+
+def floored(probabilities, epsilon):
+  """The mixture (1 - epsilon) Q + epsilon U of a distribution Q."""
+  probabilities = np.asarray(probabilities, np.float64)
+  return (1 - epsilon) * probabilities + epsilon / len(probabilities)
+
+
+def floored_draw(probabilities, uniforms, epsilon):
+  """Draws from the mixture, one uniform each: u < epsilon picks
+  floor(u / epsilon * n), any other u draws from Q at
+  (u - epsilon) / (1 - epsilon) (both capped below 1)."""
+  num_examples = len(probabilities)
+  below_one = np.nextafter(1.0, 0.0)
+  indices = []
+  for u in np.asarray(uniforms, np.float64):
+    if u < epsilon:
+      indices.append(int(np.floor(min(u / epsilon, below_one) * num_examples)))
+    else:
+      stretched = min((u - epsilon) / (1 - epsilon), below_one)
+      indices.append(int(draw(probabilities, [stretched])[0]))
+  return np.array(indices)
+
+
+def kl_to_uniform(probabilities):
+  """KL(P || uniform) of a distribution P."""
+  probabilities = np.asarray(probabilities, np.float64)
+  positive = probabilities[probabilities > 0]
+  return float(np.sum(positive * np.log(len(probabilities) * positive)))
+
+
+def piecewise_linear(steps, values, step):
+  """A schedule linear between knots (steps[k], values[k]): values[0]
+  before the first, the last value from the last knot on; at a step given
+  twice, the second value."""
+  if step >= steps[-1]:
+    return values[-1]
+  if step < steps[0]:
+    return values[0]
+  # The last knot at or before `step`; the next one lies after it.
+  k = max(k for k in range(len(steps)) if steps[k] <= step)
+  fraction = (step - steps[k]) / (steps[k + 1] - steps[k])
+  return values[k] + (values[k + 1] - values[k]) * fraction
+
+
+def importance_weights(probabilities, num_examples, beta):
+  """(1 / (n p_i)) ** beta for draws of probabilities p_i."""
+  return (num_examples * np.asarray(probabilities, np.float64))**-beta

@@ -22,8 +22,8 @@ def snippets(doc):
     return re.findall(r"^```python\n(.*?)^```$", f.read(), re.M | re.S)
 
 
-def test_guide_has_the_three_ways_in():
-  assert len(snippets("guide")) == 3
+def test_guide_has_the_three_ways_in_and_the_controls():
+  assert len(snippets("guide")) == 4
 
 
 def test_readme_has_its_quick_start():

@@ -27,6 +27,7 @@ _EXPORTS = {
     "diagnostics": "tf_adasamp.diagnostics",
     "distribute": "tf_adasamp.distribute",
     "keras": "tf_adasamp.keras",
+    "schedules": "tf_adasamp.schedules",
     "utilities": "tf_adasamp.utilities",
 }
 __all__ = sorted(_EXPORTS)

@@ -89,6 +89,14 @@ def decay(value, dtype=np.float64):
   return value
 
 
+def fraction(value, name):
+  """`value` as a Python float in [0, 1] (NaN refused)."""
+  value = real(value, name)
+  if not 0 <= value <= 1:
+    raise ValueError(f"{name} must be in [0, 1], got {value}")
+  return value
+
+
 def _rounded(value, dtype):
   with np.errstate(over="ignore", under="ignore"):
     return float(np.asarray(value, dtype=dtype))

@@ -5,7 +5,10 @@ dataset of batches drawn from an `AdaptiveSampler`. Each element is the
 source's batch with the drawn indices and their probabilities Q_t(i)
 appended: a tuple source (x, y) gives (x, y, indices, probabilities), any
 other source s gives (s, indices, probabilities). The train step reports its
-utilities through `AdaptiveSampling.update`.
+utilities through `AdaptiveSampling.update`. The sampler's controls come
+with it: with a floor, the draws and probabilities are those of
+(1 - epsilon) Q_t + epsilon U; its schedules count the updates reported;
+`sampler.importance_weights(probabilities)` gives weights with its `beta`.
 
 Staleness. Algorithm 1 draws batch t after the update of step t - 1. A
 pipeline that prefetches draws ahead, so `max_lag` bounds how far: batch t of
@@ -55,7 +58,8 @@ def importance_weights(probabilities: TensorLike,
   """Computes the importance weights 1 / (n Q_t(i)) of a batch's draws.
 
   Weighting each example's loss by them makes the adaptive batch's mean
-  loss an unbiased estimate of the uniform (full-data) mean loss.
+  loss an unbiased estimate of the uniform (full-data) mean loss; with an
+  exponent beta, `AdaptiveSampler.importance_weights`.
 
   Args:
     probabilities: [B] probabilities Q_t(i) of the draws, as the stage

@@ -45,7 +45,9 @@ def log_probabilities(sampler):
   """Log probabilities log q_i of the sampler's n examples.
 
   From `sampler.log_weights` (an AdaptiveSampler's); a sampler without log
-  weights (the uniform one) has q_i = 1 / n.
+  weights (the uniform one) has q_i = 1 / n. With the sampler's floor
+  epsilon, the distribution its draws follow, (1 - epsilon) Q_t + epsilon U,
+  as `AdaptiveSampler.probabilities` and `kl_divergence` give it.
 
   Args:
     sampler: an `AdaptiveSampler`, or a sampler with `num_examples` and no
@@ -55,11 +57,19 @@ def log_probabilities(sampler):
     A float64 [n] tensor.
   """
   log_weights = getattr(sampler, "log_weights", None)
+  n = sampler.num_examples
   if log_weights is None:
-    n = sampler.num_examples
     return tf.fill([n], tf.constant(-math.log(n), tf.float64))
   log_weights = tf.cast(tf.convert_to_tensor(log_weights), tf.float64)
-  return log_weights - tf.reduce_logsumexp(log_weights)
+  log_q = log_weights - tf.reduce_logsumexp(log_weights)
+  epsilon = getattr(sampler, "epsilon", 0)
+  if not epsilon:
+    return log_q
+  # log((1 - epsilon) q_i + epsilon / n), exact where q_i underflows;
+  # log(1 - epsilon) is -inf at epsilon = 1, which logsumexp takes.
+  log_kept = tf.math.log1p(tf.constant(-epsilon, tf.float64))
+  floor = tf.fill([n], tf.constant(math.log(epsilon / n), tf.float64))
+  return tf.reduce_logsumexp(tf.stack([log_kept + log_q, floor]), axis=0)
 
 
 def kl_divergence(log_q):

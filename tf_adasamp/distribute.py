@@ -25,7 +25,6 @@ so its checkpoints restore under any strategy, or none.
 import tensorflow as tf
 
 from tf_adasamp import _validation
-from tf_adasamp import ops
 from tf_adasamp.sampler import AdaptiveSampler
 
 
@@ -101,7 +100,8 @@ def sample_share(sampler: AdaptiveSampler, batch_size: int, share: int,
     num_shares: how many shares each call draws, an int >= 1.
 
   Returns:
-    (indices, probabilities): int64 [batch_size] and [batch_size] Q_t(i).
+    (indices, probabilities): int64 [batch_size] and [batch_size] Q_t(i)
+    (with the sampler's floor, the mixture's probabilities).
 
   Raises:
     TypeError: if `batch_size`, `share` or `num_shares` is not an int.
@@ -120,5 +120,6 @@ def sample_share(sampler: AdaptiveSampler, batch_size: int, share: int,
   if strategy is not None:
     # Outside replica context a mirrored variable has no handle of its own.
     tree = strategy.experimental_local_results(tree)[0]
-  return ops.sum_tree_sample(
-      tree.handle, uniforms[share * batch_size:(share + 1) * batch_size])
+  # pylint: disable-next=protected-access
+  return sampler._sample_from(
+      tree, uniforms[share * batch_size:(share + 1) * batch_size])

@@ -36,8 +36,13 @@ import tensorflow as tf
 from tf_adasamp import _keras_internals
 from tf_adasamp import data as data_lib
 from tf_adasamp import diagnostics
+from tf_adasamp import schedules
 from tf_adasamp import utilities as utilities_lib
 from tf_adasamp.sampler import AdaptiveSampler
+
+# So that a trainer whose sampler follows one saves and loads.
+keras.saving.register_keras_serializable(package="tf_adasamp")(
+    schedules.PiecewiseLinear)
 
 
 @keras.saving.register_keras_serializable(package="tf_adasamp")
@@ -86,6 +91,8 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
         lie in [0, 1].
       debias: if True, weight each example's loss by 1 / (n Q_t(i)), so the
         optimized loss estimates the uniform average; Algorithm 1 does not.
+        With the sampler's `beta` other than 1, by its importance weights
+        (1 / (n Q_t(i))) ** beta instead (`AdaptiveSampler.importance_weights`).
       **kwargs: passed to `keras.Model`, e.g. the model's name.
 
     Raises:
@@ -154,10 +161,12 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
         "model": keras.saving.serialize_keras_object(self.model),
         "sampler": {
             "num_examples": sampler.num_examples,
-            "amplitude": sampler.amplitude,
+            "amplitude": _serialize_setting(sampler.amplitude),
             "decay": sampler.decay,
             "stratified": sampler.stratified,
-            "dtype": sampler.dtype.name
+            "dtype": sampler.dtype.name,
+            "epsilon": sampler.epsilon,
+            "beta": _serialize_setting(sampler.beta)
         },
         "batch_size": self.stage.batch_size,
         "max_lag": self.stage.max_lag,
@@ -178,7 +187,11 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
     """
     config = dict(config)
     model = keras.saving.deserialize_keras_object(config.pop("model"))
-    stage = data_lib.AdaptiveSampling(AdaptiveSampler(**config.pop("sampler")),
+    sampler = {
+        name: _deserialize_setting(value)
+        for name, value in config.pop("sampler").items()
+    }
+    stage = data_lib.AdaptiveSampling(AdaptiveSampler(**sampler),
                                       config.pop("batch_size"),
                                       max_lag=config.pop("max_lag"))
     utility = config.pop("utility")
@@ -435,7 +448,14 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
         data_lib.importance_weights(probabilities,
                                     self.stage.sampler.num_examples),
         self.compute_dtype)
-    logs, y_pred = self._learn(x, y, sample_weight, importance)
+    beta = self.stage.sampler.beta
+    debias_importance = None
+    if self.debias and (callable(beta) or beta != 1):
+      debias_importance = tf.cast(
+          self.stage.sampler.importance_weights(probabilities),
+          self.compute_dtype)
+    logs, y_pred = self._learn(x, y, sample_weight, importance,
+                               debias_importance)
     if self._outputs_logits:
       batch_utilities = utilities_lib.from_logits(self.utility, _class_ids(y),
                                                   y_pred)
@@ -448,18 +468,24 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
         "distinct_draws": diagnostics.distinct_draws(indices)
     }
 
-  def _learn_step(self, x, y, sample_weight, importance):
-    """Forward, backward and optimizer step; returns (logs, predictions)."""
-    uniform_weight = (importance if sample_weight is None else importance *
-                      tf.cast(sample_weight, importance.dtype))
+  def _learn_step(self, x, y, sample_weight, importance, debias_importance):
+    """Forward, backward and optimizer step; returns (logs, predictions).
+
+    `debias_importance` weighs the optimized loss in place of `importance`
+    where the sampler's beta makes them differ, else it is None.
+    """
+    uniform_weight = _weighted(importance, sample_weight)
+    optimized_weight = sample_weight
+    if self.debias:
+      optimized_weight = (uniform_weight if debias_importance is None else
+                          _weighted(debias_importance, sample_weight))
     with tf.GradientTape() as tape:
       y_pred = self(x, training=True)
-      loss = self.compute_loss(
-          x=x,
-          y=y,
-          y_pred=y_pred,
-          training=True,
-          sample_weight=uniform_weight if self.debias else sample_weight)
+      loss = self.compute_loss(x=x,
+                               y=y,
+                               y_pred=y_pred,
+                               training=True,
+                               sample_weight=optimized_weight)
       scaled_loss = self.optimizer.scale_loss(loss)
     gradients = tape.gradient(scaled_loss, self.trainable_weights)
     self.optimizer.apply(gradients, self.trainable_weights)
@@ -471,7 +497,8 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
     # compiled metrics' results is not this step's.
     adaptive = self.compute_metrics(x, y, y_pred, sample_weight)
     # The training set under the uniform distribution: the plain logs.
-    uniform_loss = loss if self.debias else self.compute_loss(
+    unbiased = self.debias and debias_importance is None
+    uniform_loss = loss if unbiased else self.compute_loss(
         x=x, y=y, y_pred=y_pred, sample_weight=uniform_weight, training=True)
     self._estimates.update_state(adaptive_loss, uniform_loss, y, y_pred,
                                  uniform_weight)
@@ -629,6 +656,28 @@ class _SamplerVariable(keras.Variable):
     # Keras's TensorFlow variable adopts a tf.Variable handed to it as its
     # value; the default would copy it into a new one.
     self._initialize(initializer(self._shape, dtype=self._dtype))
+
+
+def _serialize_setting(setting):
+  """A sampler's setting for the config: a float, or a schedule as Keras
+  serializes it."""
+  if callable(setting):
+    return keras.saving.serialize_keras_object(setting)
+  return setting
+
+
+def _deserialize_setting(value):
+  """A sampler's setting from the config, as `_serialize_setting` wrote it."""
+  if isinstance(value, dict):
+    return keras.saving.deserialize_keras_object(value)
+  return value
+
+
+def _weighted(importance, sample_weight):
+  """Importance weights times the sample weights, if any."""
+  if sample_weight is None:
+    return importance
+  return importance * tf.cast(sample_weight, importance.dtype)
 
 
 def _sampler_variables(sampler):

@@ -13,9 +13,16 @@ caches exp(l_i - c) for a shared log-scale c that the update op moves when the
 cached total leaves a safe range. So weights never overflow, underflow to an
 all-zero tree or turn NaN, and probabilities stay exact relative to the log
 weights. A second tree of s_i log s_i makes KL(Q_t || uniform) an O(1) read.
+
+Three controls from the field, off by default (then the sampler is exactly
+Algorithm 1): a uniform floor `epsilon`, drawing from
+(1 - epsilon) Q_t + epsilon U; an amplitude that follows a schedule of the
+update count (`tf_adasamp.schedules`); and importance weights
+(1 / (n p_i)) ** beta, `beta` a float or a schedule.
 """
 
 import math
+from typing import Callable
 
 import numpy as np
 import tensorflow as tf
@@ -35,6 +42,11 @@ from tf_adasamp.sum_tree import with_sums
 _PHILOX = tf.random.Algorithm.PHILOX.value
 # Integers of the width of each float dtype, to carry utilities bit for bit.
 _BITS = {tf.float32: tf.int32, tf.float64: tf.int64}
+
+# A schedule of a setting: a callable of the update count (an int64 scalar
+# tensor) returning a scalar, e.g. a Keras LearningRateSchedule or one of
+# `tf_adasamp.schedules`.
+Schedule = Callable[[tf.Tensor], TensorLike]
 
 
 def make_generator(seed: int | None) -> tf.random.Generator:
@@ -121,17 +133,23 @@ class AdaptiveSampler(tf.Module):
 
   def __init__(self,
                num_examples: int,
-               amplitude: float,
+               amplitude: float | Schedule,
                decay: float,
                seed: int | None = None,
                stratified: bool = False,
                dtype: tf.DType = tf.float64,
-               name: str | None = None):
+               name: str | None = None,
+               epsilon: float = 0.0,
+               beta: float | Schedule = 1.0):
     """Creates a uniform sampler over `num_examples` indices.
 
     Args:
       num_examples: n, an int >= 1.
-      amplitude: alpha >= 0, how strongly a utility raises a weight.
+      amplitude: alpha >= 0, how strongly a utility raises a weight; or a
+        schedule of it (`tf_adasamp.schedules`, a Keras
+        `LearningRateSchedule`, any callable of the update count returning a
+        scalar), evaluated at each update at the number of updates before
+        it. A value < 0 or not finite refuses that update.
       decay: lambda in (0, 1), how fast past utilities are forgotten.
       seed: seed of the sampler's `tf.random.Generator`; None to follow
         TensorFlow's global seed (`tf.random.set_seed`,
@@ -141,6 +159,15 @@ class AdaptiveSampler(tf.Module):
         marginally); if False, B independent draws as in the paper.
       dtype: tf.float64 (default) or tf.float32, for weights and sums.
       name: name of the module.
+      epsilon: the uniform floor, in [0, 1]: each draw picks an example
+        uniformly with probability epsilon, else from Q_t, so draws follow
+        (1 - epsilon) Q_t + epsilon U; `probabilities`, the probabilities
+        returned with draws and `kl_divergence` are this mixture's. 0 (the
+        default) draws from Q_t, as Algorithm 1.
+      beta: the importance exponent, in [0, 1], or a schedule of it (as for
+        `amplitude`, evaluated at the update count when weights are made):
+        `importance_weights` gives (1 / (n p_i)) ** beta, 1 (the default)
+        unbiased, 0 none.
 
     Raises:
       TypeError: if an argument is of the wrong type (a bool for an int, a
@@ -152,10 +179,13 @@ class AdaptiveSampler(tf.Module):
     self._num_examples = _validation.positive_int(num_examples, "num_examples")
     self._dtype = _validation.float_dtype(dtype)
     # Checked as the ops will see them, rounded to the weights' dtype.
-    self._amplitude = _validation.amplitude(amplitude,
-                                            self._dtype.as_numpy_dtype)
+    self._amplitude = (amplitude
+                       if callable(amplitude) else _validation.amplitude(
+                           amplitude, self._dtype.as_numpy_dtype))
     self._decay = _validation.decay(decay, self._dtype.as_numpy_dtype)
     self._stratified = _validation.boolean(stratified, "stratified")
+    self._epsilon = _validation.fraction(epsilon, "epsilon")
+    self._beta = beta if callable(beta) else _validation.fraction(beta, "beta")
     seed = _validation.seed(seed)
     # The state is saved as one (CheckedState), its parts untracked.
     untracked = data_structures.NoDependency
@@ -181,18 +211,38 @@ class AdaptiveSampler(tf.Module):
                       trainable=False,
                       name="log_scale"))
       self.generator = untracked(make_generator(seed))
-    self._checkpointed = _checkpointing.CheckedState(
-        {
-            "tree": self.tree.variable,
-            "entropy_tree": self._entropy_tree,
-            "log_weights": self.log_weights,
-            "log_scale": self._log_scale,
-            "generator_state": self.generator.state
-        }, {
-            "num_examples": self._num_examples,
-            "amplitude": self._amplitude,
-            "decay": self._decay
-        }, self._restore)
+      # The number of updates applied, which schedules read; only a sampler
+      # with a schedule has it, so that others keep their checkpoints' and
+      # Keras weights' layout.
+      self._update_count = None
+      if callable(self._amplitude) or callable(self._beta):
+        self._update_count = untracked(
+            tf.Variable(tf.zeros([], tf.int64),
+                        trainable=False,
+                        name="update_count"))
+    variables = {
+        "tree": self.tree.variable,
+        "entropy_tree": self._entropy_tree,
+        "log_weights": self.log_weights,
+        "log_scale": self._log_scale,
+        "generator_state": self.generator.state
+    }
+    if self._update_count is not None:
+      variables["update_count"] = self._update_count
+    # The settings a checkpoint must agree with; a schedule, being code, is
+    # not saved. The controls' are saved where they are not the defaults,
+    # so that checkpoints written before the controls existed restore.
+    self._settings = {"decay": self._decay}
+    if not callable(self._amplitude):
+      self._settings["amplitude"] = self._amplitude
+    if self._epsilon:
+      self._settings["epsilon"] = self._epsilon
+    if not callable(self._beta) and self._beta != 1:
+      self._settings["beta"] = self._beta
+    self._checkpointed = _checkpointing.CheckedState(variables, {
+        "num_examples": self._num_examples,
+        **self._settings
+    }, self._restore)
 
   @property
   def num_examples(self) -> int:
@@ -200,8 +250,8 @@ class AdaptiveSampler(tf.Module):
     return self._num_examples
 
   @property
-  def amplitude(self) -> float:
-    """Algorithm 1's amplitude alpha."""
+  def amplitude(self) -> float | Schedule:
+    """Algorithm 1's amplitude alpha, or its schedule."""
     return self._amplitude
 
   @property
@@ -219,6 +269,14 @@ class AdaptiveSampler(tf.Module):
     """The dtype of the weights and sums."""
     return self._dtype
 
+  @property
+  def epsilon(self) -> float:
+    return self._epsilon
+
+  @property
+  def beta(self) -> float | Schedule:
+    return self._beta
+
   def uniforms(self, batch_size: int) -> tf.Tensor:
     """Draws the uniforms behind the next draw, advancing the generator.
 
@@ -235,7 +293,7 @@ class AdaptiveSampler(tf.Module):
     """
     # Checked before the generator advances: a refused call draws nothing.
     batch_size = _validation.batch_size(batch_size)
-    uniforms = self.generator.uniform([batch_size], dtype=self._dtype)
+    uniforms = self._generator_uniforms(batch_size)
     if self._stratified:
       strata = tf.cast(tf.range(batch_size), self._dtype)
       # (B - 1 + u) / B can round up to 1 in floating point.
@@ -244,8 +302,31 @@ class AdaptiveSampler(tf.Module):
           (strata + uniforms) / tf.cast(batch_size, self._dtype), below_one)
     return uniforms
 
+  def _generator_uniforms(self, batch_size):
+    """`generator.uniform([batch_size])`, bit for bit, made from its bits.
+
+    TensorFlow's CPU and GPU kernels take a uniform's mantissa from Philox
+    bits as here; XLA's kernel for `generator.uniform` converts them
+    otherwise, its bits and state being the same. So the draws are the same
+    compiled or not.
+    """
+    if self._dtype == tf.float64:
+      bits = self.generator.uniform_full_int([batch_size], tf.uint64)
+      # Of the two 32-bit words, the low 20 bits of the second drawn (the
+      # low half here) lead the mantissa, the first drawn follows.
+      mantissa = tf.bitwise.bitwise_or(
+          tf.bitwise.left_shift(
+              tf.bitwise.bitwise_and(bits, tf.constant(0xfffff, tf.uint64)),
+              tf.constant(32, tf.uint64)),
+          tf.bitwise.right_shift(bits, tf.constant(32, tf.uint64)))
+      return tf.cast(mantissa, tf.float64) * 2.0**-52
+    bits = self.generator.uniform_full_int([batch_size], tf.uint32)
+    mantissa = tf.bitwise.bitwise_and(bits, tf.constant(0x7fffff, tf.uint32))
+    return tf.cast(mantissa, tf.float32) * 2.0**-23
+
   def sample(self, batch_size: int) -> tf.Tensor:
-    """Draws indices from Q_t.
+    """Draws indices from Q_t (with the floor, from (1 - epsilon) Q_t +
+    epsilon U).
 
     Args:
       batch_size: B, an int >= 1.
@@ -261,23 +342,28 @@ class AdaptiveSampler(tf.Module):
 
   def sample_with_probabilities(self,
                                 batch_size: int) -> tuple[tf.Tensor, tf.Tensor]:
-    """Draws indices from Q_t, with the probability of each.
+    """Draws indices, with the probability of each.
 
-    The probabilities give importance weights 1 / (n Q_t(i)) for an unbiased
-    gradient estimate. The draws are those of `tree.sample(uniforms(B))`.
+    The probabilities are Q_t(i), or with the floor the mixture's
+    (1 - epsilon) Q_t(i) + epsilon / n; they give importance weights
+    1 / (n p_i) for an unbiased gradient estimate (`importance_weights`).
+    The draws are those of `tree.sample(uniforms(B))` without the floor;
+    with it, a uniform u < epsilon picks example floor(u / epsilon * n) and
+    any other is mapped to (u - epsilon) / (1 - epsilon) for the tree.
 
     Args:
       batch_size: B, an int >= 1.
 
     Returns:
-      (indices, probabilities): int64 [B] indices in [0, n) and [B] Q_t(i).
+      (indices, probabilities): int64 [B] indices in [0, n) and [B] their
+      probabilities.
 
     Raises:
       TypeError: if `batch_size` is not an int.
       ValueError: if `batch_size` is out of [1, 2**31 - 1].
     """
-    if not self._draws_in_one_op():
-      return self.tree.sample(self.uniforms(batch_size))
+    if self._epsilon or not self._draws_in_one_op():
+      return self._sample_from(self.tree.variable, self.uniforms(batch_size))
     # The same uniforms and generator state, made inside the draw op: one op
     # per batch where the generator's own take several, a quarter of a
     # sampler step's time on the CPU and the GPU (benchmarks/RESULTS.md).
@@ -287,6 +373,116 @@ class AdaptiveSampler(tf.Module):
                                          tf.int64),
                              T=self._dtype,
                              stratified=self._stratified)
+
+  def _sample_from(self, tree, uniforms):
+    """(indices, probabilities) drawn for `uniforms` from `tree` (the
+    tree's variable, or one replica's copy of it), with the floor; see
+    `sample_with_probabilities`."""
+    uniforms = tf.convert_to_tensor(uniforms, self._dtype)
+    if not self._epsilon:
+      return ops.sum_tree_sample(tree.handle, uniforms)
+    epsilon = tf.constant(self._epsilon, self._dtype)
+    below_one = np.nextafter(1, 0, dtype=self._dtype.as_numpy_dtype)
+    # One uniform a draw, so the random stream is that of the draws without
+    # the floor. u / epsilon and (u - epsilon) / (1 - epsilon) can round up
+    # to 1; the second is -inf for epsilon = 1, where no draw uses it.
+    from_uniform = uniforms < epsilon
+    uniform_indices = tf.minimum(
+        tf.cast(
+            tf.floor(
+                tf.minimum(uniforms / epsilon, below_one) * self._num_examples),
+            tf.int64), self._num_examples - 1)
+    tree_indices, _ = ops.sum_tree_sample(
+        tree.handle,
+        tf.where(from_uniform, tf.zeros_like(uniforms),
+                 tf.minimum((uniforms - epsilon) / (1 - epsilon), below_one)))
+    indices = tf.where(from_uniform, uniform_indices, tree_indices)
+    # Q_t of every drawn index, from one read of the total and the leaves
+    # (the state of the draw, unless another thread updates in between).
+    values = tf.gather(tree,
+                       tf.concat([[1], indices + self.tree.capacity], axis=0))
+    return indices, self._floored(values[1:] / values[0])
+
+  def _floored(self, probabilities):
+    """(1 - epsilon) Q_t + epsilon / n for probabilities Q_t."""
+    return ((1 - self._epsilon) * probabilities +
+            self._epsilon / self._num_examples)
+
+  def importance_weights(self, probabilities: TensorLike) -> tf.Tensor:
+    """(1 / (n p_i)) ** beta, for draws of probabilities p_i.
+
+    With beta = 1 the weighted batch mean of a loss is an unbiased estimate
+    of its mean over the n examples; smaller beta trades bias for variance.
+    The weights are not divided by their maximum, as prioritized replay's
+    are (TorchRL, Schaul et al.): as in SGD's importance samplers, their
+    mean under the draws, sum_i p_i (n p_i) ** -beta, is 1 at beta = 1 and
+    at most 1 for any beta (Jensen), so the step size keeps its meaning;
+    with the floor, no weight exceeds epsilon ** -beta. For the replay
+    convention, divide by `tf.reduce_max` of the batch's weights.
+
+    Args:
+      probabilities: [B] probabilities of draws, as
+        `sample_with_probabilities` returns them.
+
+    Returns:
+      [B] weights, of the probabilities' dtype.
+
+    Raises:
+      InvalidArgumentError: a beta schedule's value outside [0, 1] (inside
+        `jit_compile=True`, where nothing can raise, the weights are NaN).
+    """
+    return self._weights(probabilities, self._beta_now())
+
+  def sample_with_weights(self, batch_size: int) -> tuple[tf.Tensor, tf.Tensor]:
+    """Draws `batch_size` indices and returns (indices, importance weights).
+
+    The draws are those of `sample_with_probabilities`, the weights those of
+    `importance_weights` for their probabilities. A beta schedule is
+    evaluated, and refused, before the draw.
+    """
+    beta = self._beta_now()
+    with tf.control_dependencies([beta] if tf.is_tensor(beta) else []):
+      indices, probabilities = self.sample_with_probabilities(batch_size)
+    return indices, self._weights(probabilities, beta)
+
+  def _beta_now(self):
+    """beta, or its schedule's value at the update count, checked."""
+    if callable(self._beta):
+      return self._scheduled(self._beta, "beta", upper=1.0)[0]
+    return self._beta
+
+  def _weights(self, probabilities, beta):
+    probabilities = tf.convert_to_tensor(probabilities, dtype_hint=self._dtype)
+    scaled = self._num_examples * probabilities
+    if tf.is_tensor(beta):
+      return tf.pow(scaled, -tf.cast(beta, probabilities.dtype))
+    # Exactly 1 / (n p) for beta = 1, as `tf_adasamp.data.importance_weights`.
+    return 1 / scaled if beta == 1 else tf.pow(scaled, -beta)
+
+  def _scheduled(self, schedule, name, upper=math.inf):
+    """A schedule's value at the update count, and whether it is in
+    [0, upper] (finite).
+
+    A value out of range raises InvalidArgumentError before anything that
+    depends on the returned value runs; inside `jit_compile=True`, where
+    XLA drops the assertion, the value is NaN instead (an amplitude's then
+    makes NaN utilities, which the reweight op refuses).
+    """
+    count = tf.convert_to_tensor(self._update_count)
+    value = tf.convert_to_tensor(schedule(count))
+    if value.shape.rank not in (None, 0):
+      raise ValueError(f"the {name} schedule must return a scalar, got one "
+                       f"of shape {value.shape}")
+    value = tf.cast(value, self._dtype)
+    valid = tf.math.is_finite(value) & (value >= 0) & (value <= upper)
+    interval = "[0, 1]" if upper == 1 else "[0, inf)"
+    check = tf.debugging.Assert(valid, [
+        f"the {name} schedule returned a value outside {interval} at update "
+        "count", count, ":", value
+    ])
+    with tf.control_dependencies([check]):
+      value = tf.where(valid, value, tf.constant(math.nan, self._dtype))
+    return value, valid
 
   def _draws_in_one_op(self):
     """Whether the draw op makes the generator's uniforms itself.
@@ -314,6 +510,9 @@ class AdaptiveSampler(tf.Module):
 
   def update(self, indices: TensorLike, utilities: TensorLike) -> None:
     """Algorithm 1, line 5: w_i <- w_i ** decay * exp(amplitude * u_i).
+
+    With an amplitude schedule, the amplitude is its value at the update
+    count; a sampler with a schedule counts each update it applies.
 
     Works in every tf.distribute context, as a mirrored variable's `assign`
     does. Inside `strategy.run` (e.g. a Keras `train_step`), `indices` and
@@ -365,7 +564,10 @@ class AdaptiveSampler(tf.Module):
     self._reweight(*self._unpack(packed))
 
   def _reweight(self, indices, utilities, amplitude=None, decay=None):
-    """Reweights this replica's copy of the state.
+    """Reweights this replica's copy of the state, then counts the update.
+
+    By default with the sampler's amplitude (or its schedule's value) and
+    decay; a reset passes its own and is not counted.
 
     Args:
       indices: [B] indices.
@@ -373,13 +575,31 @@ class AdaptiveSampler(tf.Module):
       amplitude: the amplitude; None for the sampler's.
       decay: the decay; None for the sampler's.
     """
-    ops.adaptive_reweight(
+    indices = _validation.indices(indices)
+    utilities = self._as_utilities(utilities)
+    counted = amplitude is None
+    valid = True
+    if counted and callable(self._amplitude):
+      # The op takes its amplitude as a constant (XLA compiles it in), so
+      # the schedule's value scales the utilities and the op's amplitude is
+      # 1: the same products amplitude * u. A refused value is NaN, which
+      # the op refuses as a utility.
+      amplitude, valid = self._scheduled(self._amplitude, "amplitude")
+      utilities, amplitude = amplitude * utilities, 1.0
+    reweight = ops.adaptive_reweight(
         self.tree.variable.handle, self._entropy_tree.handle,
-        self.log_weights.handle, self._log_scale.handle,
-        _validation.indices(indices), self._as_utilities(utilities),
+        self.log_weights.handle, self._log_scale.handle, indices, utilities,
         tf.constant(self._amplitude if amplitude is None else amplitude,
                     self._dtype),
         tf.constant(self._decay if decay is None else decay, self._dtype))
+    if counted and self._update_count is not None:
+      # After the reweight, which stops the step where it refuses (on a
+      # GPU it refuses silently, and a refused amplitude is not counted).
+      # Through the handle, as the reweight, to count on this replica's
+      # copy.
+      with tf.control_dependencies([reweight]):
+        tf.raw_ops.AssignAddVariableOp(resource=self._update_count.handle,
+                                       value=tf.cast(valid, tf.int64))
 
   def _as_utilities(self, utilities):
     utilities = tf.convert_to_tensor(utilities, dtype_hint=self._dtype)
@@ -412,11 +632,15 @@ class AdaptiveSampler(tf.Module):
     return packed[:, 0], tf.bitcast(bits, self._dtype)
 
   def probabilities(self) -> tf.Tensor:
-    """Reads the distribution Q_t.
+    """Reads the distribution the draws follow.
+
+    Q_t; with the floor, the mixture (1 - epsilon) Q_t + epsilon / n.
 
     Returns:
       [n] probabilities, of the sampler's dtype.
     """
+    if self._epsilon:
+      return self._floored(self.tree.probabilities())
     return self.tree.probabilities()
 
   def kl_divergence(self) -> tf.Tensor:
@@ -428,9 +652,19 @@ class AdaptiveSampler(tf.Module):
     node 0 holds W), so they are of one state even while other threads
     update the sampler.
 
+    With the floor, it is the KL of the mixture P = (1 - epsilon) Q_t +
+    epsilon U that the draws follow, at most (1 - epsilon) KL(Q_t || U)
+    (convexity). log P_i does not split over those sums, so it costs a pass
+    over the n probabilities, O(n), from one read of the tree.
+
     Returns:
       A scalar >= 0 of the sampler's dtype.
     """
+    if self._epsilon:
+      probabilities = self.probabilities()
+      kl = tf.reduce_sum(
+          tf.math.xlogy(probabilities, self._num_examples * probabilities))
+      return tf.maximum(kl, tf.zeros([], self._dtype))
     total, entropy_sum = tf.unstack(tf.gather(self._entropy_tree, [0, 1]))
     kl = (math.log(self._num_examples) + entropy_sum / total -
           tf.math.log(total))
@@ -438,7 +672,8 @@ class AdaptiveSampler(tf.Module):
     return tf.maximum(kl, tf.zeros([], self._dtype))
 
   def reset(self) -> None:
-    """Returns to the uniform distribution (all weights 1).
+    """Returns to the uniform distribution (all weights 1); the update count
+    that schedules read is kept.
 
     One reweight op over every index with utility 0, amplitude 0 and decay 0
     (l_i <- 0; the op then caches leaves of exactly 1): it holds the locks
@@ -465,9 +700,8 @@ class AdaptiveSampler(tf.Module):
     checks = [
         _checkpointing.assert_size(restored["num_examples"], self._num_examples,
                                    "number of examples"),
-        _checkpointing.assert_setting(restored["amplitude"], self._amplitude,
-                                      "amplitude"),
-        _checkpointing.assert_setting(restored["decay"], self._decay, "decay"),
+        *(_checkpointing.assert_setting(restored[name], value, name)
+          for name, value in self._settings.items()),
         _checkpointing.assert_shape(restored["entropy_tree"],
                                     self._entropy_tree.shape, "entropy tree"),
         _checkpointing.assert_shape(restored["log_weights"],
@@ -476,6 +710,10 @@ class AdaptiveSampler(tf.Module):
         _checkpointing.assert_shape(restored["generator_state"],
                                     self.generator.state.shape, "random state"),
     ]
+    if self._update_count is not None:
+      checks.append(
+          _checkpointing.assert_shape(restored["update_count"], [],
+                                      "update count"))
     with tf.control_dependencies(checks):
       checks = [
           tf.debugging.assert_all_finite(restored[name],
@@ -486,13 +724,23 @@ class AdaptiveSampler(tf.Module):
       checks.append(
           tf.debugging.assert_positive(
               tree[1], message="the checkpoint's total weight is not > 0"))
+      if self._update_count is not None:
+        checks.append(
+            tf.debugging.assert_non_negative(
+                restored["update_count"],
+                message="the checkpoint's update count is negative"))
     with tf.control_dependencies(checks):
       entropy_tree = checked_entropy_tree(tree, restored["entropy_tree"],
                                           restored["log_weights"],
                                           restored["log_scale"],
                                           self._num_examples)
-    return tf.group(self.tree.variable.assign(tree),
-                    self._entropy_tree.assign(entropy_tree),
-                    self.log_weights.assign(restored["log_weights"]),
-                    self._log_scale.assign(restored["log_scale"]),
-                    self.generator.state.assign(restored["generator_state"]))
+    assigns = [
+        self.tree.variable.assign(tree),
+        self._entropy_tree.assign(entropy_tree),
+        self.log_weights.assign(restored["log_weights"]),
+        self._log_scale.assign(restored["log_scale"]),
+        self.generator.state.assign(restored["generator_state"])
+    ]
+    if self._update_count is not None:
+      assigns.append(self._update_count.assign(restored["update_count"]))
+    return tf.group(*assigns)

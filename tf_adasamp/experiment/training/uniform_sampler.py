@@ -87,8 +87,7 @@ class ReshufflingSampler(tf.Module):
     """The next `batch_size` draws (at most one epoch); int64 [batch_size]."""
     n = self._num_examples
     epoch, position = self.draws // n, self.draws % n
-    tf.cond(self.epoch == epoch, lambda: None,
-            lambda: self._start_epoch(epoch))
+    tf.cond(self.epoch == epoch, lambda: None, lambda: self._start_epoch(epoch))
     positions = position + tf.range(batch_size, dtype=tf.int64)
     past_the_end = positions >= n
     following = tf.cond(tf.reduce_any(past_the_end),
