@@ -1,5 +1,6 @@
 """tf_adasamp.sources: the stage reads drawn examples from files by index."""
 
+import os
 import subprocess
 import sys
 
@@ -328,3 +329,159 @@ def test_array_record_is_imported_only_when_an_array_record_file_is_opened(
       f"{str(tmp_path / 'x.npy')!r}, mmap_mode='r')); "
       "next(iter(stage.dataset(source)))")
   assert child_process.import_attempts(statement, ["array_record"]) == []
+
+
+def file_bytes(directory):
+  """{name: bytes} of the files in `directory`, links read through."""
+  return {
+      path.name: path.read_bytes()
+      for path in sorted(directory.iterdir())
+      if path.is_file()
+  }
+
+
+def command_error(arguments, capsys):
+  """The one line of error that sources.main ends `arguments` with."""
+  assert sources.main([str(argument) for argument in arguments]) == 1
+  error = capsys.readouterr().err
+  assert error.startswith("error: ") and error.count("\n") == 1, error
+  return error
+
+
+@pytest.mark.parametrize("spelling", [
+    "same", "dot", "symlink", "hard_link", "linked_directory",
+    "second_of_two_inputs"
+])
+def test_command_refuses_to_write_over_an_input_however_it_is_named(
+    tmp_path, capsys, spelling):
+  data_dir = tmp_path / "data"
+  data_dir.mkdir()
+  tfrecord = write_tfrecord(data_dir / "a.tfrecord", [b"1", b"2"])
+  other = write_tfrecord(data_dir / "b.tfrecord", [b"3"])
+  inputs = [tfrecord]
+  if spelling == "symlink":
+    (data_dir / "link").symlink_to("a.tfrecord")
+    output = data_dir / "link"
+  elif spelling == "hard_link":
+    os.link(tfrecord, data_dir / "hard")
+    output = data_dir / "hard"
+  elif spelling == "linked_directory":
+    (tmp_path / "alias").symlink_to("data")
+    output = tmp_path / "alias" / ".." / "data" / "a.tfrecord"
+  elif spelling == "second_of_two_inputs":
+    inputs = [other, tfrecord]
+    output = f"{data_dir}/./a.tfrecord"
+  else:
+    output = tfrecord if spelling == "same" else f"{data_dir}/./a.tfrecord"
+  before = file_bytes(data_dir)
+  names = sorted(os.listdir(data_dir))
+  error = command_error([*inputs, output], capsys)
+  assert "is the input" in error and "a.tfrecord" in error
+  assert file_bytes(data_dir) == before
+  assert sorted(os.listdir(data_dir)) == names
+
+
+def test_python_m_command_given_its_input_as_output_leaves_it_whole(tmp_path):
+  tfrecord = write_tfrecord(tmp_path / "a.tfrecord", [b"1", b"2"])
+  before = file_bytes(tmp_path)
+  result = child_process.ran("tf_adasamp.sources",
+                             tfrecord,
+                             tfrecord,
+                             timeout=300)
+  assert result.returncode == 1
+  assert result.stderr.splitlines()[-1].startswith("error: the output ")
+  assert "wrote" not in result.stdout
+  assert file_bytes(tmp_path) == before
+
+
+def encode_until(failing_at, error):
+  """An encode that raises `error` at element `failing_at`."""
+
+  def encode(element):
+    if element == failing_at:
+      raise error
+    return b"new %d" % element
+
+  return encode
+
+
+@pytest.mark.parametrize("error",
+                         [RuntimeError("encoder broke"),
+                          KeyboardInterrupt()])
+def test_a_write_that_fails_part_way_leaves_the_old_file_whole(tmp_path, error):
+  path = tmp_path / "x.array_record"
+  sources.write_array_record([b"old"] * 64, path)
+  before = file_bytes(tmp_path)
+  with pytest.raises(type(error)):
+    sources.write_array_record(range(64), path, encode=encode_until(3, error))
+  assert file_bytes(tmp_path) == before  # no temporary file left either
+  assert len(sources.ArrayRecordSource(path)) == 64
+
+
+def test_a_write_that_fails_part_way_leaves_no_file_where_there_was_none(
+    tmp_path):
+  with pytest.raises(TypeError, match="must be bytes"):
+    sources.write_array_record([b"a", b"b", "c"], tmp_path / "x.array_record")
+  assert os.listdir(tmp_path) == []
+
+
+def test_a_write_through_a_symbolic_link_replaces_the_file_it_names(tmp_path):
+  sources.write_array_record([b"old"], tmp_path / "x.array_record")
+  (tmp_path / "link").symlink_to("x.array_record")
+  assert sources.write_array_record([b"new", b"er"], tmp_path / "link") == 2
+  assert (tmp_path / "link").is_symlink()
+  source = sources.ArrayRecordSource(tmp_path / "x.array_record")
+  assert [source[0], source[1]] == [b"new", b"er"]
+
+
+def test_a_written_file_has_the_mode_open_gives(tmp_path):
+  umask = os.umask(0o027)
+  try:
+    sources.write_array_record([b"a"], tmp_path / "x.array_record")
+  finally:
+    os.umask(umask)
+  assert (tmp_path / "x.array_record").stat().st_mode & 0o777 == 0o640
+
+
+@pytest.mark.parametrize("input_state", ["missing", "cut_short"])
+@pytest.mark.parametrize("output_exists", [False, True])
+def test_command_with_an_input_it_cannot_read_leaves_the_output_as_it_was(
+    tmp_path, capsys, input_state, output_exists):
+  tfrecord = tmp_path / "a.tfrecord"
+  if input_state == "cut_short":
+    write_tfrecord(tfrecord, [b"%d" % i for i in range(100)])
+    os.truncate(tfrecord, tfrecord.stat().st_size - 3)
+  output = tmp_path / "out.array_record"
+  if output_exists:
+    sources.write_array_record([b"old"] * 5, output)
+  before = file_bytes(tmp_path)
+  error = command_error([tfrecord, output], capsys)
+  assert "a.tfrecord" in error or "truncated" in error, error
+  assert file_bytes(tmp_path) == before
+
+
+def test_a_write_that_runs_out_of_space_is_an_os_error_leaving_the_old_file(
+    tmp_path):
+  # A file size limit stands in for a full disk: the write fails with EFBIG.
+  path = tmp_path / "x.array_record"
+  sources.write_array_record([b"old"] * 3, path)
+  before = file_bytes(tmp_path)
+  code = (
+      "import os, resource, signal\n"
+      "from tf_adasamp import sources\n"
+      "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+      "resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))\n"
+      "try:\n"
+      "  sources.write_array_record((os.urandom(4096) for _ in range(1024)),"
+      f" {str(path)!r})\n"
+      "except OSError as error:\n"
+      "  print(error)\n")
+  result = subprocess.run([sys.executable, "-c", code],
+                          env=child_process.environment(),
+                          capture_output=True,
+                          text=True,
+                          timeout=300,
+                          check=True)
+  assert result.stdout.startswith(
+      f"cannot write ArrayRecord file {str(path)!r}: ")
+  assert file_bytes(tmp_path) == before

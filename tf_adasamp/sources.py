@@ -16,8 +16,10 @@ its records once into an ArrayRecord file that can be read by index.
 """
 
 import argparse
+import contextlib
 import os
 import sys
+import tempfile
 
 import numpy as np
 import tensorflow as tf
@@ -146,11 +148,17 @@ def _opened(handle, failure):
   its error if it failed to open."""
   if handle.ok():
     return handle
+  _closed(handle, failure)  # raises the handle's error, the only way to see it
+  raise OSError(failure)
+
+
+def _closed(handle, failure):
+  """Closes `handle`, an ArrayRecord reader or writer; OSError(failure)
+  with the reason if it failed, now or before."""
   try:
-    handle.close()  # raises the handle's error, the only way to see it
+    handle.close()
   except RuntimeError as error:
     raise OSError(f"{failure}: {error}") from error
-  raise OSError(failure)
 
 
 def _check_decode(decode):
@@ -243,12 +251,17 @@ def write_array_record(records,
                        group_size=1,
                        batch_size=1024):
   """Writes `records` to the ArrayRecord file `path`, in order, for
-  `ArrayRecordSource`; returns how many it wrote.
+  `ArrayRecordSource`.
+
+  The file is written whole or not at all: the records go to a temporary
+  file beside it, renamed over `path` once all are written, so an error or
+  an interrupt while reading or encoding them leaves `path` as it was.
 
   Args:
     records: a finite `tf.data.Dataset` (a `TFRecordDataset` is copied
       record for record) or an iterable.
-    path: the file to write (replaced if it exists).
+    path: the file to write (replaced if it exists; where it is a symbolic
+      link, the file it links to).
     encode: maps an element to its record's bytes; None if the elements
       are bytes or scalar string tensors already.
     group_size: records a compressed chunk; a read by index decompresses
@@ -256,6 +269,15 @@ def write_array_record(records,
       proportion to the file's number of chunks (docs/data.md), so 1 suits
       large records and small files, more suits many small records.
     batch_size: how many elements a dataset yields to Python at a time.
+
+  Returns:
+    How many records it wrote.
+
+  Raises:
+    TypeError: `encode` is not callable, or a record is not bytes.
+    ValueError: `records` is an infinite dataset, or `group_size` or
+      `batch_size` is not a positive int.
+    OSError: `path` cannot be written.
   """
   group_size = _validation.positive_int(group_size, "group_size")
   batch_size = _validation.positive_int(batch_size, "batch_size")
@@ -271,21 +293,73 @@ def write_array_record(records,
     else:
       records = records.as_numpy_iterator()
   module = _array_record_module()
-  writer = _opened(
-      module.ArrayRecordWriter(os.fspath(path), f"group_size:{group_size}"),
-      f"cannot write ArrayRecord file {path!r}")
-  count = 0
-  try:
-    for record in records:
-      record = encode(record) if encode else record
-      if not isinstance(record, bytes):
-        raise TypeError("each record must be bytes (pass encode), got "
-                        f"{type(record).__name__}")
-      writer.write(record)
-      count += 1
-  finally:
-    writer.close()
+  failure = f"cannot write ArrayRecord file {os.fspath(path)!r}"
+  with _written_whole(path, failure) as temporary:
+    writer = _opened(
+        module.ArrayRecordWriter(temporary, f"group_size:{group_size}"),
+        failure)
+    count = 0
+    try:
+      for record in records:
+        record = encode(record) if encode else record
+        if not isinstance(record, bytes):
+          raise TypeError("each record must be bytes (pass encode), got "
+                          f"{type(record).__name__}")
+        try:
+          writer.write(record)
+        except RuntimeError as error:  # the disk is full, say
+          raise OSError(f"{failure}: {error}") from error
+        count += 1
+    except BaseException:
+      # The file is discarded: only the first error matters.
+      with contextlib.suppress(RuntimeError):
+        writer.close()
+      raise
+    _closed(writer, failure)
   return count
+
+
+@contextlib.contextmanager
+def _written_whole(path, failure):
+  """Yields the name of a new temporary file beside the file `path` names,
+  for the block to write; renames it over that file when the block ends,
+  or removes it if the block raises (KeyboardInterrupt included), so that
+  a reader of `path`, or a crash, sees the old file or the new one whole.
+  Raises OSError(failure) with the reason where the file cannot be made or
+  renamed."""
+  # Through a symbolic link to the file it names, which the rename replaces
+  # (renaming over the link would replace the link).
+  target = os.path.realpath(path)
+  directory = os.path.dirname(target)
+  try:
+    fd, temporary = tempfile.mkstemp(dir=directory,
+                                     prefix=f".{os.path.basename(target)}.",
+                                     suffix=".tmp")
+  except OSError as error:
+    raise OSError(f"{failure}: {error.strerror or error}") from error
+  try:
+    # mkstemp's file is private (0600); give it open()'s usual mode.
+    umask = os.umask(0)
+    os.umask(umask)
+    os.fchmod(fd, 0o666 & ~umask)
+    yield temporary
+    os.fsync(fd)
+    try:
+      os.replace(temporary, target)
+    except OSError as error:
+      raise OSError(f"{failure}: {error.strerror or error}") from error
+  except BaseException:
+    with contextlib.suppress(FileNotFoundError):
+      os.unlink(temporary)
+    raise
+  finally:
+    os.close(fd)
+  # Makes the rename itself durable.
+  directory_fd = os.open(directory, os.O_RDONLY)
+  try:
+    os.fsync(directory_fd)
+  finally:
+    os.close(directory_fd)
 
 
 def encode_image_example(image, label):
@@ -350,16 +424,37 @@ def main(argv=None):
                       help="records a chunk (see write_array_record)")
   args = parser.parse_args(argv)
   try:
+    _refuse_writing_over_an_input(args.inputs, args.output)
     count = write_array_record(tf.data.TFRecordDataset(
         args.inputs, compression_type=args.compression),
                                args.output,
                                group_size=args.group_size)
   except (tf.errors.OpError, OSError, ValueError) as error:
-    message = getattr(error, "message", None) or str(error)
-    print(f"error: {message.splitlines()[0]}", file=sys.stderr)
+    text = getattr(error, "message", None) or str(error)
+    print(f"error: {text.splitlines()[0]}", file=sys.stderr)
     return 1
+  except KeyboardInterrupt:
+    print(f"interrupted: {args.output} is as it was", file=sys.stderr)
+    return 130
   print(f"wrote {count} records to {args.output}")
   return 0
+
+
+def _refuse_writing_over_an_input(inputs, output):
+  """Raises ValueError if `output` is one of `inputs`: the same file (device
+  and inode), however spelt or linked, which the copy would replace."""
+  try:
+    written = os.stat(output)
+  except OSError:
+    return  # not there (or not reachable): no input is it
+  for path in inputs:
+    try:
+      read = os.stat(path)
+    except OSError:
+      continue  # a missing input fails as it is read
+    if (read.st_dev, read.st_ino) == (written.st_dev, written.st_ino):
+      raise ValueError(f"the output {output!r} is the input {path!r}; "
+                       "write the ArrayRecord file to another path")
 
 
 if __name__ == "__main__":
