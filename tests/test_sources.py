@@ -1,6 +1,7 @@
 """tf_adasamp.sources: the stage reads drawn examples from files by index."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -485,3 +486,122 @@ def test_a_write_that_runs_out_of_space_is_an_os_error_leaving_the_old_file(
   assert result.stdout.startswith(
       f"cannot write ArrayRecord file {str(path)!r}: ")
   assert file_bytes(tmp_path) == before
+
+
+def example(**features):
+  """A serialized tf.train.Example of `features`: name -> list of ints (an
+  int64 feature) or of bytes."""
+
+  def feature(values):
+    if isinstance(values[0], bytes):
+      return tf.train.Feature(bytes_list=tf.train.BytesList(value=values))
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+
+  return tf.train.Example(features=tf.train.Features(
+      feature={
+          name: feature(values) for name, values in features.items()
+      })).SerializeToString()
+
+
+GOOD = {"image": [b"abcd"], "shape": [2, 2, 1], "label": [3]}
+
+
+def edited(**changes):
+  """A record of the image-classification format, but for `changes`."""
+  return example(**{**GOOD, **changes})
+
+
+def without(name):
+  """A record of the image-classification format, but for feature `name`."""
+  return example(**{key: GOOD[key] for key in GOOD if key != name})
+
+
+NOT_IMAGE_EXAMPLES = [
+    (without("image"), "no bytes_list feature 'image'"),
+    (without("shape"), "no int64_list feature 'shape'"),
+    (without("label"), "no int64_list feature 'label'"),
+    (edited(label=[b"1"]), "no int64_list feature 'label'"),
+    (edited(label=[1, 2]), "'label' holds 2 values, not 1"),
+    (edited(shape=[2, 2]), "'shape' holds 2 values, not 3"),
+    (edited(image=[b"abc"]), "has 3 bytes, not the 2x2x1"),
+    (edited(shape=[-2, -2, 1]), "has 4 bytes, not the -2x-2x1"),
+    (edited(label=[2**62]), "label 4611686018427387904 does not fit int32"),
+    (edited(label=[-2**31 - 1]), "label -2147483649 does not fit int32"),
+    (b"\xff\xff", "not a tf.train.Example"),
+    (b"", "no bytes_list feature 'image'"),
+]
+
+
+@pytest.mark.parametrize("record, reason",
+                         NOT_IMAGE_EXAMPLES,
+                         ids=[reason for _, reason in NOT_IMAGE_EXAMPLES])
+def test_a_record_that_is_not_an_image_example_is_named_with_its_file(
+    tmp_path, record, reason):
+  path = str(tmp_path / "images.array_record")
+  sources.write_array_record([example(**GOOD), record], path)
+  source = sources.open_image_classification(path)
+  image, label = source[0]
+  assert image.shape == (2, 2, 1) and label == 3
+  expected = f"record 1 of ArrayRecord file {path!r}: .*{reason}"
+  with pytest.raises(ValueError, match=expected):
+    source[1]
+  with pytest.raises(ValueError, match=expected):
+    source.read_batch(np.array([0, 1]))
+
+
+def test_labels_at_the_ends_of_int32_decode():
+  for label in [-2**31, 2**31 - 1]:
+    _, decoded = sources.decode_image_example(
+        example(**{
+            **GOOD, "label": [label]
+        }))
+    assert decoded == label and decoded.dtype == np.int32
+
+
+def test_an_array_record_file_cut_short_is_refused_saying_why(tmp_path):
+  path = write_images(tmp_path / "i.array_record", *images_and_labels())
+  os.truncate(path, path.stat().st_size // 2)
+  with pytest.raises(OSError) as raised:
+    sources.ArrayRecordSource(str(path))
+  message = str(raised.value)
+  assert message.startswith(f"cannot read ArrayRecord file {str(path)!r}: ")
+  assert not message.endswith(": ")
+
+
+def test_a_file_cut_short_after_it_was_opened_names_the_file_and_record(
+    tmp_path):
+  images, labels = images_and_labels(num_examples=20000)
+  path = str(write_images(tmp_path / "i.array_record", images, labels))
+  source = sources.open_image_classification(path)
+  os.truncate(path, os.path.getsize(path) // 2)
+  expected = (f"cannot read ArrayRecord file {path!r}: it changed since it "
+              "was opened, and record 19999 can no longer be read")
+  with pytest.raises(OSError, match=re.escape(expected)):
+    source[19999]
+  with pytest.raises(OSError, match=re.escape(expected)):
+    source.read_batch(np.array([0, 19999]))
+
+
+def test_a_file_replaced_after_it_was_opened_reads_as_opened(tmp_path):
+  path = tmp_path / "x.array_record"
+  sources.write_array_record([b"", b"a"], path)
+  source = sources.ArrayRecordSource(path)
+  sources.write_array_record([b"b"], path)  # renamed over the opened file
+  assert list(source.read_batch(np.array([0, 1]))) == [b"", b"a"]
+
+
+@pytest.mark.parametrize("paths", [
+    lambda path: os.fsencode(path), lambda path: [os.fsencode(path)],
+    lambda path: (p for p in [path])
+])
+def test_paths_may_be_bytes_or_any_iterable(tmp_path, paths):
+  path = tmp_path / "x.array_record"
+  sources.write_array_record([b"a", b"b"], path)
+  assert len(sources.ArrayRecordSource(paths(str(path)))) == 2
+
+
+@pytest.mark.parametrize("paths", [3, [3], [b"x", None]])
+def test_paths_that_are_not_paths_are_a_type_error(paths):
+  with pytest.raises(TypeError,
+                     match="paths must be a path or a list of paths, got"):
+    sources.ArrayRecordSource(paths)

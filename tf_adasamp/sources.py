@@ -16,13 +16,16 @@ its records once into an ArrayRecord file that can be read by index.
 """
 
 import argparse
+import collections.abc
 import contextlib
+import math
 import os
 import sys
 import tempfile
 
 import numpy as np
 import tensorflow as tf
+from google.protobuf import message
 
 from tf_adasamp import _validation
 
@@ -95,11 +98,15 @@ class ArrayRecordSource:
     """Opens `paths` (a path or a list of shards, read as one sequence of
     records), written by `write_array_record` or with small `group_size`."""
     _check_decode(decode)
-    paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    paths = _paths(paths)
     if not paths:
       raise ValueError("paths must name at least one file")
     module = _array_record_module()
+    self._paths = paths
     self._readers = [_open_reader(module, path) for path in paths]
+    # Each shard's device, inode and size as opened, to tell a record the
+    # reader returns empty because its file was cut short since.
+    self._opened_as = [os.stat(path) for path in paths]
     # Record i is in the first shard whose end exceeds i.
     self._ends = np.cumsum([reader.num_records() for reader in self._readers])
     if self._ends[-1] < 1:
@@ -111,14 +118,26 @@ class ArrayRecordSource:
 
   def __getitem__(self, index):
     (record,) = self._read(np.array([index], np.int64))
-    return self._decode(record) if self._decode else record
+    return self._decoded(record, index) if self._decode else record
 
   def read_batch(self, indices):
     """The records at `indices` (int64 array), decoded and stacked."""
     records = self._read(indices)
     if self._decode:
-      return stack_records([self._decode(record) for record in records])
+      return stack_records([
+          self._decoded(record, index)
+          for record, index in zip(records, indices.tolist())
+      ])
     return np.array(records, dtype=object)
+
+  def _decoded(self, record, index):
+    """`decode(record)`; its ValueError says which record of which file."""
+    try:
+      return self._decode(record)
+    except ValueError as error:
+      path = self._paths[np.searchsorted(self._ends, index, side="right")]
+      raise ValueError(f"record {index} of ArrayRecord file {path!r}: "
+                       f"{error}") from error
 
   def _read(self, indices):
     """The records at `indices`: one batched read a shard, which the reader
@@ -130,16 +149,52 @@ class ArrayRecordSource:
     for shard in np.unique(shards):
       where = np.flatnonzero(shards == shard)
       first = self._ends[shard - 1] if shard else 0
-      read = self._readers[shard].read((indices[where] - first).tolist())
+      failure = f"cannot read ArrayRecord file {self._paths[shard]!r}"
+      try:
+        read = self._readers[shard].read((indices[where] - first).tolist())
+      except RuntimeError as error:
+        raise OSError(f"{failure}: {error}") from error
       for position, record in zip(where, read):
+        # The reader returns the records of a cut file's missing chunks
+        # empty, without an error; an empty record is valid data otherwise.
+        if not record and self._resized_since_opened(shard):
+          raise OSError(f"{failure}: it changed since it was opened, and "
+                        f"record {indices[position]} can no longer be read")
         records[position] = record
     return records
+
+  def _resized_since_opened(self, shard):
+    """Whether the file the reader of `shard` reads has another size now.
+    A file replaced (renamed over) or removed since has not: the reader
+    still reads the file it opened, whole."""
+    opened = self._opened_as[shard]
+    try:
+      now = os.stat(self._paths[shard])
+    except OSError:
+      return False
+    return ((now.st_dev, now.st_ino) == (opened.st_dev, opened.st_ino) and
+            now.st_size != opened.st_size)
+
+
+def _paths(paths):
+  """`paths`, a path (str, bytes or os.PathLike) or an iterable of paths, as
+  a list of str, or TypeError."""
+  if isinstance(paths, (str, bytes, os.PathLike)):
+    paths = [paths]
+  elif not isinstance(paths, collections.abc.Iterable):
+    paths = [paths]  # refused below, as not a path
+  paths = list(paths)
+  for path in paths:
+    if not isinstance(path, (str, bytes, os.PathLike)):
+      raise TypeError("paths must be a path or a list of paths, got "
+                      f"{type(path).__name__}")
+  return [os.fsdecode(path) for path in paths]
 
 
 def _open_reader(module, path):
   """An ArrayRecordReader of `path` for reads by index, or OSError."""
   # Reads by index only: reading ahead would read what is not drawn.
-  reader = module.ArrayRecordReader(os.fspath(path), "readahead_buffer_size:0")
+  reader = module.ArrayRecordReader(path, "readahead_buffer_size:0")
   return _opened(reader, f"cannot read ArrayRecord file {path!r}")
 
 
@@ -158,7 +213,9 @@ def _closed(handle, failure):
   try:
     handle.close()
   except RuntimeError as error:
-    raise OSError(f"{failure}: {error}") from error
+    # array-record gives some failures (a file cut short) no message.
+    reason = str(error) or "not a whole ArrayRecord file"
+    raise OSError(f"{failure}: {reason}") from error
 
 
 def _check_decode(decode):
@@ -385,12 +442,43 @@ def encode_image_example(image, label):
 
 def decode_image_example(record):
   """`encode_image_example`'s record as (image float32 [H, W, C] in [0, 1],
-  label int32), the trainer's in-memory form."""
-  feature = tf.train.Example.FromString(record).features.feature
-  shape = feature["shape"].int64_list.value
-  pixels = np.frombuffer(feature["image"].bytes_list.value[0], np.uint8)
-  image = pixels.reshape(shape).astype(np.float32) / 255.0
-  return image, np.int32(feature["label"].int64_list.value[0])
+  label int32), the trainer's in-memory form.
+
+  Raises:
+    ValueError: `record` is not such a record, or its label does not fit
+      int32.
+  """
+  try:
+    example = tf.train.Example.FromString(record)
+  except message.DecodeError as error:
+    raise ValueError(f"not a tf.train.Example: {error}") from None
+  feature = example.features.feature
+  (pixels,) = _feature_values(feature, "image", "bytes_list", 1)
+  shape = _feature_values(feature, "shape", "int64_list", 3)
+  (label,) = _feature_values(feature, "label", "int64_list", 1)
+  if min(shape) < 0 or math.prod(shape) != len(pixels):
+    raise ValueError(f"its image has {len(pixels)} bytes, not the "
+                     f"{'x'.join(map(str, shape))} of its shape")
+  if not _INT32_MIN <= label <= _INT32_MAX:
+    raise ValueError(f"its label {label} does not fit int32")
+  image = np.frombuffer(pixels, np.uint8).reshape(shape)
+  return image.astype(np.float32) / 255.0, np.int32(label)
+
+
+_INT32_MIN, _INT32_MAX = -2**31, 2**31 - 1
+
+
+def _feature_values(feature, name, kind, size):
+  """The `size` values of `feature[name]`, a list of `kind`, or ValueError
+  (naming `encode_image_example`, whose records these are meant to be)."""
+  if name not in feature or feature[name].WhichOneof("kind") != kind:
+    raise ValueError(f"it has no {kind} feature {name!r}, so it is not an "
+                     "encode_image_example record")
+  values = getattr(feature[name], kind).value
+  if len(values) != size:
+    raise ValueError(f"its feature {name!r} holds {len(values)} values, "
+                     f"not {size}")
+  return list(values)
 
 
 def open_image_classification(path):
