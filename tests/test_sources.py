@@ -605,3 +605,20 @@ def test_paths_that_are_not_paths_are_a_type_error(paths):
   with pytest.raises(TypeError,
                      match="paths must be a path or a list of paths, got"):
     sources.ArrayRecordSource(paths)
+
+
+def test_a_memmap_source_of_text_yields_it_as_utf8_like_in_memory_text(
+    tmp_path):
+  words = np.array(["été", "ab", "", "naïve"] * 5)
+  numbers = np.arange(len(words))
+  on_disk = memmaps(tmp_path, words, numbers)
+  runs = []
+  for source in [sources.MemmapSource(on_disk), (words, numbers)]:
+    stage = data.AdaptiveSampling(make_sampler(num_examples=len(words)),
+                                  BATCH_SIZE)
+    assert stage.dataset(source).element_spec[0].dtype == tf.string
+    runs.append([(text.numpy().tolist(), rows.numpy().tolist())
+                 for text, rows, *_ in stage.dataset(source).take(3)])
+  assert runs[0] == runs[1]
+  for text, rows in runs[0]:
+    assert text == [words[row].encode() for row in rows]

@@ -249,6 +249,15 @@ def _tf_dtype(leaf):
   return tf.string if leaf.dtype.kind in "OSU" else tf.as_dtype(leaf.dtype)
 
 
+def _utf8(leaf):
+  """`leaf`, its text encoded as UTF-8 where it is a unicode array, as in a
+  string tensor made of it (`numpy_function` would encode it as ASCII, and
+  fail on any other character)."""
+  if isinstance(leaf, np.ndarray) and leaf.dtype.kind == "U":
+    return np.char.encode(leaf, "utf-8")
+  return leaf
+
+
 def index_reader(source):
   """(n, gather) for a random-access source: `gather` maps an int64 tensor
   of indices to the nest of tensors at those rows, read with
@@ -266,7 +275,7 @@ def index_reader(source):
   read_batch = _batch_reader(source)
 
   def read(indices):
-    return tf.nest.flatten(read_batch(indices))
+    return [_utf8(leaf) for leaf in tf.nest.flatten(read_batch(indices))]
 
   def gather(indices):
     flat = tf.numpy_function(read, [indices], dtypes, stateful=False)
