@@ -622,3 +622,42 @@ def test_a_memmap_source_of_text_yields_it_as_utf8_like_in_memory_text(
   assert runs[0] == runs[1]
   for text, rows in runs[0]:
     assert text == [words[row].encode() for row in rows]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_an_output_that_is_not_a_regular_file_is_refused_and_left_as_it_is(
+    tmp_path, kind):
+  output = tmp_path / "out"
+  if kind == "fifo":
+    os.mkfifo(output)
+  else:
+    output.mkdir()
+  with pytest.raises(OSError, match="out': not a regular file"):
+    sources.write_array_record([b"a"], output)
+  assert output.is_fifo() if kind == "fifo" else output.is_dir()
+  assert os.listdir(tmp_path) == ["out"]
+
+
+def test_a_fifo_is_refused_as_an_array_record_file_without_waiting(tmp_path):
+  fifo = str(tmp_path / "fifo")
+  os.mkfifo(fifo)
+  code = ("from tf_adasamp import sources\n"
+          "try:\n"
+          f"  sources.ArrayRecordSource({fifo!r})\n"
+          "except OSError as error:\n"
+          "  print(error)\n")
+  # Opening a FIFO to read waits for a writer: a subprocess, not to hang.
+  result = subprocess.run([sys.executable, "-c", code],
+                          env=child_process.environment(),
+                          capture_output=True,
+                          text=True,
+                          timeout=120,
+                          check=True)
+  assert result.stdout == (f"cannot read ArrayRecord file {fifo!r}: not a "
+                           "regular file\n")
+
+
+def test_a_bytes_path_is_written(tmp_path):
+  path = tmp_path / "x.array_record"
+  assert sources.write_array_record([b"a"], os.fsencode(path)) == 1
+  assert sources.ArrayRecordSource(path)[0] == b"a"

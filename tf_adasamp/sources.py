@@ -193,9 +193,19 @@ def _paths(paths):
 
 def _open_reader(module, path):
   """An ArrayRecordReader of `path` for reads by index, or OSError."""
+  failure = f"cannot read ArrayRecord file {path!r}"
+  # Opening a FIFO would wait for a writer.
+  _refuse_other_than_regular_files(path, failure)
   # Reads by index only: reading ahead would read what is not drawn.
   reader = module.ArrayRecordReader(path, "readahead_buffer_size:0")
-  return _opened(reader, f"cannot read ArrayRecord file {path!r}")
+  return _opened(reader, failure)
+
+
+def _refuse_other_than_regular_files(path, failure):
+  """OSError(failure) if `path` is there but is not a regular file (nor a
+  link to one)."""
+  if os.path.exists(path) and not os.path.isfile(path):
+    raise OSError(f"{failure}: not a regular file")
 
 
 def _opened(handle, failure):
@@ -395,7 +405,9 @@ def _written_whole(path, failure):
   renamed."""
   # Through a symbolic link to the file it names, which the rename replaces
   # (renaming over the link would replace the link).
-  target = os.path.realpath(path)
+  target = os.path.realpath(os.fsdecode(path))
+  # Renaming over a device or a FIFO (/dev/null, say) would replace it.
+  _refuse_other_than_regular_files(target, failure)
   directory = os.path.dirname(target)
   try:
     fd, temporary = tempfile.mkstemp(dir=directory,
