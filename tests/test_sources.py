@@ -549,15 +549,6 @@ def test_a_record_that_is_not_an_image_example_is_named_with_its_file(
     source.read_batch(np.array([0, 1]))
 
 
-def test_labels_at_the_ends_of_int32_decode():
-  for label in [-2**31, 2**31 - 1]:
-    _, decoded = sources.decode_image_example(
-        example(**{
-            **GOOD, "label": [label]
-        }))
-    assert decoded == label and decoded.dtype == np.int32
-
-
 def test_an_array_record_file_cut_short_is_refused_saying_why(tmp_path):
   path = write_images(tmp_path / "i.array_record", *images_and_labels())
   os.truncate(path, path.stat().st_size // 2)
@@ -661,3 +652,24 @@ def test_a_bytes_path_is_written(tmp_path):
   path = tmp_path / "x.array_record"
   assert sources.write_array_record([b"a"], os.fsencode(path)) == 1
   assert sources.ArrayRecordSource(path)[0] == b"a"
+
+
+@pytest.mark.parametrize("label, error, message", [
+    (3.7, TypeError, "label must be an int, got 3.7"),
+    (np.float32(2), TypeError, "label must be an int"),
+    (True, TypeError, "label must be an int, got True"),
+    ("1", TypeError, "label must be an int"),
+    (2**31, ValueError, "label 2147483648 does not fit int32"),
+    (-2**31 - 1, ValueError, "does not fit int32"),
+    (2**62, ValueError, "label 4611686018427387904 does not fit int32"),
+])
+def test_encode_image_example_refuses_a_label_it_could_not_give_back(
+    label, error, message):
+  with pytest.raises(error, match=message):
+    sources.encode_image_example(np.zeros([2, 2, 1], np.uint8), label)
+
+
+@pytest.mark.parametrize("label", [0, np.int64(-2**31), np.uint8(7), 2**31 - 1])
+def test_encode_image_example_labels_decode_as_written(label):
+  record = sources.encode_image_example(np.zeros([2, 2, 1], np.uint8), label)
+  assert sources.decode_image_example(record)[1] == label

@@ -19,6 +19,7 @@ import argparse
 import collections.abc
 import contextlib
 import math
+import numbers
 import os
 import sys
 import tempfile
@@ -440,14 +441,29 @@ def _written_whole(path, failure):
     os.close(directory_fd)
 
 
+# Labels are int32 where the record is read (decode_image_example).
+_INT32_MIN, _INT32_MAX = -2**31, 2**31 - 1
+
+
 def encode_image_example(image, label):
   """One image-classification record: a serialized `tf.train.Example` with
   `image` (the uint8 pixels, row-major HWC bytes), `shape` ([H, W, C]) and
-  `label` (an int)."""
+  `label` (an int).
+
+  Raises:
+    TypeError: `label` is not an int (a float is not rounded).
+    ValueError: `image` is not a uint8 array [H, W, C], or `label` does
+      not fit int32, the label's type where the record is read.
+  """
   image = np.asarray(image)
   if image.dtype != np.uint8 or image.ndim != 3:
     raise ValueError("image must be a uint8 array [H, W, C], got "
                      f"{image.dtype} {image.shape}")
+  if isinstance(label,
+                (bool, np.bool_)) or not isinstance(label, numbers.Integral):
+    raise TypeError(f"label must be an int, got {label!r}")
+  if not _INT32_MIN <= label <= _INT32_MAX:
+    raise ValueError(f"label {label} does not fit int32")
   feature = {
       "image":
           tf.train.Feature(bytes_list=tf.train.BytesList(
@@ -484,9 +500,6 @@ def decode_image_example(record):
     raise ValueError(f"its label {label} does not fit int32")
   image = np.frombuffer(pixels, np.uint8).reshape(shape)
   return image.astype(np.float32) / 255.0, np.int32(label)
-
-
-_INT32_MIN, _INT32_MAX = -2**31, 2**31 - 1
 
 
 def _feature_values(feature, name, kind, size):
