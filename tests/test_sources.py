@@ -673,3 +673,14 @@ def test_encode_image_example_refuses_a_label_it_could_not_give_back(
 def test_encode_image_example_labels_decode_as_written(label):
   record = sources.encode_image_example(np.zeros([2, 2, 1], np.uint8), label)
   assert sources.decode_image_example(record)[1] == label
+
+
+def test_write_array_record_refuses_to_write_over_a_file_its_dataset_reads(
+    tmp_path):
+  tfrecord = write_tfrecord(tmp_path / "a.tfrecord", [b"1", b"2"])
+  (tmp_path / "link").symlink_to("a.tfrecord")
+  before = file_bytes(tmp_path)
+  dataset = tf.data.TFRecordDataset([tfrecord]).map(tf.strings.upper)
+  with pytest.raises(ValueError, match="is the input .*a.tfrecord"):
+    sources.write_array_record(dataset, tmp_path / "link")
+  assert file_bytes(tmp_path) == before

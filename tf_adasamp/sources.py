@@ -297,22 +297,31 @@ def index_reader(source):
   return num_examples, gather
 
 
-def _reads_record_stream(dataset):
-  """Whether `dataset` or any dataset it is built on reads TFRecord files."""
+def _record_streams(dataset):
+  """The TFRecordDatasets that `dataset` is or is built on, one at a time."""
   pending = [dataset]
   while pending:
     current = pending.pop()
     if isinstance(current, tf.data.TFRecordDataset):
-      return True
+      yield current
     pending.extend(current._inputs())  # pylint: disable=protected-access
-  return False
+
+
+def _files_read(dataset):
+  """The TFRecord files that `dataset` reads."""
+  return [
+      os.fsdecode(name)
+      for stream in _record_streams(dataset)
+      # pylint: disable-next=protected-access
+      for name in stream._filenames.as_numpy_iterator()
+  ]
 
 
 def refuse_record_streams(dataset):
   """Raises TypeError if `dataset` reads TFRecord files: they cannot be
   read by index, and stacking them into memory defeats keeping them on
   disk."""
-  if _reads_record_stream(dataset):
+  if next(_record_streams(dataset), None) is not None:
     raise TypeError(
         "the source reads TFRecord files, which can only be read in order, "
         "not by index; convert them once with `python -m tf_adasamp.sources "
@@ -352,9 +361,10 @@ def write_array_record(records,
 
   Raises:
     TypeError: `encode` is not callable, or a record is not bytes.
-    ValueError: `records` is an infinite dataset, or `group_size` or
-      `batch_size` is not a positive int.
-    OSError: `path` cannot be written.
+    ValueError: `records` is an infinite dataset, or a dataset that reads
+      the file `path` names (by device and inode: any spelling or link),
+      or `group_size` or `batch_size` is not a positive int.
+    OSError: `path` cannot be written, or is not a regular file.
   """
   group_size = _validation.positive_int(group_size, "group_size")
   batch_size = _validation.positive_int(batch_size, "batch_size")
@@ -363,6 +373,7 @@ def write_array_record(records,
   if isinstance(records, tf.data.Dataset):
     if records.cardinality() == tf.data.INFINITE_CARDINALITY:
       raise ValueError("records is an infinite dataset; pass a finite one")
+    _refuse_writing_over_an_input(_files_read(records), path)
     if encode is None:
       records = (record
                  for batch in records.batch(batch_size).as_numpy_iterator()
@@ -394,6 +405,23 @@ def write_array_record(records,
       raise
     _closed(writer, failure)
   return count
+
+
+def _refuse_writing_over_an_input(inputs, output):
+  """Raises ValueError if `output` is one of `inputs`: the same file (device
+  and inode), however spelt or linked, which writing it would replace."""
+  try:
+    written = os.stat(output)
+  except OSError:
+    return  # not there (or not reachable): no input is it
+  for path in inputs:
+    try:
+      read = os.stat(path)
+    except OSError:
+      continue  # a missing input fails as it is read
+    if (read.st_dev, read.st_ino) == (written.st_dev, written.st_ino):
+      raise ValueError(f"the output {os.fsdecode(output)!r} is the input "
+                       f"{path!r}; write the ArrayRecord file to another path")
 
 
 @contextlib.contextmanager
@@ -546,7 +574,6 @@ def main(argv=None):
                       help="records a chunk (see write_array_record)")
   args = parser.parse_args(argv)
   try:
-    _refuse_writing_over_an_input(args.inputs, args.output)
     count = write_array_record(tf.data.TFRecordDataset(
         args.inputs, compression_type=args.compression),
                                args.output,
@@ -560,23 +587,6 @@ def main(argv=None):
     return 130
   print(f"wrote {count} records to {args.output}")
   return 0
-
-
-def _refuse_writing_over_an_input(inputs, output):
-  """Raises ValueError if `output` is one of `inputs`: the same file (device
-  and inode), however spelt or linked, which the copy would replace."""
-  try:
-    written = os.stat(output)
-  except OSError:
-    return  # not there (or not reachable): no input is it
-  for path in inputs:
-    try:
-      read = os.stat(path)
-    except OSError:
-      continue  # a missing input fails as it is read
-    if (read.st_dev, read.st_ino) == (written.st_dev, written.st_ino):
-      raise ValueError(f"the output {output!r} is the input {path!r}; "
-                       "write the ArrayRecord file to another path")
 
 
 if __name__ == "__main__":
