@@ -21,6 +21,7 @@ import contextlib
 import math
 import numbers
 import os
+import stat
 import sys
 import tempfile
 
@@ -96,18 +97,32 @@ class ArrayRecordSource:
   """
 
   def __init__(self, paths, decode=None):
-    """Opens `paths` (a path or a list of shards, read as one sequence of
-    records), written by `write_array_record` or with small `group_size`."""
+    """Opens `paths`, written by `write_array_record` or with small
+    `group_size`.
+
+    Args:
+      paths: a path (str, bytes or os.PathLike) or a list of shards, read
+        as one sequence of records.
+      decode: None, or a function from one record to the nest of arrays
+        the stage yields.
+
+    Raises:
+      TypeError: `paths` is not a path or a list of paths, or `decode` is
+        not callable.
+      ValueError: `paths` names no file, or its files hold no records.
+      OSError: a file cannot be read as an ArrayRecord file.
+      ImportError: the array-record package is not installed.
+    """
     _check_decode(decode)
     paths = _paths(paths)
     if not paths:
       raise ValueError("paths must name at least one file")
     module = _array_record_module()
     self._paths = paths
-    self._readers = [_open_reader(module, path) for path in paths]
-    # Each shard's device, inode and size as opened, to tell a record the
-    # reader returns empty because its file was cut short since.
-    self._opened_as = [os.stat(path) for path in paths]
+    # Each shard's os.stat as opened, to tell a record that the reader
+    # returns empty because its file was cut short since.
+    self._readers, self._opened_as = zip(
+        *[_open_reader(module, path) for path in paths])
     # Record i is in the first shard whose end exceeds i.
     self._ends = np.cumsum([reader.num_records() for reader in self._readers])
     if self._ends[-1] < 1:
@@ -193,20 +208,19 @@ def _paths(paths):
 
 
 def _open_reader(module, path):
-  """An ArrayRecordReader of `path` for reads by index, or OSError."""
+  """(an ArrayRecordReader of `path` for reads by index, the file's os.stat
+  from before it opened), or OSError."""
   failure = f"cannot read ArrayRecord file {path!r}"
-  # Opening a FIFO would wait for a writer.
-  _refuse_other_than_regular_files(path, failure)
+  try:
+    opened_as = os.stat(path)
+  except OSError as error:
+    raise OSError(f"{failure}: {error.strerror or error}") from error
+  if not stat.S_ISREG(opened_as.st_mode):
+    # Opening a FIFO would wait for a writer.
+    raise OSError(f"{failure}: not a regular file")
   # Reads by index only: reading ahead would read what is not drawn.
   reader = module.ArrayRecordReader(path, "readahead_buffer_size:0")
-  return _opened(reader, failure)
-
-
-def _refuse_other_than_regular_files(path, failure):
-  """OSError(failure) if `path` is there but is not a regular file (nor a
-  link to one)."""
-  if os.path.exists(path) and not os.path.isfile(path):
-    raise OSError(f"{failure}: not a regular file")
+  return _opened(reader, failure), opened_as
 
 
 def _opened(handle, failure):
@@ -435,8 +449,9 @@ def _written_whole(path, failure):
   # Through a symbolic link to the file it names, which the rename replaces
   # (renaming over the link would replace the link).
   target = os.path.realpath(os.fsdecode(path))
-  # Renaming over a device or a FIFO (/dev/null, say) would replace it.
-  _refuse_other_than_regular_files(target, failure)
+  if os.path.exists(target) and not os.path.isfile(target):
+    # Renaming over a device or a FIFO (/dev/null, say) would replace it.
+    raise OSError(f"{failure}: not a regular file")
   directory = os.path.dirname(target)
   try:
     fd, temporary = tempfile.mkstemp(dir=directory,
