@@ -21,9 +21,9 @@ import contextlib
 import math
 import numbers
 import os
+import secrets
 import stat
 import sys
-import tempfile
 
 import numpy as np
 import tensorflow as tf
@@ -395,7 +395,7 @@ def write_array_record(records,
     else:
       records = records.as_numpy_iterator()
   module = _array_record_module()
-  failure = f"cannot write ArrayRecord file {os.fspath(path)!r}"
+  failure = f"cannot write ArrayRecord file {os.fsdecode(path)!r}"
   with _written_whole(path, failure) as temporary:
     writer = _opened(
         module.ArrayRecordWriter(temporary, f"group_size:{group_size}"),
@@ -453,17 +453,16 @@ def _written_whole(path, failure):
     # Renaming over a device or a FIFO (/dev/null, say) would replace it.
     raise OSError(f"{failure}: not a regular file")
   directory = os.path.dirname(target)
+  temporary = os.path.join(
+      directory, f".{os.path.basename(target)}.{secrets.token_hex(8)}.tmp")
   try:
-    fd, temporary = tempfile.mkstemp(dir=directory,
-                                     prefix=f".{os.path.basename(target)}.",
-                                     suffix=".tmp")
+    # Made here, not by tempfile, to take open()'s usual mode (0666 less the
+    # umask, which the kernel applies: reading the umask means setting it,
+    # for every thread at once).
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
   except OSError as error:
     raise OSError(f"{failure}: {error.strerror or error}") from error
   try:
-    # mkstemp's file is private (0600); give it open()'s usual mode.
-    umask = os.umask(0)
-    os.umask(umask)
-    os.fchmod(fd, 0o666 & ~umask)
     yield temporary
     os.fsync(fd)
     try:
