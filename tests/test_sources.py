@@ -684,3 +684,9 @@ def test_write_array_record_refuses_to_write_over_a_file_its_dataset_reads(
   with pytest.raises(ValueError, match="is the input .*a.tfrecord"):
     sources.write_array_record(dataset, tmp_path / "link")
   assert file_bytes(tmp_path) == before
+
+
+def test_a_file_named_with_the_longest_name_is_written(tmp_path):
+  path = tmp_path / ("x" * os.pathconf(tmp_path, "PC_NAME_MAX"))
+  assert sources.write_array_record([b"a"], path) == 1
+  assert os.listdir(tmp_path) == [path.name]

@@ -453,8 +453,10 @@ def _written_whole(path, failure):
     # Renaming over a device or a FIFO (/dev/null, say) would replace it.
     raise OSError(f"{failure}: not a regular file")
   directory = os.path.dirname(target)
-  temporary = os.path.join(
-      directory, f".{os.path.basename(target)}.{secrets.token_hex(8)}.tmp")
+  # At most 50 characters of the name (200 bytes in UTF-8), so that the
+  # temporary name fits NAME_MAX (255 bytes) where the name does.
+  name = os.path.basename(target)[:50]
+  temporary = os.path.join(directory, f".{name}.{secrets.token_hex(8)}.tmp")
   try:
     # Made here, not by tempfile, to take open()'s usual mode (0666 less the
     # umask, which the kernel applies: reading the umask means setting it,
