@@ -1,5 +1,7 @@
 """tf_adasamp.sources: the stage reads drawn examples from files by index."""
 
+import os
+import re
 import subprocess
 import sys
 
@@ -328,3 +330,363 @@ def test_array_record_is_imported_only_when_an_array_record_file_is_opened(
       f"{str(tmp_path / 'x.npy')!r}, mmap_mode='r')); "
       "next(iter(stage.dataset(source)))")
   assert child_process.import_attempts(statement, ["array_record"]) == []
+
+
+def file_bytes(directory):
+  """{name: bytes} of the files in `directory`, links read through."""
+  return {
+      path.name: path.read_bytes()
+      for path in sorted(directory.iterdir())
+      if path.is_file()
+  }
+
+
+def command_error(arguments, capsys):
+  """The one line of error that sources.main ends `arguments` with."""
+  assert sources.main([str(argument) for argument in arguments]) == 1
+  error = capsys.readouterr().err
+  assert error.startswith("error: ") and error.count("\n") == 1, error
+  return error
+
+
+@pytest.mark.parametrize("spelling", [
+    "same", "dot", "symlink", "hard_link", "linked_directory",
+    "second_of_two_inputs"
+])
+def test_command_refuses_to_write_over_an_input_however_it_is_named(
+    tmp_path, capsys, spelling):
+  data_dir = tmp_path / "data"
+  data_dir.mkdir()
+  tfrecord = write_tfrecord(data_dir / "a.tfrecord", [b"1", b"2"])
+  other = write_tfrecord(data_dir / "b.tfrecord", [b"3"])
+  inputs = [tfrecord]
+  if spelling == "symlink":
+    (data_dir / "link").symlink_to("a.tfrecord")
+    output = data_dir / "link"
+  elif spelling == "hard_link":
+    os.link(tfrecord, data_dir / "hard")
+    output = data_dir / "hard"
+  elif spelling == "linked_directory":
+    (tmp_path / "alias").symlink_to("data")
+    output = tmp_path / "alias" / ".." / "data" / "a.tfrecord"
+  elif spelling == "second_of_two_inputs":
+    inputs = [other, tfrecord]
+    output = f"{data_dir}/./a.tfrecord"
+  else:
+    output = tfrecord if spelling == "same" else f"{data_dir}/./a.tfrecord"
+  before = file_bytes(data_dir)
+  names = sorted(os.listdir(data_dir))
+  error = command_error([*inputs, output], capsys)
+  assert "is the input" in error and "a.tfrecord" in error
+  assert file_bytes(data_dir) == before
+  assert sorted(os.listdir(data_dir)) == names
+
+
+def test_python_m_command_given_its_input_as_output_leaves_it_whole(tmp_path):
+  tfrecord = write_tfrecord(tmp_path / "a.tfrecord", [b"1", b"2"])
+  before = file_bytes(tmp_path)
+  result = child_process.ran("tf_adasamp.sources",
+                             tfrecord,
+                             tfrecord,
+                             timeout=300)
+  assert result.returncode == 1
+  assert result.stderr.splitlines()[-1].startswith("error: the output ")
+  assert "wrote" not in result.stdout
+  assert file_bytes(tmp_path) == before
+
+
+def encode_until(failing_at, error):
+  """An encode that raises `error` at element `failing_at`."""
+
+  def encode(element):
+    if element == failing_at:
+      raise error
+    return b"new %d" % element
+
+  return encode
+
+
+@pytest.mark.parametrize("error",
+                         [RuntimeError("encoder broke"),
+                          KeyboardInterrupt()])
+def test_a_write_that_fails_part_way_leaves_the_old_file_whole(tmp_path, error):
+  path = tmp_path / "x.array_record"
+  sources.write_array_record([b"old"] * 64, path)
+  before = file_bytes(tmp_path)
+  with pytest.raises(type(error)):
+    sources.write_array_record(range(64), path, encode=encode_until(3, error))
+  assert file_bytes(tmp_path) == before  # no temporary file left either
+  assert len(sources.ArrayRecordSource(path)) == 64
+
+
+def test_a_write_that_fails_part_way_leaves_no_file_where_there_was_none(
+    tmp_path):
+  with pytest.raises(TypeError, match="must be bytes"):
+    sources.write_array_record([b"a", b"b", "c"], tmp_path / "x.array_record")
+  assert os.listdir(tmp_path) == []
+
+
+def test_a_write_through_a_symbolic_link_replaces_the_file_it_names(tmp_path):
+  sources.write_array_record([b"old"], tmp_path / "x.array_record")
+  (tmp_path / "link").symlink_to("x.array_record")
+  assert sources.write_array_record([b"new", b"er"], tmp_path / "link") == 2
+  assert (tmp_path / "link").is_symlink()
+  source = sources.ArrayRecordSource(tmp_path / "x.array_record")
+  assert [source[0], source[1]] == [b"new", b"er"]
+
+
+def test_a_written_file_has_the_mode_open_gives(tmp_path):
+  umask = os.umask(0o027)
+  try:
+    sources.write_array_record([b"a"], tmp_path / "x.array_record")
+  finally:
+    os.umask(umask)
+  assert (tmp_path / "x.array_record").stat().st_mode & 0o777 == 0o640
+
+
+@pytest.mark.parametrize("input_state", ["missing", "cut_short"])
+@pytest.mark.parametrize("output_exists", [False, True])
+def test_command_with_an_input_it_cannot_read_leaves_the_output_as_it_was(
+    tmp_path, capsys, input_state, output_exists):
+  tfrecord = tmp_path / "a.tfrecord"
+  if input_state == "cut_short":
+    write_tfrecord(tfrecord, [b"%d" % i for i in range(100)])
+    os.truncate(tfrecord, tfrecord.stat().st_size - 3)
+  output = tmp_path / "out.array_record"
+  if output_exists:
+    sources.write_array_record([b"old"] * 5, output)
+  before = file_bytes(tmp_path)
+  error = command_error([tfrecord, output], capsys)
+  assert "a.tfrecord" in error or "truncated" in error, error
+  assert file_bytes(tmp_path) == before
+
+
+def test_a_write_that_runs_out_of_space_is_an_os_error_leaving_the_old_file(
+    tmp_path):
+  # A file size limit stands in for a full disk: the write fails with EFBIG.
+  path = tmp_path / "x.array_record"
+  sources.write_array_record([b"old"] * 3, path)
+  before = file_bytes(tmp_path)
+  code = (
+      "import os, resource, signal\n"
+      "from tf_adasamp import sources\n"
+      "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+      "resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))\n"
+      "try:\n"
+      "  sources.write_array_record((os.urandom(4096) for _ in range(1024)),"
+      f" {str(path)!r})\n"
+      "except OSError as error:\n"
+      "  print(error)\n")
+  result = subprocess.run([sys.executable, "-c", code],
+                          env=child_process.environment(),
+                          capture_output=True,
+                          text=True,
+                          timeout=300,
+                          check=True)
+  assert result.stdout.startswith(
+      f"cannot write ArrayRecord file {str(path)!r}: ")
+  assert file_bytes(tmp_path) == before
+
+
+def example(**features):
+  """A serialized tf.train.Example of `features`: name -> list of ints (an
+  int64 feature) or of bytes."""
+
+  def feature(values):
+    if isinstance(values[0], bytes):
+      return tf.train.Feature(bytes_list=tf.train.BytesList(value=values))
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+
+  return tf.train.Example(features=tf.train.Features(
+      feature={
+          name: feature(values) for name, values in features.items()
+      })).SerializeToString()
+
+
+GOOD = {"image": [b"abcd"], "shape": [2, 2, 1], "label": [3]}
+
+
+def edited(**changes):
+  """A record of the image-classification format, but for `changes`."""
+  return example(**{**GOOD, **changes})
+
+
+def without(name):
+  """A record of the image-classification format, but for feature `name`."""
+  return example(**{key: GOOD[key] for key in GOOD if key != name})
+
+
+NOT_IMAGE_EXAMPLES = [
+    (without("image"), "no bytes_list feature 'image'"),
+    (without("shape"), "no int64_list feature 'shape'"),
+    (without("label"), "no int64_list feature 'label'"),
+    (edited(label=[b"1"]), "no int64_list feature 'label'"),
+    (edited(label=[1, 2]), "'label' holds 2 values, not 1"),
+    (edited(shape=[2, 2]), "'shape' holds 2 values, not 3"),
+    (edited(image=[b"abc"]), "has 3 bytes, not the 2x2x1"),
+    (edited(shape=[-2, -2, 1]), "has 4 bytes, not the -2x-2x1"),
+    (edited(label=[2**62]), "label 4611686018427387904 does not fit int32"),
+    (edited(label=[-2**31 - 1]), "label -2147483649 does not fit int32"),
+    (b"\xff\xff", "not a tf.train.Example"),
+    (b"", "no bytes_list feature 'image'"),
+]
+
+
+@pytest.mark.parametrize("record, reason",
+                         NOT_IMAGE_EXAMPLES,
+                         ids=[reason for _, reason in NOT_IMAGE_EXAMPLES])
+def test_a_record_that_is_not_an_image_example_is_named_with_its_file(
+    tmp_path, record, reason):
+  path = str(tmp_path / "images.array_record")
+  sources.write_array_record([example(**GOOD), record], path)
+  source = sources.open_image_classification(path)
+  image, label = source[0]
+  assert image.shape == (2, 2, 1) and label == 3
+  expected = f"record 1 of ArrayRecord file {path!r}: .*{reason}"
+  with pytest.raises(ValueError, match=expected):
+    source[1]
+  with pytest.raises(ValueError, match=expected):
+    source.read_batch(np.array([0, 1]))
+
+
+def test_an_array_record_file_cut_short_is_refused_saying_why(tmp_path):
+  path = write_images(tmp_path / "i.array_record", *images_and_labels())
+  os.truncate(path, path.stat().st_size // 2)
+  with pytest.raises(OSError) as raised:
+    sources.ArrayRecordSource(str(path))
+  message = str(raised.value)
+  assert message.startswith(f"cannot read ArrayRecord file {str(path)!r}: ")
+  assert not message.endswith(": ")
+
+
+def test_a_file_cut_short_after_it_was_opened_names_the_file_and_record(
+    tmp_path):
+  images, labels = images_and_labels(num_examples=20000)
+  path = str(write_images(tmp_path / "i.array_record", images, labels))
+  source = sources.open_image_classification(path)
+  os.truncate(path, os.path.getsize(path) // 2)
+  expected = (f"cannot read ArrayRecord file {path!r}: it changed since it "
+              "was opened, and record 19999 can no longer be read")
+  with pytest.raises(OSError, match=re.escape(expected)):
+    source[19999]
+  with pytest.raises(OSError, match=re.escape(expected)):
+    source.read_batch(np.array([0, 19999]))
+
+
+def test_a_file_replaced_after_it_was_opened_reads_as_opened(tmp_path):
+  path = tmp_path / "x.array_record"
+  sources.write_array_record([b"", b"a"], path)
+  source = sources.ArrayRecordSource(path)
+  sources.write_array_record([b"b"], path)  # renamed over the opened file
+  assert list(source.read_batch(np.array([0, 1]))) == [b"", b"a"]
+
+
+@pytest.mark.parametrize("paths", [
+    lambda path: os.fsencode(path), lambda path: [os.fsencode(path)],
+    lambda path: (p for p in [path])
+])
+def test_paths_may_be_bytes_or_any_iterable(tmp_path, paths):
+  path = tmp_path / "x.array_record"
+  sources.write_array_record([b"a", b"b"], path)
+  assert len(sources.ArrayRecordSource(paths(str(path)))) == 2
+
+
+@pytest.mark.parametrize("paths", [3, [3], [b"x", None]])
+def test_paths_that_are_not_paths_are_a_type_error(paths):
+  with pytest.raises(TypeError,
+                     match="paths must be a path or a list of paths, got"):
+    sources.ArrayRecordSource(paths)
+
+
+def test_a_memmap_source_of_text_yields_it_as_utf8_like_in_memory_text(
+    tmp_path):
+  words = np.array(["été", "ab", "", "naïve"] * 5)
+  numbers = np.arange(len(words))
+  on_disk = memmaps(tmp_path, words, numbers)
+  runs = []
+  for source in [sources.MemmapSource(on_disk), (words, numbers)]:
+    stage = data.AdaptiveSampling(make_sampler(num_examples=len(words)),
+                                  BATCH_SIZE)
+    assert stage.dataset(source).element_spec[0].dtype == tf.string
+    runs.append([(text.numpy().tolist(), rows.numpy().tolist())
+                 for text, rows, *_ in stage.dataset(source).take(3)])
+  assert runs[0] == runs[1]
+  for text, rows in runs[0]:
+    assert text == [words[row].encode() for row in rows]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_an_output_that_is_not_a_regular_file_is_refused_and_left_as_it_is(
+    tmp_path, kind):
+  output = tmp_path / "out"
+  if kind == "fifo":
+    os.mkfifo(output)
+  else:
+    output.mkdir()
+  with pytest.raises(OSError, match="out': not a regular file"):
+    sources.write_array_record([b"a"], output)
+  assert output.is_fifo() if kind == "fifo" else output.is_dir()
+  assert os.listdir(tmp_path) == ["out"]
+
+
+def test_a_fifo_is_refused_as_an_array_record_file_without_waiting(tmp_path):
+  fifo = str(tmp_path / "fifo")
+  os.mkfifo(fifo)
+  code = ("from tf_adasamp import sources\n"
+          "try:\n"
+          f"  sources.ArrayRecordSource({fifo!r})\n"
+          "except OSError as error:\n"
+          "  print(error)\n")
+  # Opening a FIFO to read waits for a writer: a subprocess, not to hang.
+  result = subprocess.run([sys.executable, "-c", code],
+                          env=child_process.environment(),
+                          capture_output=True,
+                          text=True,
+                          timeout=120,
+                          check=True)
+  assert result.stdout == (f"cannot read ArrayRecord file {fifo!r}: not a "
+                           "regular file\n")
+
+
+def test_a_bytes_path_is_written(tmp_path):
+  path = tmp_path / "x.array_record"
+  assert sources.write_array_record([b"a"], os.fsencode(path)) == 1
+  assert sources.ArrayRecordSource(path)[0] == b"a"
+
+
+@pytest.mark.parametrize("label, error, message", [
+    (3.7, TypeError, "label must be an int, got 3.7"),
+    (np.float32(2), TypeError, "label must be an int"),
+    (True, TypeError, "label must be an int, got True"),
+    ("1", TypeError, "label must be an int"),
+    (2**31, ValueError, "label 2147483648 does not fit int32"),
+    (-2**31 - 1, ValueError, "does not fit int32"),
+    (2**62, ValueError, "label 4611686018427387904 does not fit int32"),
+])
+def test_encode_image_example_refuses_a_label_it_could_not_give_back(
+    label, error, message):
+  with pytest.raises(error, match=message):
+    sources.encode_image_example(np.zeros([2, 2, 1], np.uint8), label)
+
+
+@pytest.mark.parametrize("label", [0, np.int64(-2**31), np.uint8(7), 2**31 - 1])
+def test_encode_image_example_labels_decode_as_written(label):
+  record = sources.encode_image_example(np.zeros([2, 2, 1], np.uint8), label)
+  assert sources.decode_image_example(record)[1] == label
+
+
+def test_write_array_record_refuses_to_write_over_a_file_its_dataset_reads(
+    tmp_path):
+  tfrecord = write_tfrecord(tmp_path / "a.tfrecord", [b"1", b"2"])
+  (tmp_path / "link").symlink_to("a.tfrecord")
+  before = file_bytes(tmp_path)
+  dataset = tf.data.TFRecordDataset([tfrecord]).map(tf.strings.upper)
+  with pytest.raises(ValueError, match="is the input .*a.tfrecord"):
+    sources.write_array_record(dataset, tmp_path / "link")
+  assert file_bytes(tmp_path) == before
+
+
+def test_a_file_named_with_the_longest_name_is_written(tmp_path):
+  path = tmp_path / ("x" * os.pathconf(tmp_path, "PC_NAME_MAX"))
+  assert sources.write_array_record([b"a"], path) == 1
+  assert os.listdir(tmp_path) == [path.name]

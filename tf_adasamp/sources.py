@@ -16,11 +16,18 @@ its records once into an ArrayRecord file that can be read by index.
 """
 
 import argparse
+import collections.abc
+import contextlib
+import math
+import numbers
 import os
+import secrets
+import stat
 import sys
 
 import numpy as np
 import tensorflow as tf
+from google.protobuf import message
 
 from tf_adasamp import _validation
 
@@ -113,23 +120,29 @@ class ArrayRecordSource:
     """Opens ArrayRecord files.
 
     Args:
-      paths: a path or a list of shards, read as one sequence of records;
-        written by `write_array_record` or with a small `group_size`.
-      decode: if given, maps one record's bytes to the nest of arrays the
-        stage yields.
+      paths: a path (str, bytes or os.PathLike) or a list of shards, read
+        as one sequence of records; written by `write_array_record` or with
+        a small `group_size`.
+      decode: None, or a function from one record to the nest of arrays
+        the stage yields.
 
     Raises:
-      TypeError: if `decode` is neither callable nor None.
-      ValueError: if `paths` is empty or the files hold no records.
+      TypeError: if `paths` is not a path or a list of paths, or `decode` is
+        not callable.
+      ValueError: if `paths` names no file, or its files hold no records.
+      OSError: if a file cannot be read as an ArrayRecord file.
       ImportError: if the array-record package is not installed.
-      OSError: if a file cannot be read as ArrayRecord.
     """
     _check_decode(decode)
-    paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    paths = _paths(paths)
     if not paths:
       raise ValueError("paths must name at least one file")
     module = _array_record_module()
-    self._readers = [_open_reader(module, path) for path in paths]
+    self._paths = paths
+    # Each shard's os.stat as opened, to tell a record that the reader
+    # returns empty because its file was cut short since.
+    self._readers, self._opened_as = zip(
+        *[_open_reader(module, path) for path in paths])
     # Record i is in the first shard whose end exceeds i.
     self._ends = np.cumsum([reader.num_records() for reader in self._readers])
     if self._ends[-1] < 1:
@@ -143,7 +156,7 @@ class ArrayRecordSource:
   def __getitem__(self, index):
     """Reads record `index`, decoded if the source has `decode`."""
     (record,) = self._read(np.array([index], np.int64))
-    return self._decode(record) if self._decode else record
+    return self._decoded(record, index) if self._decode else record
 
   def read_batch(self, indices):
     """Reads the records at `indices`.
@@ -160,8 +173,20 @@ class ArrayRecordSource:
     """
     records = self._read(indices)
     if self._decode:
-      return stack_records([self._decode(record) for record in records])
+      return stack_records([
+          self._decoded(record, index)
+          for record, index in zip(records, indices.tolist())
+      ])
     return np.array(records, dtype=object)
+
+  def _decoded(self, record, index):
+    """`decode(record)`; its ValueError says which record of which file."""
+    try:
+      return self._decode(record)
+    except ValueError as error:
+      path = self._paths[np.searchsorted(self._ends, index, side="right")]
+      raise ValueError(f"record {index} of ArrayRecord file {path!r}: "
+                       f"{error}") from error
 
   def _read(self, indices):
     """Reads the records at `indices`, in one batched read a shard.
@@ -184,10 +209,46 @@ class ArrayRecordSource:
     for shard in np.unique(shards):
       where = np.flatnonzero(shards == shard)
       first = self._ends[shard - 1] if shard else 0
-      read = self._readers[shard].read((indices[where] - first).tolist())
+      failure = f"cannot read ArrayRecord file {self._paths[shard]!r}"
+      try:
+        read = self._readers[shard].read((indices[where] - first).tolist())
+      except RuntimeError as error:
+        raise OSError(f"{failure}: {error}") from error
       for position, record in zip(where, read):
+        # The reader returns the records of a cut file's missing chunks
+        # empty, without an error; an empty record is valid data otherwise.
+        if not record and self._resized_since_opened(shard):
+          raise OSError(f"{failure}: it changed since it was opened, and "
+                        f"record {indices[position]} can no longer be read")
         records[position] = record
     return records
+
+  def _resized_since_opened(self, shard):
+    """Whether the file the reader of `shard` reads has another size now.
+    A file replaced (renamed over) or removed since has not: the reader
+    still reads the file it opened, whole."""
+    opened = self._opened_as[shard]
+    try:
+      now = os.stat(self._paths[shard])
+    except OSError:
+      return False
+    return ((now.st_dev, now.st_ino) == (opened.st_dev, opened.st_ino) and
+            now.st_size != opened.st_size)
+
+
+def _paths(paths):
+  """`paths`, a path (str, bytes or os.PathLike) or an iterable of paths, as
+  a list of str, or TypeError."""
+  if isinstance(paths, (str, bytes, os.PathLike)):
+    paths = [paths]
+  elif not isinstance(paths, collections.abc.Iterable):
+    paths = [paths]  # refused below, as not a path
+  paths = list(paths)
+  for path in paths:
+    if not isinstance(path, (str, bytes, os.PathLike)):
+      raise TypeError("paths must be a path or a list of paths, got "
+                      f"{type(path).__name__}")
+  return [os.fsdecode(path) for path in paths]
 
 
 def _open_reader(module, path):
@@ -198,14 +259,22 @@ def _open_reader(module, path):
     path: the file.
 
   Returns:
-    The reader.
+    (the reader, the file's os.stat from before it opened).
 
   Raises:
     OSError: if the file cannot be read as ArrayRecord.
   """
+  failure = f"cannot read ArrayRecord file {path!r}"
+  try:
+    opened_as = os.stat(path)
+  except OSError as error:
+    raise OSError(f"{failure}: {error.strerror or error}") from error
+  if not stat.S_ISREG(opened_as.st_mode):
+    # Opening a FIFO would wait for a writer.
+    raise OSError(f"{failure}: not a regular file")
   # Reads by index only: reading ahead would read what is not drawn.
-  reader = module.ArrayRecordReader(os.fspath(path), "readahead_buffer_size:0")
-  return _opened(reader, f"cannot read ArrayRecord file {path!r}")
+  reader = module.ArrayRecordReader(path, "readahead_buffer_size:0")
+  return _opened(reader, failure), opened_as
 
 
 def _opened(handle, failure):
@@ -223,11 +292,19 @@ def _opened(handle, failure):
   """
   if handle.ok():
     return handle
-  try:
-    handle.close()  # raises the handle's error, the only way to see it
-  except RuntimeError as error:
-    raise OSError(f"{failure}: {error}") from error
+  _closed(handle, failure)  # raises the handle's error, the only way to see it
   raise OSError(failure)
+
+
+def _closed(handle, failure):
+  """Closes `handle`, an ArrayRecord reader or writer; OSError(failure)
+  with the reason if it failed, now or before."""
+  try:
+    handle.close()
+  except RuntimeError as error:
+    # array-record gives some failures (a file cut short) no message.
+    reason = str(error) or "not a whole ArrayRecord file"
+    raise OSError(f"{failure}: {reason}") from error
 
 
 def _check_decode(decode):
@@ -268,6 +345,15 @@ def _tf_dtype(leaf):
   return tf.string if leaf.dtype.kind in "OSU" else tf.as_dtype(leaf.dtype)
 
 
+def _utf8(leaf):
+  """`leaf`, its text encoded as UTF-8 where it is a unicode array, as in a
+  string tensor made of it (`numpy_function` would encode it as ASCII, and
+  fail on any other character)."""
+  if isinstance(leaf, np.ndarray) and leaf.dtype.kind == "U":
+    return np.char.encode(leaf, "utf-8")
+  return leaf
+
+
 def index_reader(source):
   """Reads the size of a random-access source and how to gather from it.
 
@@ -298,7 +384,7 @@ def index_reader(source):
   read_batch = _batch_reader(source)
 
   def read(indices):
-    return tf.nest.flatten(read_batch(indices))
+    return [_utf8(leaf) for leaf in tf.nest.flatten(read_batch(indices))]
 
   def gather(indices):
     flat = tf.numpy_function(read, [indices], dtypes, stateful=False)
@@ -309,15 +395,24 @@ def index_reader(source):
   return num_examples, gather
 
 
-def _reads_record_stream(dataset):
-  """Whether `dataset` or any dataset it is built on reads TFRecord files."""
+def _record_streams(dataset):
+  """The TFRecordDatasets that `dataset` is or is built on, one at a time."""
   pending = [dataset]
   while pending:
     current = pending.pop()
     if isinstance(current, tf.data.TFRecordDataset):
-      return True
+      yield current
     pending.extend(current._inputs())  # pylint: disable=protected-access
-  return False
+
+
+def _files_read(dataset):
+  """The TFRecord files that `dataset` reads."""
+  return [
+      os.fsdecode(name)
+      for stream in _record_streams(dataset)
+      # pylint: disable-next=protected-access
+      for name in stream._filenames.as_numpy_iterator()
+  ]
 
 
 def refuse_record_streams(dataset):
@@ -333,7 +428,7 @@ def refuse_record_streams(dataset):
     TypeError: if `dataset`, or a dataset it is built on, reads TFRecord
       files.
   """
-  if _reads_record_stream(dataset):
+  if next(_record_streams(dataset), None) is not None:
     raise TypeError(
         "the source reads TFRecord files, which can only be read in order, "
         "not by index; convert them once with `python -m tf_adasamp.sources "
@@ -350,12 +445,16 @@ def write_array_record(records,
                        batch_size=1024):
   """Writes `records` to the ArrayRecord file `path`, in order.
 
-  The file is for `ArrayRecordSource`.
+  The file is for `ArrayRecordSource`. It is written whole or not at all:
+  the records go to a temporary file beside it, renamed over `path` once
+  all are written, so an error or an interrupt while reading or encoding
+  them leaves `path` as it was.
 
   Args:
     records: a finite `tf.data.Dataset` (a `TFRecordDataset` is copied
       record for record) or an iterable.
-    path: the file to write (replaced if it exists).
+    path: the file to write (replaced if it exists; where it is a symbolic
+      link, the file it links to).
     encode: maps an element to its record's bytes; None if the elements
       are bytes or scalar string tensors already.
     group_size: records a compressed chunk; a read by index decompresses
@@ -368,12 +467,12 @@ def write_array_record(records,
     How many records it wrote.
 
   Raises:
-    TypeError: if `group_size` or `batch_size` is not an int, `encode` is
-      neither callable nor None, or a record is not bytes.
-    ValueError: if `group_size` or `batch_size` is < 1, or `records` is an
-      infinite dataset.
+    TypeError: if `encode` is not callable, or a record is not bytes.
+    ValueError: if `records` is an infinite dataset, or a dataset that reads
+      the file `path` names (by device and inode: any spelling or link), or
+      `group_size` or `batch_size` is not a positive int.
     ImportError: if the array-record package is not installed.
-    OSError: if the file cannot be written.
+    OSError: if `path` cannot be written, or is not a regular file.
   """
   group_size = _validation.positive_int(group_size, "group_size")
   batch_size = _validation.positive_int(batch_size, "batch_size")
@@ -382,6 +481,7 @@ def write_array_record(records,
   if isinstance(records, tf.data.Dataset):
     if records.cardinality() == tf.data.INFINITE_CARDINALITY:
       raise ValueError("records is an infinite dataset; pass a finite one")
+    _refuse_writing_over_an_input(_files_read(records), path)
     if encode is None:
       records = (record
                  for batch in records.batch(batch_size).as_numpy_iterator()
@@ -389,21 +489,98 @@ def write_array_record(records,
     else:
       records = records.as_numpy_iterator()
   module = _array_record_module()
-  writer = _opened(
-      module.ArrayRecordWriter(os.fspath(path), f"group_size:{group_size}"),
-      f"cannot write ArrayRecord file {path!r}")
-  count = 0
-  try:
-    for record in records:
-      record = encode(record) if encode else record
-      if not isinstance(record, bytes):
-        raise TypeError("each record must be bytes (pass encode), got "
-                        f"{type(record).__name__}")
-      writer.write(record)
-      count += 1
-  finally:
-    writer.close()
+  failure = f"cannot write ArrayRecord file {os.fsdecode(path)!r}"
+  with _written_whole(path, failure) as temporary:
+    writer = _opened(
+        module.ArrayRecordWriter(temporary, f"group_size:{group_size}"),
+        failure)
+    count = 0
+    try:
+      for record in records:
+        record = encode(record) if encode else record
+        if not isinstance(record, bytes):
+          raise TypeError("each record must be bytes (pass encode), got "
+                          f"{type(record).__name__}")
+        try:
+          writer.write(record)
+        except RuntimeError as error:  # the disk is full, say
+          raise OSError(f"{failure}: {error}") from error
+        count += 1
+    except BaseException:
+      # The file is discarded: only the first error matters.
+      with contextlib.suppress(RuntimeError):
+        writer.close()
+      raise
+    _closed(writer, failure)
   return count
+
+
+def _refuse_writing_over_an_input(inputs, output):
+  """Raises ValueError if `output` is one of `inputs`: the same file (device
+  and inode), however spelt or linked, which writing it would replace."""
+  try:
+    written = os.stat(output)
+  except OSError:
+    return  # not there (or not reachable): no input is it
+  for path in inputs:
+    try:
+      read = os.stat(path)
+    except OSError:
+      continue  # a missing input fails as it is read
+    if (read.st_dev, read.st_ino) == (written.st_dev, written.st_ino):
+      raise ValueError(f"the output {os.fsdecode(output)!r} is the input "
+                       f"{path!r}; write the ArrayRecord file to another path")
+
+
+@contextlib.contextmanager
+def _written_whole(path, failure):
+  """Yields the name of a new temporary file beside the file `path` names,
+  for the block to write; renames it over that file when the block ends,
+  or removes it if the block raises (KeyboardInterrupt included), so that
+  a reader of `path`, or a crash, sees the old file or the new one whole.
+  Raises OSError(failure) with the reason where the file cannot be made or
+  renamed."""
+  # Through a symbolic link to the file it names, which the rename replaces
+  # (renaming over the link would replace the link).
+  target = os.path.realpath(os.fsdecode(path))
+  if os.path.exists(target) and not os.path.isfile(target):
+    # Renaming over a device or a FIFO (/dev/null, say) would replace it.
+    raise OSError(f"{failure}: not a regular file")
+  directory = os.path.dirname(target)
+  # At most 50 characters of the name (200 bytes in UTF-8), so that the
+  # temporary name fits NAME_MAX (255 bytes) where the name does.
+  name = os.path.basename(target)[:50]
+  temporary = os.path.join(directory, f".{name}.{secrets.token_hex(8)}.tmp")
+  try:
+    # Made here, not by tempfile, to take open()'s usual mode (0666 less the
+    # umask, which the kernel applies: reading the umask means setting it,
+    # for every thread at once).
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+  except OSError as error:
+    raise OSError(f"{failure}: {error.strerror or error}") from error
+  try:
+    yield temporary
+    os.fsync(fd)
+    try:
+      os.replace(temporary, target)
+    except OSError as error:
+      raise OSError(f"{failure}: {error.strerror or error}") from error
+  except BaseException:
+    with contextlib.suppress(FileNotFoundError):
+      os.unlink(temporary)
+    raise
+  finally:
+    os.close(fd)
+  # Makes the rename itself durable.
+  directory_fd = os.open(directory, os.O_RDONLY)
+  try:
+    os.fsync(directory_fd)
+  finally:
+    os.close(directory_fd)
+
+
+# Labels are int32 where the record is read (decode_image_example).
+_INT32_MIN, _INT32_MAX = -2**31, 2**31 - 1
 
 
 def encode_image_example(image, label):
@@ -418,12 +595,19 @@ def encode_image_example(image, label):
     bytes), `shape` ([H, W, C]) and `label`.
 
   Raises:
-    ValueError: if `image` is not a uint8 array [H, W, C].
+    TypeError: if `label` is not an int (a float is not rounded).
+    ValueError: if `image` is not a uint8 array [H, W, C], or `label` does
+      not fit int32, the label's type where the record is read.
   """
   image = np.asarray(image)
   if image.dtype != np.uint8 or image.ndim != 3:
     raise ValueError("image must be a uint8 array [H, W, C], got "
                      f"{image.dtype} {image.shape}")
+  if isinstance(label,
+                (bool, np.bool_)) or not isinstance(label, numbers.Integral):
+    raise TypeError(f"label must be an int, got {label!r}")
+  if not _INT32_MIN <= label <= _INT32_MAX:
+    raise ValueError(f"label {label} does not fit int32")
   feature = {
       "image":
           tf.train.Feature(bytes_list=tf.train.BytesList(
@@ -446,12 +630,39 @@ def decode_image_example(record):
   Returns:
     (image, label): float32 [H, W, C] in [0, 1] and an int32, the
     trainer's in-memory form.
+
+  Raises:
+    ValueError: if `record` is not such a record, or its label does not fit
+      int32.
   """
-  feature = tf.train.Example.FromString(record).features.feature
-  shape = feature["shape"].int64_list.value
-  pixels = np.frombuffer(feature["image"].bytes_list.value[0], np.uint8)
-  image = pixels.reshape(shape).astype(np.float32) / 255.0
-  return image, np.int32(feature["label"].int64_list.value[0])
+  try:
+    example = tf.train.Example.FromString(record)
+  except message.DecodeError as error:
+    raise ValueError(f"not a tf.train.Example: {error}") from None
+  feature = example.features.feature
+  (pixels,) = _feature_values(feature, "image", "bytes_list", 1)
+  shape = _feature_values(feature, "shape", "int64_list", 3)
+  (label,) = _feature_values(feature, "label", "int64_list", 1)
+  if min(shape) < 0 or math.prod(shape) != len(pixels):
+    raise ValueError(f"its image has {len(pixels)} bytes, not the "
+                     f"{'x'.join(map(str, shape))} of its shape")
+  if not _INT32_MIN <= label <= _INT32_MAX:
+    raise ValueError(f"its label {label} does not fit int32")
+  image = np.frombuffer(pixels, np.uint8).reshape(shape)
+  return image.astype(np.float32) / 255.0, np.int32(label)
+
+
+def _feature_values(feature, name, kind, size):
+  """The `size` values of `feature[name]`, a list of `kind`, or ValueError
+  (naming `encode_image_example`, whose records these are meant to be)."""
+  if name not in feature or feature[name].WhichOneof("kind") != kind:
+    raise ValueError(f"it has no {kind} feature {name!r}, so it is not an "
+                     "encode_image_example record")
+  values = getattr(feature[name], kind).value
+  if len(values) != size:
+    raise ValueError(f"its feature {name!r} holds {len(values)} values, "
+                     f"not {size}")
+  return list(values)
 
 
 def open_image_classification(path):
@@ -510,9 +721,12 @@ def main(argv=None):
                                args.output,
                                group_size=args.group_size)
   except (tf.errors.OpError, OSError, ValueError) as error:
-    message = getattr(error, "message", None) or str(error)
-    print(f"error: {message.splitlines()[0]}", file=sys.stderr)
+    text = getattr(error, "message", None) or str(error)
+    print(f"error: {text.splitlines()[0]}", file=sys.stderr)
     return 1
+  except KeyboardInterrupt:
+    print(f"interrupted: {args.output} is as it was", file=sys.stderr)
+    return 130
   print(f"wrote {count} records to {args.output}")
   return 0
 
