@@ -1,5 +1,5 @@
 """Carrying a study's runs off a machine that keeps no files and back
-(tf_adasamp.experiment.carry): a cut run resumes exactly where it stopped."""
+(benchmarks/carry.py): a cut run resumes exactly where it stopped."""
 
 import io
 import itertools
@@ -10,7 +10,7 @@ import tarfile
 import pytest
 
 import child_process
-from tf_adasamp.experiment import carry
+from benchmarks import carry
 from tf_adasamp.experiment import datasets
 from tf_adasamp.experiment import run_files
 from tf_adasamp.experiment import train_config
@@ -173,29 +173,24 @@ def test_unpack_refuses_a_bad_archive_and_writes_nothing(
   assert os.listdir(tmp_path) == ["carried"]
 
 
-def test_the_study_command_packs_and_unpacks_and_names_a_missing_folder(
+def carry_command(*args):
+  return child_process.ran("benchmarks.carry", *args, timeout=120)
+
+
+def test_the_command_packs_and_unpacks_and_names_a_missing_argument(
     study, tmp_path):
   runs, _ = study
-
-  def cnn_study(*args):
-    return child_process.ran("tf_adasamp.experiment.cnn_study",
-                             *args,
-                             timeout=120,
-                             TF_CPP_MIN_LOG_LEVEL="3")
-
-  packed = cnn_study("--stage=pack", f"--runs_dir={runs}",
-                     f"--carry_dir={tmp_path / 'out'}")
+  packed = carry_command("pack", f"--runs_dir={runs}",
+                         f"--carry_dir={tmp_path / 'out'}")
   assert packed.returncode == 0, packed.stderr[-2000:]
   assert "checkpoints of 1 cut runs" in packed.stdout
-  unpacked = cnn_study("--stage=unpack", f"--runs_dir={tmp_path / 'moved'}",
-                       f"--carry_dir={tmp_path / 'out'}")
+  unpacked = carry_command("unpack", f"--runs_dir={tmp_path / 'moved'}",
+                           f"--carry_dir={tmp_path / 'out'}")
   assert unpacked.returncode == 0, unpacked.stderr[-2000:]
   assert "B/seed1/checkpoints/ckpt-4.index" in files(tmp_path / "moved")
-  again = cnn_study("--stage=unpack", f"--runs_dir={tmp_path / 'moved'}",
-                    f"--carry_dir={tmp_path / 'out'}")
+  again = carry_command("unpack", f"--runs_dir={tmp_path / 'moved'}",
+                        f"--carry_dir={tmp_path / 'out'}")
   assert again.returncode == 0 and "left as it is" in again.stdout
-  missing = cnn_study("--stage=pack", f"--runs_dir={runs}")
-  assert missing.returncode == 1
-  assert missing.stderr.strip().splitlines() == [
-      "tf-adasamp-cnn-study: --stage=pack needs --carry_dir"
-  ]
+  missing = carry_command("pack", f"--runs_dir={runs}")
+  assert missing.returncode == 2
+  assert "--carry_dir" in missing.stderr.strip().splitlines()[-1]

@@ -11,8 +11,15 @@ holds no run yet; there the runner skips the finished runs, resumes the cut
 ones from their checkpoints, and starts over a cut run whose archive did not
 come back (or that was cut before its first checkpoint). No TensorFlow
 here.
+
+  python -m benchmarks.carry pack --runs_dir=RUNS --carry_dir=OUT
+      [--skip=FOLDER,...]
+  python -m benchmarks.carry unpack --carry_dir=OUT --runs_dir=RUNS
+
+A refusal is one line on stderr and exit status 1.
 """
 
+import argparse
 import fnmatch
 import glob
 import io
@@ -20,6 +27,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import tarfile
 import tempfile
 import zlib
@@ -149,3 +157,42 @@ def _pack_cut_run(runs_dir, relative, path):
 def _holds_a_run(runs_dir):
   return any(
       run_files.CONFIG_FILE in files for _, _, files in os.walk(runs_dir))
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(prog="python -m benchmarks.carry",
+                                   description=__doc__.splitlines()[0])
+  commands = parser.add_subparsers(dest="command", required=True)
+  packing = commands.add_parser("pack", help=pack.__doc__.splitlines()[0])
+  packing.add_argument("--runs_dir", required=True)
+  packing.add_argument("--carry_dir",
+                       required=True,
+                       help="the folder to write the archives to")
+  packing.add_argument("--skip",
+                       default="",
+                       help="comma-separated folders of --runs_dir to leave "
+                       "out (runs that never resume)")
+  unpacking = commands.add_parser("unpack", help=unpack.__doc__.splitlines()[0])
+  unpacking.add_argument("--carry_dir",
+                         required=True,
+                         help="the folder to read the archives from")
+  unpacking.add_argument("--runs_dir", required=True)
+  args = parser.parse_args(argv)
+  try:
+    if args.command == "pack":
+      cut = pack(args.runs_dir,
+                 args.carry_dir,
+                 skip=tuple(filter(None, args.skip.split(","))))
+      print(f"packed {args.runs_dir} into {args.carry_dir}, with the "
+            f"checkpoints of {len(cut)} cut runs")
+    elif unpack(args.carry_dir, args.runs_dir):
+      print(f"unpacked {args.carry_dir} into {args.runs_dir}")
+    else:
+      print(f"{args.runs_dir} already holds runs, newer than "
+            f"{args.carry_dir}: left as it is")
+  except (ValueError, OSError) as error:
+    sys.exit(f"{parser.prog}: {error}")
+
+
+if __name__ == "__main__":
+  main()
