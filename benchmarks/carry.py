@@ -27,6 +27,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import sys
 import tarfile
 import tempfile
@@ -43,42 +44,219 @@ _LATEST = re.compile(r'^model_checkpoint_path: "([^"/]+)"$', re.MULTILINE)
 
 
 def pack(runs_dir, out_dir, skip=()):
-  """Writes runs.tar.gz and a cut-<i>.tar.gz per cut run to `out_dir`;
-  returns the directories of the cut runs it carries, relative to
-  `runs_dir`.
+  """Writes the runs of `runs_dir` to `out_dir` as archives.
+
+  Everything is checked before anything is written, and the archives are
+  written beside the old ones in `out_dir`, replacing them only once all
+  are complete: a refusal or a failure leaves `out_dir` as it was.
 
   Args:
     runs_dir: the study's runs directory.
     out_dir: where the archives go (not inside `runs_dir`).
     skip: folders of `runs_dir` to leave out (runs that never resume).
+
+  Returns:
+    The directories of the cut runs it carries, relative to `runs_dir`.
+
+  Raises:
+    ValueError: `runs_dir` is missing or holds nothing to carry; something
+      to carry is not a regular file or folder (a link, a FIFO); a run's
+      config.json is not a run's settings; a cut run's checkpoint state
+      names a checkpoint whose files are missing; `out_dir` is inside
+      `runs_dir` or not a folder; or a file cannot be read or written.
+      The message names the file.
   """
   runs_dir = os.path.abspath(runs_dir)
   out_dir = os.path.abspath(out_dir)
   if os.path.commonpath([runs_dir, out_dir]) == runs_dir:
     raise ValueError(f"the archives' folder {out_dir} is inside the runs "
                      f"directory {runs_dir}")
-  os.makedirs(out_dir, exist_ok=True)
-  for old in glob.glob(os.path.join(out_dir, _CUT_ARCHIVES)):
-    os.unlink(old)
-  cut = []
-  with tarfile.open(os.path.join(out_dir, RUNS_ARCHIVE), "w:gz") as archive:
-    for directory, folders, files in os.walk(runs_dir):
-      relative = os.path.relpath(directory, runs_dir)
-      left_out = _LEFT_OUT | (set(skip) if relative == "." else set())
-      folders[:] = sorted(set(folders) - left_out)
-      if _is_cut(directory):
-        # Carried whole with its checkpoint, or not at all: a run that has
-        # begun resumes only from a checkpoint.
-        if _last_checkpoint(directory):
-          cut.append(relative)
-        continue
-      for name in sorted(files):
-        if not fnmatch.fnmatch(name, run_files.TEMPORARY_FILES):
-          archive.add(os.path.join(directory, name),
-                      os.path.normpath(os.path.join(relative, name)))
-  for i, relative in enumerate(cut):
-    _pack_cut_run(runs_dir, relative, os.path.join(out_dir, f"cut-{i}.tar.gz"))
-  return cut
+  if os.path.lexists(out_dir) and not os.path.isdir(out_dir):
+    raise ValueError(f"the archives' folder {out_dir} is not a directory")
+  finished, cut = _plan(runs_dir, set(skip))
+  created = _first_missing(out_dir)
+  try:
+    os.makedirs(out_dir, exist_ok=True)
+    staging = tempfile.mkdtemp(dir=out_dir, prefix=".carry-", suffix=".tmp")
+    try:
+      _write_archive(os.path.join(staging, RUNS_ARCHIVE), finished)
+      for i, (_, members) in enumerate(cut):
+        _write_archive(os.path.join(staging, f"cut-{i}.tar.gz"), members)
+      # All complete: they replace the old archives.
+      new = sorted(os.listdir(staging))
+      for name in new:
+        os.replace(os.path.join(staging, name), os.path.join(out_dir, name))
+      for old in glob.glob(os.path.join(out_dir, _CUT_ARCHIVES)):
+        if os.path.basename(old) not in new:
+          os.unlink(old)
+    finally:
+      shutil.rmtree(staging, ignore_errors=True)
+  except BaseException as error:
+    if created:
+      shutil.rmtree(created, ignore_errors=True)
+    if isinstance(error, OSError):
+      raise ValueError(f"cannot pack into {out_dir}: "
+                       f"{_reason(error)}") from None
+    raise
+  return [relative for relative, _ in cut]
+
+
+def _plan(runs_dir, skip):
+  """What `pack` carries, checked and read without writing anything: the
+  (path, name in the archive) pairs of runs.tar.gz, and a (directory,
+  pairs) per cut run that has a checkpoint, directories relative to
+  `runs_dir`."""
+  if not os.path.isdir(runs_dir):
+    raise ValueError(f"the runs directory {runs_dir} does not exist or is "
+                     "not a directory")
+  finished, cut = [], []
+
+  def refuse(error):
+    raise ValueError(f"cannot read {_reason(error)}")
+
+  for directory, folders, files in os.walk(runs_dir, onerror=refuse):
+    relative = os.path.relpath(directory, runs_dir)
+    left_out = _LEFT_OUT | (skip if relative == "." else set())
+    folders[:] = sorted(set(folders) - left_out)
+    if run_files.CONFIG_FILE in files and _is_cut(directory):
+      # Carried whole with its checkpoint, or not at all: a run that has
+      # begun resumes only from a checkpoint.
+      folders[:] = []
+      members = _cut_run_members(runs_dir, relative)
+      if members:
+        cut.append((relative, members))
+      continue
+    for name in folders:
+      _check_kind(os.path.join(directory, name), directory=True)
+    for name in sorted(files):
+      if not fnmatch.fnmatch(name, run_files.TEMPORARY_FILES):
+        path = os.path.join(directory, name)
+        _check_kind(path)
+        finished.append((path, os.path.normpath(os.path.join(relative, name))))
+  if not finished and not cut:
+    raise ValueError(f"the runs directory {runs_dir} holds nothing to carry")
+  return finished, cut
+
+
+def _check_kind(path, directory=False):
+  """ValueError unless `path` is a regular file (a folder if `directory`),
+  not a link to one: an archive carries no links, FIFOs or devices."""
+  mode = os.lstat(path).st_mode
+  if not (stat.S_ISDIR(mode) if directory else stat.S_ISREG(mode)):
+    kind = ("a symbolic link" if stat.S_ISLNK(mode) else "a FIFO"
+            if stat.S_ISFIFO(mode) else "not a regular file or directory")
+    raise ValueError(f"cannot pack {path}: it is {kind}; move it out of the "
+                     "runs directory")
+
+
+def _is_cut(run_dir):
+  """Whether the run in `run_dir` has not recorded its last step; ValueError
+  unless its settings (config.json) and records read as a run's."""
+  path = os.path.join(run_dir, run_files.CONFIG_FILE)
+  _check_kind(path)
+  metrics = os.path.join(run_dir, run_files.METRICS_FILE)
+  if os.path.lexists(metrics):
+    _check_kind(metrics)
+  try:
+    with open(path, encoding="utf-8") as f:
+      settings = json.load(f)
+  except OSError as error:
+    raise ValueError(f"cannot read {_reason(error)}") from None
+  except ValueError:  # not JSON, or not UTF-8
+    settings = None
+  steps = settings.get("steps") if isinstance(settings, dict) else None
+  if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+    raise ValueError(f"cannot pack {path}: it does not hold a run's settings "
+                     "(a JSON object with a whole number of steps >= 1)")
+  return not run_files.is_complete(run_dir, steps)
+
+
+def _last_checkpoint(run_dir):
+  """(prefix, file names) of the last checkpoint that the run's state file
+  names, checked complete (its index and every data shard); None without a
+  state file (the run was cut before its first checkpoint)."""
+  folder = os.path.join(run_dir, run_files.CHECKPOINTS_DIR)
+  state = os.path.join(folder, "checkpoint")
+  if not os.path.lexists(state):
+    return None
+  _check_kind(folder, directory=True)
+  _check_kind(state)
+  try:
+    with open(state, encoding="utf-8") as f:
+      latest = _LATEST.search(f.read())
+    present = set(os.listdir(folder))
+  except (OSError, ValueError) as error:
+    raise ValueError(f"cannot read {_reason(error, state)}") from None
+  if not latest:
+    raise ValueError(f"cannot pack {state}: it names no checkpoint in its "
+                     "folder")
+  prefix = latest.group(1)
+  shards = re.compile(re.escape(prefix) + r"\.data-\d{5}-of-(\d{5})$")
+  counts = {int(m.group(1)) for m in map(shards.match, present) if m}
+  count = max(counts, default=1)
+  needed = [f"{prefix}.index"
+           ] + [f"{prefix}.data-{i:05d}-of-{count:05d}" for i in range(count)]
+  missing = [name for name in needed if name not in present]
+  if missing:
+    raise ValueError(f"cannot pack {state}: it names checkpoint {prefix}, "
+                     f"but {os.path.join(folder, missing[0])} is missing")
+  for name in needed:
+    _check_kind(os.path.join(folder, name))
+  return prefix, needed
+
+
+def _cut_run_members(runs_dir, relative):
+  """The (path or bytes, name in the archive) pairs of the cut run at
+  `relative`: its settings, its records and, of its checkpoints, the last
+  alone with a state file that names it; [] if it has no checkpoint."""
+  run_dir = os.path.join(runs_dir, relative)
+  last = _last_checkpoint(run_dir)
+  if not last:
+    return []
+  prefix, names = last
+  members = []
+  for name in (run_files.CONFIG_FILE, run_files.METRICS_FILE):
+    path = os.path.join(run_dir, name)
+    if os.path.lexists(path):
+      _check_kind(path)
+      members.append((path, os.path.join(relative, name)))
+  inside = os.path.join(relative, run_files.CHECKPOINTS_DIR)
+  state = (f'model_checkpoint_path: "{prefix}"\n'
+           f'all_model_checkpoint_paths: "{prefix}"\n').encode()
+  members.append((state, os.path.join(inside, "checkpoint")))
+  members.extend((os.path.join(run_dir, run_files.CHECKPOINTS_DIR, name),
+                  os.path.join(inside, name)) for name in names)
+  return members
+
+
+def _write_archive(path, members):
+  """A gzip'd tar file at `path` of `members`: (file path or bytes, name in
+  the archive) pairs."""
+  with tarfile.open(path, "w:gz") as archive:
+    for source, name in members:
+      if isinstance(source, bytes):
+        info = tarfile.TarInfo(name)
+        info.size = len(source)
+        archive.addfile(info, io.BytesIO(source))
+      else:
+        archive.add(source, name, recursive=False)
+
+
+def _first_missing(path):
+  """The topmost folder of `path` (itself included) that does not exist
+  yet, or None: what creating `path` creates."""
+  missing = None
+  while not os.path.lexists(path):
+    missing = path
+    path = os.path.dirname(path)
+  return missing
+
+
+def _reason(error, path=None):
+  """An OSError (or another error about file `path`) as 'file: reason'."""
+  if isinstance(error, OSError) and error.strerror:
+    return f"{error.filename or path}: {error.strerror}"
+  return f"{path}: {error}" if path else str(error)
 
 
 def unpack(carried_dir, runs_dir):
@@ -109,49 +287,6 @@ def unpack(carried_dir, runs_dir):
     for name in os.listdir(staging):
       shutil.move(os.path.join(staging, name), os.path.join(runs_dir, name))
   return True
-
-
-def _is_cut(directory):
-  """Whether `directory` holds a run that has not recorded its last step."""
-  path = os.path.join(directory, run_files.CONFIG_FILE)
-  if not os.path.exists(path):
-    return False
-  with open(path, encoding="utf-8") as f:
-    steps = json.load(f)["steps"]
-  return not run_files.is_complete(directory, steps)
-
-
-def _last_checkpoint(run_dir):
-  """The prefix of the run's last checkpoint (its state file's), or None."""
-  try:
-    with open(os.path.join(run_dir, run_files.CHECKPOINTS_DIR, "checkpoint"),
-              encoding="utf-8") as f:
-      latest = _LATEST.search(f.read())
-  except FileNotFoundError:
-    return None
-  return latest and latest.group(1)
-
-
-def _pack_cut_run(runs_dir, relative, path):
-  """Writes the cut run at `relative` to the archive `path`: its files, and
-  of its checkpoints the last alone, with a state file that names it."""
-  run_dir = os.path.join(runs_dir, relative)
-  prefix = _last_checkpoint(run_dir)
-  state = (f'model_checkpoint_path: "{prefix}"\n'
-           f'all_model_checkpoint_paths: "{prefix}"\n').encode()
-  with tarfile.open(path, "w:gz") as archive:
-    for name in (run_files.CONFIG_FILE, run_files.METRICS_FILE):
-      if os.path.exists(os.path.join(run_dir, name)):
-        archive.add(os.path.join(run_dir, name), os.path.join(relative, name))
-    inside = os.path.join(relative, run_files.CHECKPOINTS_DIR)
-    info = tarfile.TarInfo(os.path.join(inside, "checkpoint"))
-    info.size = len(state)
-    archive.addfile(info, io.BytesIO(state))
-    for name in sorted(
-        os.listdir(os.path.join(run_dir, run_files.CHECKPOINTS_DIR))):
-      if name.startswith(prefix + "."):
-        archive.add(os.path.join(run_dir, run_files.CHECKPOINTS_DIR, name),
-                    os.path.join(inside, name))
 
 
 def _holds_a_run(runs_dir):

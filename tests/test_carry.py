@@ -60,6 +60,29 @@ def files(directory):
       for name in names)
 
 
+def snapshot(directory):
+  """Everything under `directory`: each file's bytes, each link's target,
+  each folder and special file by its kind."""
+  found = {}
+  for path, folders, names in os.walk(directory):
+    for name in folders + names:
+      entry = os.path.join(path, name)
+      if os.path.islink(entry):
+        found[entry] = ("link", os.readlink(entry))
+      elif os.path.isfile(entry):
+        with open(entry, "rb") as f:
+          found[entry] = f.read()
+      else:
+        found[entry] = "folder" if os.path.isdir(entry) else "special"
+  return found
+
+
+def copied(runs, tmp_path):
+  copy = tmp_path / "runs"
+  shutil.copytree(runs, copy)
+  return copy
+
+
 def test_a_carried_cut_run_resumes_from_its_last_checkpoint_exactly(
     study, digits, tmp_path):
   runs, whole = study
@@ -173,6 +196,122 @@ def test_unpack_refuses_a_bad_archive_and_writes_nothing(
   assert os.listdir(tmp_path) == ["carried"]
 
 
+@pytest.mark.parametrize(
+    "settings",
+    ["not JSON", "{}", '{"steps": "6"}', '{"steps": true}', "[6]", "\xff"])
+def test_a_refused_pack_leaves_the_earlier_archives_as_they_were(
+    study, tmp_path, settings):
+  runs, _ = study
+  copy = copied(runs, tmp_path)
+  out = tmp_path / "out"
+  carry.pack(copy, out)
+  before = snapshot(out)
+  (copy / "C" / "seed0").mkdir(parents=True)
+  (copy / "C" / "seed0" / "config.json").write_text(settings,
+                                                    encoding="latin-1")
+  with pytest.raises(ValueError,
+                     match="cannot pack .*C/seed0/config.json: it does not "
+                     "hold a run's settings"):
+    carry.pack(copy, out)
+  assert snapshot(out) == before
+
+
+def test_a_pack_that_fails_while_writing_leaves_the_earlier_archives(
+    study, tmp_path, monkeypatch):
+  runs, _ = study
+  out = tmp_path / "out"
+  carry.pack(runs, out)
+  before = snapshot(out)
+  write = carry._write_archive  # pylint: disable=protected-access
+
+  def disk_fills_at_the_cut_archive(path, members):
+    if "cut-" in path:
+      raise OSError(28, "No space left on device", path)
+    write(path, members)
+
+  monkeypatch.setattr(carry, "_write_archive", disk_fills_at_the_cut_archive)
+  with pytest.raises(ValueError, match="cut-0.tar.gz: No space left"):
+    carry.pack(runs, out)
+  assert snapshot(out) == before
+  # A folder it made for the archives goes too.
+  with pytest.raises(ValueError, match="No space left"):
+    carry.pack(runs, tmp_path / "new" / "out")
+  assert not os.path.exists(tmp_path / "new")
+
+
+@pytest.mark.parametrize("runs_dir", ["missing", "empty", "skipped", "file"])
+def test_pack_refuses_a_missing_or_empty_runs_directory(tmp_path, runs_dir):
+  path = tmp_path / "runs"
+  if runs_dir != "missing":
+    (path / "measure" / "p1").mkdir(parents=True)
+    (path / "measure" / "p1" / "config.json").write_text('{"steps": 1}')
+  if runs_dir == "empty":
+    shutil.rmtree(path / "measure")
+  if runs_dir == "file":
+    shutil.rmtree(path)
+    path.write_text("")
+  with pytest.raises(ValueError,
+                     match=f"the runs directory {path} (does not exist|"
+                     "holds nothing to carry)"):
+    carry.pack(path, tmp_path / "out", skip=("measure",))
+  assert not os.path.exists(tmp_path / "out")
+
+
+@pytest.mark.parametrize("kind", [
+    "link_to_a_system_file", "link_to_a_folder", "fifo",
+    "link_as_a_cut_runs_records", "link_as_a_cut_runs_checkpoints"
+])
+def test_pack_refuses_a_link_or_a_fifo_and_writes_nothing(
+    study, tmp_path, kind):
+  runs, _ = study
+  copy = copied(runs, tmp_path)
+  cut_run = copy / "B" / "seed1"
+  if kind == "link_to_a_system_file":
+    target = copy / "A" / "seed0" / "notes.txt"
+    os.symlink("/etc/hostname", target)
+  elif kind == "link_to_a_folder":
+    target = copy / "etc"
+    os.symlink("/etc", target)
+  elif kind == "fifo":
+    target = copy / "A" / "seed0" / "pipe"
+    os.mkfifo(target)
+  elif kind == "link_as_a_cut_runs_records":
+    target = cut_run / "metrics.jsonl"
+    os.rename(target, tmp_path / "metrics.jsonl")
+    os.symlink(tmp_path / "metrics.jsonl", target)
+  else:
+    target = cut_run / "checkpoints"
+    os.rename(target, tmp_path / "checkpoints")
+    os.symlink(tmp_path / "checkpoints", target)
+  with pytest.raises(ValueError,
+                     match=f"cannot pack {target}: it is (a symbolic link|"
+                     "a FIFO); move it out of the runs directory"):
+    carry.pack(copy, tmp_path / "out")
+  assert not os.path.exists(tmp_path / "out")
+
+
+@pytest.mark.parametrize("damage",
+                         ["no_index", "no_data", "no_such_prefix", "empty"])
+def test_pack_refuses_a_cut_run_whose_checkpoint_state_names_no_checkpoint(
+    study, tmp_path, damage):
+  runs, _ = study
+  copy = copied(runs, tmp_path)
+  checkpoints = copy / "B" / "seed1" / "checkpoints"
+  if damage == "no_index":
+    os.unlink(checkpoints / "ckpt-4.index")
+  elif damage == "no_data":
+    os.unlink(checkpoints / "ckpt-4.data-00000-of-00001")
+  else:
+    (checkpoints / "checkpoint").write_text(
+        "" if damage == "empty" else 'model_checkpoint_path: "ckpt-9"\n')
+  with pytest.raises(ValueError,
+                     match=f"cannot pack {checkpoints / 'checkpoint'}: it "
+                     "names (checkpoint ckpt-[49], but .* is missing|"
+                     "no checkpoint in its folder)"):
+    carry.pack(copy, tmp_path / "out")
+  assert not os.path.exists(tmp_path / "out")
+
+
 def carry_command(*args):
   return child_process.ran("benchmarks.carry", *args, timeout=120)
 
@@ -194,3 +333,19 @@ def test_the_command_packs_and_unpacks_and_names_a_missing_argument(
   missing = carry_command("pack", f"--runs_dir={runs}")
   assert missing.returncode == 2
   assert "--carry_dir" in missing.stderr.strip().splitlines()[-1]
+
+
+def test_a_refused_pack_is_one_line_naming_the_file(study, tmp_path):
+  runs, _ = study
+  copy = copied(runs, tmp_path)
+  (copy / "C" / "seed0").mkdir(parents=True)
+  (copy / "C" / "seed0" / "config.json").write_text('{"dataset": "digits"}')
+  refused = carry_command("pack", f"--runs_dir={copy}",
+                          f"--carry_dir={tmp_path / 'out'}")
+  assert refused.returncode == 1
+  assert refused.stderr.splitlines() == [
+      f"python -m benchmarks.carry: cannot pack {copy}/C/seed0/config.json: "
+      "it does not hold a run's settings (a JSON object with a whole number "
+      "of steps >= 1)"
+  ]
+  assert not os.path.exists(tmp_path / "out")
