@@ -40,6 +40,12 @@ RUNS_ARCHIVE = "runs.tar.gz"
 # run writes on), and checkpoints (a cut run's travel in its own archive).
 _LEFT_OUT = {"tensorboard", run_files.CHECKPOINTS_DIR}
 _CUT_ARCHIVES = "cut-*.tar.gz"
+# What unpack expands at most, all archives together: a study's records
+# take a few MB and a cut run's checkpoint of the paper's CNN about 10 MB,
+# of which at most 7 come back from a device (8 files, one the log).
+MAX_UNPACKED_BYTES = 256 << 20
+# Each member also costs its file system entry: counted as one block.
+_BLOCK = 4096
 _LATEST = re.compile(r'^model_checkpoint_path: "([^"/]+)"$', re.MULTILINE)
 
 
@@ -186,7 +192,7 @@ def _last_checkpoint(run_dir):
       latest = _LATEST.search(f.read())
     present = set(os.listdir(folder))
   except (OSError, ValueError) as error:
-    raise ValueError(f"cannot read {_reason(error, state)}") from None
+    raise ValueError(f"cannot read {state}: {_reason(error, state)}") from None
   if not latest:
     raise ValueError(f"cannot pack {state}: it names no checkpoint in its "
                      "folder")
@@ -253,40 +259,147 @@ def _first_missing(path):
 
 
 def _reason(error, path=None):
-  """An OSError (or another error about file `path`) as 'file: reason'."""
+  """Why `error` happened, in words, led by the file it names unless that
+  is `path` (which the message names already)."""
   if isinstance(error, OSError) and error.strerror:
-    return f"{error.filename or path}: {error.strerror}"
-  return f"{path}: {error}" if path else str(error)
+    if error.filename and os.fspath(error.filename) != os.fspath(path or ""):
+      return f"{error.filename}: {error.strerror}"
+    return error.strerror
+  return str(error)
 
 
-def unpack(carried_dir, runs_dir):
-  """Extracts `pack`'s archives from `carried_dir` into `runs_dir`, unless
-  `runs_dir` already holds a run (newer than the archives: the machine kept
-  them); returns whether it did.
+def unpack(carried_dir, runs_dir, max_bytes=MAX_UNPACKED_BYTES):
+  """Puts `pack`'s archives from `carried_dir` into `runs_dir`.
+
+  Unless `runs_dir` already holds a run (newer than the archives: the
+  machine kept them), every archive is read and checked whole first, then
+  extracted beside `runs_dir`, then moved in: a refusal or a failure
+  leaves `runs_dir` as it was.
+
+  Args:
+    carried_dir: the folder of runs.tar.gz and the cut-<i>.tar.gz.
+    runs_dir: the runs directory; what the archives hold must not exist in
+      it yet (an earlier report/ is never merged into or nested).
+    max_bytes: the most bytes all archives may expand to, each member
+      counted with a file system block for its entry.
+
+  Returns:
+    Whether it unpacked (False: `runs_dir` holds a run, left as it is).
 
   Raises:
-    ValueError: runs.tar.gz is missing, or an archive is damaged or names
-      a path out of `runs_dir`; then nothing is written to `runs_dir`.
+    ValueError: runs.tar.gz is missing; an archive is damaged, expands
+      past `max_bytes`, or holds anything but files and folders, a path out
+      of `runs_dir`, or a name twice (in one archive or across two); a name
+      it holds exists in `runs_dir`; `runs_dir` is not a directory. The
+      message names the file.
   """
+  if os.path.lexists(runs_dir) and not os.path.isdir(runs_dir):
+    kind = "a dangling link" if os.path.islink(runs_dir) else "a file"
+    raise ValueError(f"cannot unpack into {runs_dir}: it is {kind}, not a "
+                     "directory")
   if _holds_a_run(runs_dir):
     return False
   paths = [os.path.join(carried_dir, RUNS_ARCHIVE)] + sorted(
       glob.glob(os.path.join(carried_dir, _CUT_ARCHIVES)))
-  # All archives into a folder beside runs_dir first, then moved in whole.
-  parent = os.path.dirname(os.path.abspath(runs_dir))
-  os.makedirs(parent, exist_ok=True)
-  with tempfile.TemporaryDirectory(dir=parent) as staging:
-    for path in paths:
-      try:
+  tops = _check_archives(paths, max_bytes)
+  for name in tops:
+    if os.path.lexists(os.path.join(runs_dir, name)):
+      raise ValueError(f"cannot unpack into {runs_dir}: "
+                       f"{os.path.join(runs_dir, name)} exists, and the "
+                       "archives hold it too; move it away or unpack into "
+                       "a directory without it")
+  # Extracted beside runs_dir (the same file system), then renamed in.
+  runs_dir = os.path.abspath(runs_dir)
+  created = _first_missing(runs_dir)
+  try:
+    parent = os.path.dirname(os.path.realpath(runs_dir))
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(dir=parent, prefix=".unpack-", suffix=".tmp")
+    try:
+      for path in paths:
         with tarfile.open(path, "r:gz") as archive:
-          # "data": no absolute paths, no ".." and no links out of staging.
+          # "data" as a second guard: no absolute paths, no "..", no links.
           archive.extractall(staging, filter="data")
-      except (OSError, EOFError, zlib.error, tarfile.TarError) as error:
-        raise ValueError(f"cannot unpack {path}: {error}") from None
-    os.makedirs(runs_dir, exist_ok=True)
-    for name in os.listdir(staging):
-      shutil.move(os.path.join(staging, name), os.path.join(runs_dir, name))
+      os.makedirs(runs_dir, exist_ok=True)
+      _move_all(staging, runs_dir, tops)
+    finally:
+      shutil.rmtree(staging, ignore_errors=True)
+  except BaseException as error:
+    if created:
+      shutil.rmtree(created, ignore_errors=True)
+    if isinstance(error, (OSError, EOFError, zlib.error, tarfile.TarError)):
+      raise ValueError(f"cannot unpack into {runs_dir}: "
+                       f"{_reason(error)}") from None
+    raise
   return True
+
+
+def _check_archives(paths, max_bytes):
+  """The top-level names that the archives at `paths` hold, once every
+  member of every archive is checked: files and folders only, inside the
+  runs directory, no file name twice or also a folder's, `max_bytes` in
+  all. ValueError naming the archive otherwise."""
+  files, folders = {}, set()
+  total = 0
+  for path in paths:
+    try:
+      with tarfile.open(path, "r:gz") as archive:
+        for member in archive:
+          name = _member_name(member)
+          # Headers come before the data: a bomb stops here, unread.
+          total += member.size + _BLOCK
+          if total > max_bytes:
+            raise ValueError(f"the archives expand past {max_bytes} bytes "
+                             f"(at {member.name})")
+          folders.update(_parents(name))
+          if member.isdir():
+            folders.add(name)
+          elif name in files:
+            earlier = files[name]
+            where = " twice" if earlier == path else f", also in {earlier}"
+            raise ValueError(f"it holds {name}{where}")
+          else:
+            files[name] = path
+    except (OSError, EOFError, zlib.error, tarfile.TarError,
+            ValueError) as error:
+      raise ValueError(f"cannot unpack {path}: "
+                       f"{_reason(error, path)}") from None
+  both = sorted(folders & files.keys())
+  if both:
+    raise ValueError(f"cannot unpack {files[both[0]]}: {both[0]} is a file "
+                     "in it and a folder in the archives")
+  return sorted({name.split("/")[0] for name in [*files, *folders] if name})
+
+
+def _member_name(member):
+  """The member's name normalised ("a/./b/" as "a/b"); ValueError unless
+  it is a file or a folder inside the runs directory."""
+  if not (member.isdir() or member.isfile()) or member.issparse():
+    raise ValueError(f"{member.name} is not a regular file or folder")
+  parts = [part for part in member.name.split("/") if part not in ("", ".")]
+  if member.name.startswith("/") or ".." in parts or (not parts and
+                                                      not member.isdir()):
+    raise ValueError(f"{member.name} is not a path inside the runs directory")
+  return "/".join(parts)
+
+
+def _parents(name):
+  parts = name.split("/")
+  return {"/".join(parts[:i]) for i in range(1, len(parts))}
+
+
+def _move_all(staging, runs_dir, names):
+  """Renames `names` from `staging` into `runs_dir`, all or none: a failure
+  moves back those already moved."""
+  moved = []
+  try:
+    for name in names:
+      os.rename(os.path.join(staging, name), os.path.join(runs_dir, name))
+      moved.append(name)
+  except OSError:
+    for name in moved:
+      os.rename(os.path.join(runs_dir, name), os.path.join(staging, name))
+    raise
 
 
 def _holds_a_run(runs_dir):
@@ -312,6 +425,10 @@ def main(argv=None):
                          required=True,
                          help="the folder to read the archives from")
   unpacking.add_argument("--runs_dir", required=True)
+  unpacking.add_argument("--max_bytes",
+                         type=int,
+                         default=MAX_UNPACKED_BYTES,
+                         help="the most bytes the archives may expand to")
   args = parser.parse_args(argv)
   try:
     if args.command == "pack":
@@ -320,7 +437,7 @@ def main(argv=None):
                  skip=tuple(filter(None, args.skip.split(","))))
       print(f"packed {args.runs_dir} into {args.carry_dir}, with the "
             f"checkpoints of {len(cut)} cut runs")
-    elif unpack(args.carry_dir, args.runs_dir):
+    elif unpack(args.carry_dir, args.runs_dir, args.max_bytes):
       print(f"unpacked {args.carry_dir} into {args.runs_dir}")
     else:
       print(f"{args.runs_dir} already holds runs, newer than "

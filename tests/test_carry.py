@@ -177,17 +177,35 @@ def test_unpack_leaves_a_runs_directory_that_holds_runs_as_it_is(
   assert files(newer) == ["C/config.json"]
 
 
-@pytest.mark.parametrize("damage", ["escape", "truncate"])
+def add_archive(path, *members):
+  """Writes the gzip'd tar file `path` of `members`: (TarInfo, bytes)."""
+  with tarfile.open(path, "w:gz") as archive:
+    for info, data in members:
+      info.size = len(data)
+      archive.addfile(info, io.BytesIO(data))
+
+
+def member(name, kind=tarfile.REGTYPE, data=b"x"):
+  info = tarfile.TarInfo(name)
+  info.type = kind
+  info.linkname = "../../etc/hostname" if kind == tarfile.SYMTYPE else ""
+  return info, data
+
+
+@pytest.mark.parametrize("damage", ["escape", "link", "fifo", "truncate"])
 def test_unpack_refuses_a_bad_archive_and_writes_nothing(
     study, tmp_path, damage):
   runs, _ = study
   carried = tmp_path / "carried"
   carry.pack(runs, carried)
   if damage == "escape":
-    with tarfile.open(carried / "cut-1.tar.gz", "w:gz") as archive:
-      info = tarfile.TarInfo("../escaped")
-      info.size = 1
-      archive.addfile(info, io.BytesIO(b"x"))
+    add_archive(carried / "cut-1.tar.gz", member("../escaped"))
+  elif damage == "link":
+    add_archive(carried / "cut-1.tar.gz", member("C/link", tarfile.SYMTYPE,
+                                                 b""))
+  elif damage == "fifo":
+    add_archive(carried / "cut-1.tar.gz", member("C/pipe", tarfile.FIFOTYPE,
+                                                 b""))
   else:
     whole = (carried / "cut-0.tar.gz").read_bytes()
     (carried / "cut-0.tar.gz").write_bytes(whole[:len(whole) // 2])
@@ -310,6 +328,112 @@ def test_pack_refuses_a_cut_run_whose_checkpoint_state_names_no_checkpoint(
                      "no checkpoint in its folder)"):
     carry.pack(copy, tmp_path / "out")
   assert not os.path.exists(tmp_path / "out")
+
+
+@pytest.mark.parametrize("where", ["twice_in_one", "across_two", "as_a_folder"])
+def test_unpack_refuses_a_name_held_twice_and_writes_nothing(
+    study, tmp_path, where):
+  runs, _ = study
+  carried = tmp_path / "carried"
+  carry.pack(runs, carried)
+  if where == "twice_in_one":
+    add_archive(carried / "cut-1.tar.gz", member("C/a.json", data=b"1"),
+                member("C/./a.json", data=b"2"))
+    held = "it holds C/a.json twice"
+  elif where == "across_two":
+    add_archive(carried / "cut-1.tar.gz",
+                member("A/seed0/metrics.jsonl", data=b"{}"))
+    held = f"it holds A/seed0/metrics.jsonl, also in {carried / 'runs.tar.gz'}"
+  else:
+    add_archive(carried / "cut-1.tar.gz", member("A/seed0"))
+    held = "A/seed0 is a file in it and a folder in the archives"
+  with pytest.raises(ValueError, match=f"cannot unpack .*: {held}"):
+    carry.unpack(carried, tmp_path / "runs")
+  assert os.listdir(tmp_path) == ["carried"]
+
+
+class Zeros(io.RawIOBase):
+  """`size` zero bytes to read: a member that gzip shrinks a thousandfold."""
+
+  def __init__(self, size):
+    self.left = size
+
+  def readable(self):
+    return True
+
+  def readinto(self, buffer):
+    n = min(len(buffer), self.left)
+    buffer[:n] = bytes(n)
+    self.left -= n
+    return n
+
+
+def test_unpack_refuses_archives_that_expand_past_the_cap(study, tmp_path):
+  runs, _ = study
+  carried = tmp_path / "carried"
+  carry.pack(runs, carried)
+  info = tarfile.TarInfo("C/zeros")
+  info.size = carry.MAX_UNPACKED_BYTES
+  with tarfile.open(carried / "cut-1.tar.gz", "w:gz",
+                    compresslevel=1) as archive:
+    archive.addfile(info, io.BufferedReader(Zeros(info.size)))
+  assert os.path.getsize(carried / "cut-1.tar.gz") < 2 << 20
+  with pytest.raises(ValueError,
+                     match=f"cannot unpack .*cut-1.tar.gz: the archives "
+                     f"expand past {carry.MAX_UNPACKED_BYTES} bytes "
+                     "\\(at C/zeros\\)"):
+    carry.unpack(carried, tmp_path / "runs")
+  assert os.listdir(tmp_path) == ["carried"]
+  # Smaller caps are the caller's to choose.
+  with pytest.raises(ValueError, match="expand past 1000 bytes"):
+    carry.unpack(carried, tmp_path / "runs", max_bytes=1000)
+
+
+@pytest.mark.parametrize("there", ["a_file_named_like_a_run", "report"])
+def test_unpack_refuses_what_exists_in_the_runs_directory_moving_nothing(
+    study, tmp_path, there):
+  runs, _ = study
+  copy = copied(runs, tmp_path)
+  (copy / "report").mkdir()
+  (copy / "report" / "summary.md").write_text("carried")
+  carry.pack(copy, tmp_path / "carried")
+  target = tmp_path / "target"
+  if there == "report":
+    (target / "report").mkdir(parents=True)
+    (target / "report" / "summary.md").write_text("here")
+    clash = target / "report"
+  else:
+    target.mkdir()
+    clash = target / "B"
+    clash.write_text("not a run")
+  before = snapshot(tmp_path)
+  with pytest.raises(ValueError,
+                     match=f"cannot unpack into {target}: {clash} exists, "
+                     "and the archives hold it too"):
+    carry.unpack(tmp_path / "carried", target)
+  assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("runs_dir", ["file", "dangling_link"])
+def test_unpack_onto_a_file_or_a_dangling_link_is_refused_in_one_line(
+    study, tmp_path, runs_dir):
+  runs, _ = study
+  carry.pack(runs, tmp_path / "carried")
+  target = tmp_path / "target"
+  if runs_dir == "file":
+    target.write_text("")
+  else:
+    os.symlink(tmp_path / "nowhere", target)
+  before = snapshot(tmp_path)
+  refused = carry_command("unpack", f"--runs_dir={target}",
+                          f"--carry_dir={tmp_path / 'carried'}")
+  assert refused.returncode == 1
+  kind = "a file" if runs_dir == "file" else "a dangling link"
+  assert refused.stderr.splitlines() == [
+      f"python -m benchmarks.carry: cannot unpack into {target}: it is "
+      f"{kind}, not a directory"
+  ]
+  assert snapshot(tmp_path) == before
 
 
 def carry_command(*args):
