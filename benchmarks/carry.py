@@ -74,7 +74,9 @@ def pack(runs_dir, out_dir, skip=()):
   """
   runs_dir = os.path.abspath(runs_dir)
   out_dir = os.path.abspath(out_dir)
-  if os.path.commonpath([runs_dir, out_dir]) == runs_dir:
+  real_runs_dir = os.path.realpath(runs_dir)
+  if os.path.commonpath([real_runs_dir,
+                         os.path.realpath(out_dir)]) == real_runs_dir:
     raise ValueError(f"the archives' folder {out_dir} is inside the runs "
                      f"directory {runs_dir}")
   if os.path.lexists(out_dir) and not os.path.isdir(out_dir):
@@ -343,6 +345,9 @@ def _check_archives(paths, max_bytes):
   total = 0
   for path in paths:
     try:
+      # Opening a FIFO would wait for a writer.
+      if not stat.S_ISREG(os.stat(path).st_mode):
+        raise ValueError("it is not a regular file")
       with tarfile.open(path, "r:gz") as archive:
         for member in archive:
           name = _member_name(member)

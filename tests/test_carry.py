@@ -158,11 +158,17 @@ def test_pack_leaves_out_tensorboard_temporaries_and_skipped_folders(
   ]
 
 
-def test_pack_refuses_to_write_inside_the_runs_directory(study):
+@pytest.mark.parametrize("spelling", ["path", "link"])
+def test_pack_refuses_to_write_inside_the_runs_directory(
+    study, tmp_path, spelling):
   runs, _ = study
+  out = runs / "out"
+  if spelling == "link":
+    out = tmp_path / "out"
+    os.symlink(runs, out)
   before = files(runs)
   with pytest.raises(ValueError, match="inside the runs directory"):
-    carry.pack(runs, runs / "out")
+    carry.pack(runs, out)
   assert files(runs) == before
 
 
@@ -211,6 +217,22 @@ def test_unpack_refuses_a_bad_archive_and_writes_nothing(
     (carried / "cut-0.tar.gz").write_bytes(whole[:len(whole) // 2])
   with pytest.raises(ValueError, match="cannot unpack .*cut-"):
     carry.unpack(carried, tmp_path / "runs")
+  assert os.listdir(tmp_path) == ["carried"]
+
+
+def test_unpack_refuses_a_fifo_for_an_archive_without_waiting(study, tmp_path):
+  runs, _ = study
+  carried = tmp_path / "carried"
+  carry.pack(runs, carried)
+  os.mkfifo(carried / "cut-1.tar.gz")
+  # In a process of its own: opening the FIFO would wait for a writer.
+  refused = carry_command("unpack", f"--runs_dir={tmp_path / 'runs'}",
+                          f"--carry_dir={carried}")
+  assert refused.returncode == 1
+  assert refused.stderr.splitlines() == [
+      f"python -m benchmarks.carry: cannot unpack {carried / 'cut-1.tar.gz'}: "
+      "it is not a regular file"
+  ]
   assert os.listdir(tmp_path) == ["carried"]
 
 
