@@ -15,6 +15,7 @@ here.
   python -m benchmarks.carry pack --runs_dir=RUNS --carry_dir=OUT
       [--skip=FOLDER,...]
   python -m benchmarks.carry unpack --carry_dir=OUT --runs_dir=RUNS
+      [--max_bytes=N]
 
 A refusal is one line on stderr and exit status 1.
 """
@@ -381,6 +382,8 @@ def _member_name(member):
   it is a file or a folder inside the runs directory."""
   if not (member.isdir() or member.isfile()) or member.issparse():
     raise ValueError(f"{member.name} is not a regular file or folder")
+  if member.size < 0:  # base-256 headers can say so; it would undercount
+    raise ValueError(f"{member.name} has a negative size")
   parts = [part for part in member.name.split("/") if part not in ("", ".")]
   if member.name.startswith("/") or ".." in parts or (not parts and
                                                       not member.isdir()):
@@ -389,6 +392,7 @@ def _member_name(member):
 
 
 def _parents(name):
+  """The folders that hold the member `name` ("a/b/c": "a" and "a/b")."""
   parts = name.split("/")
   return {"/".join(parts[:i]) for i in range(1, len(parts))}
 
@@ -408,11 +412,13 @@ def _move_all(staging, runs_dir, names):
 
 
 def _holds_a_run(runs_dir):
+  """Whether a run's settings (config.json) lie anywhere in `runs_dir`."""
   return any(
       run_files.CONFIG_FILE in files for _, _, files in os.walk(runs_dir))
 
 
 def main(argv=None):
+  """The command line (module docstring); `argv` as sys.argv[1:]."""
   parser = argparse.ArgumentParser(prog="python -m benchmarks.carry",
                                    description=__doc__.splitlines()[0])
   commands = parser.add_subparsers(dest="command", required=True)

@@ -1,6 +1,7 @@
 """Carrying a study's runs off a machine that keeps no files and back
 (benchmarks/carry.py): a cut run resumes exactly where it stopped."""
 
+import gzip
 import io
 import itertools
 import os
@@ -198,7 +199,8 @@ def member(name, kind=tarfile.REGTYPE, data=b"x"):
   return info, data
 
 
-@pytest.mark.parametrize("damage", ["escape", "link", "fifo", "truncate"])
+@pytest.mark.parametrize(
+    "damage", ["escape", "link", "fifo", "negative_size", "truncate"])
 def test_unpack_refuses_a_bad_archive_and_writes_nothing(
     study, tmp_path, damage):
   runs, _ = study
@@ -212,6 +214,13 @@ def test_unpack_refuses_a_bad_archive_and_writes_nothing(
   elif damage == "fifo":
     add_archive(carried / "cut-1.tar.gz", member("C/pipe", tarfile.FIFOTYPE,
                                                  b""))
+  elif damage == "negative_size":
+    # GNU's base-256 size field holds negative numbers; counted as they
+    # are, they would let the next members past the cap.
+    info = tarfile.TarInfo("C/negative")
+    info.size = -carry.MAX_UNPACKED_BYTES
+    with gzip.open(carried / "cut-1.tar.gz", "wb") as f:
+      f.write(info.tobuf(format=tarfile.GNU_FORMAT) + bytes(1024))
   else:
     whole = (carried / "cut-0.tar.gz").read_bytes()
     (carried / "cut-0.tar.gz").write_bytes(whole[:len(whole) // 2])
