@@ -73,6 +73,7 @@ def pack(runs_dir, out_dir, skip=()):
       `runs_dir` or not a folder; or a file cannot be read or written.
       The message names the file.
   """
+  _check_given(runs_dir=runs_dir, out_dir=out_dir)
   runs_dir = os.path.abspath(runs_dir)
   out_dir = os.path.abspath(out_dir)
   real_runs_dir = os.path.realpath(runs_dir)
@@ -108,6 +109,13 @@ def pack(runs_dir, out_dir, skip=()):
                        f"{_reason(error)}") from None
     raise
   return [relative for relative, _ in cut]
+
+
+def _check_given(**paths):
+  """ValueError if a path is empty: it would mean the working directory."""
+  for name, path in paths.items():
+    if not os.fspath(path):
+      raise ValueError(f"{name} is empty; name a folder")
 
 
 def _plan(runs_dir, skip):
@@ -296,6 +304,7 @@ def unpack(carried_dir, runs_dir, max_bytes=MAX_UNPACKED_BYTES):
       it holds exists in `runs_dir`; `runs_dir` is not a directory. The
       message names the file.
   """
+  _check_given(carried_dir=carried_dir, runs_dir=runs_dir)
   if os.path.lexists(runs_dir) and not os.path.isdir(runs_dir):
     kind = "a dangling link" if os.path.islink(runs_dir) else "a file"
     raise ValueError(f"cannot unpack into {runs_dir}: it is {kind}, not a "

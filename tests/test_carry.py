@@ -306,6 +306,25 @@ def test_pack_refuses_a_missing_or_empty_runs_directory(tmp_path, runs_dir):
   assert not os.path.exists(tmp_path / "out")
 
 
+@pytest.mark.parametrize("empty", ["runs_dir", "out_dir", "carried_dir"])
+def test_an_empty_path_is_refused_not_taken_as_the_working_directory(
+    study, tmp_path, monkeypatch, empty):
+  runs, _ = study
+  carry.pack(runs, tmp_path / "carried")
+  monkeypatch.chdir(tmp_path)
+  before = snapshot(tmp_path)
+  with pytest.raises(ValueError, match=f"^{empty} is empty; name a folder$"):
+    if empty == "carried_dir":
+      carry.unpack("", tmp_path / "runs")
+    elif empty == "runs_dir":
+      carry.unpack(tmp_path / "carried", "")
+    else:
+      carry.pack(runs, "")
+  with pytest.raises(ValueError, match="^runs_dir is empty"):
+    carry.pack("", tmp_path / "out")
+  assert snapshot(tmp_path) == before
+
+
 @pytest.mark.parametrize("kind", [
     "link_to_a_system_file", "link_to_a_folder", "fifo",
     "link_as_a_cut_runs_records", "link_as_a_cut_runs_checkpoints"
