@@ -21,8 +21,8 @@
 # before the device's limit; the same command in the next call resumes. Runs
 # live in $RUNS (default /tmp/cnn_runs), which the device keeps only while
 # it stays warm (30 s idle). What comes back in $OUT is the log and the
-# runs packed as the device's limits allow (cnn_study --stage=pack,
-# tf_adasamp.experiment.carry: at most 8 files of 16 MiB): runs.tar.gz (the
+# runs packed as the device's limits allow (benchmarks/carry.py: at most 8
+# files of 16 MiB): runs.tar.gz (the
 # finished runs' metrics, report/ with throughput.json, and once the study
 # is done raw_metrics.jsonl.gz, summary.md and the figures, which belong in
 # docs/experiment/cnn/; tuning/ with tuning.md) and one cut-<i>.tar.gz per
@@ -90,7 +90,8 @@ stage() {
 }
 
 [ -e "$CARRIED/runs.tar.gz" ] &&
-  $STUDY --stage=unpack --carry_dir="$CARRIED" 2>&1 | tee -a "$LOG"
+  $PYTHON -m benchmarks.carry unpack --carry_dir="$CARRIED" \
+    --runs_dir="$RUNS" 2>&1 | tee -a "$LOG"
 stage measure "$RUNS/report/throughput.json" $STUDY --stage=measure
 stage tune "$RUNS/tuning/tuning.json" $PYTHON -m tf_adasamp.experiment.tuning \
   --dataset=fashion_mnist --model=cnn --jit_compile --train_eval_size=10000 \
@@ -107,6 +108,8 @@ else
   stage study "$RUNS/report/summary.md" $STUDY --stage=study $TUNED
 fi
 
-# What comes back.
-$STUDY --stage=pack --carry_dir="$RESULTS" 2>&1 | tee -a "$LOG"
+# What comes back. The measurement never resumes a run (it starts over), so
+# its runs stay.
+$PYTHON -m benchmarks.carry pack --runs_dir="$RUNS" --carry_dir="$RESULTS" \
+  --skip=measure 2>&1 | tee -a "$LOG"
 echo "== ended at $(($(date +%s) - T0)) s; $(ls "$RESULTS" | tr '\n' ' ')" | tee -a "$LOG"

@@ -14,10 +14,9 @@ gives the budget.
   --stage=measure    steps per second of --workers processes sharing the
                      device, each training one run, against one process,
                      start-up and compilation included; written as JSON.
-  --stage=pack       writes the runs directory to --carry_dir as files a
-                     device can send back (tf_adasamp.experiment.carry);
-  --stage=unpack     puts them back into a runs directory that holds no run,
-                     where --stage=study (or tuning) resumes them.
+
+benchmarks/carry.py carries the runs directory off a lent device and back,
+where --stage=study (or tuning) resumes them.
 
 --scale=gpu is the paper's protocol (presets' ("fashion_mnist", "cnn"), 10
 trials); --scale=cpu_smoke takes the same path at toy size on a CPU.
@@ -38,7 +37,6 @@ from absl import flags
 from absl import logging
 
 from tf_adasamp import _validation
-from tf_adasamp.experiment import carry
 from tf_adasamp.experiment import flags as flags_lib
 from tf_adasamp.experiment.flags import option
 from tf_adasamp.experiment.study import design
@@ -91,9 +89,8 @@ SCALES = {
 @dataclasses.dataclass(frozen=True)
 class Options:
   stage: str = option("study",
-                      "study, recompute, measure, pack or unpack.",
-                      choices=("study", "recompute", "measure", "pack",
-                               "unpack"))
+                      "study, recompute or measure.",
+                      choices=("study", "recompute", "measure"))
   scale: str = option("gpu", "gpu: the paper's protocol; cpu_smoke: the "
                       "same path at toy size.",
                       choices=tuple(SCALES))
@@ -113,9 +110,6 @@ class Options:
       "must.")
   workers: int = option(4, "Processes that train runs at once.")
   measure_steps: int = option(3000, "measure: steps of each run.")
-  carry_dir: str | None = option(
-      None, "pack: the folder to write the archives "
-      "to; unpack: the folder to read them from.")
 
 
 def settings_for(scale, tuned=None, epochs=None, num_train=60000):
@@ -394,21 +388,6 @@ def reproducing_command(options):
   return " ".join(["python -m tf_adasamp.experiment.cnn_study", *arguments])
 
 
-def move_runs(options):
-  """The pack and unpack stages; returns what they did, in a line."""
-  if not options.carry_dir:
-    raise ValueError(f"--stage={options.stage} needs --carry_dir")
-  if options.stage == "unpack":
-    if carry.unpack(options.carry_dir, options.runs_dir):
-      return f"unpacked {options.carry_dir} into {options.runs_dir}"
-    return (f"{options.runs_dir} already holds runs, newer than "
-            f"{options.carry_dir}: left as it is")
-  # The measurement never resumes a run (it starts over), so its runs stay.
-  cut = carry.pack(options.runs_dir, options.carry_dir, skip=("measure",))
-  return (f"packed {options.runs_dir} into {options.carry_dir}, with the "
-          f"checkpoints of {len(cut)} cut runs")
-
-
 def main():
   if not FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)
@@ -418,8 +397,6 @@ def main():
       print(recompute(options))
     elif options.stage == "measure":
       print(f"wrote {measure(options)}")
-    elif options.stage in ("pack", "unpack"):
-      print(move_runs(options))
     else:
       print(f"wrote {run_study(options, reproducing_command(options))}")
   except (TypeError, ValueError, OSError,

@@ -1,0 +1,527 @@
+"""Carrying a study's runs off a machine that keeps no files and back
+(benchmarks/carry.py): a cut run resumes exactly where it stopped."""
+
+import gzip
+import io
+import itertools
+import os
+import shutil
+import tarfile
+
+import pytest
+
+import child_process
+from benchmarks import carry
+from run_records import without_clocks
+from tf_adasamp.experiment.training import config as config_lib
+from tf_adasamp.experiment.training import datasets
+from tf_adasamp.experiment.training import loop
+from tf_adasamp.experiment.training import run_files
+
+
+@pytest.fixture(scope="module")
+def digits():
+  return datasets.load("digits")
+
+
+def config(output_dir, **overrides):
+  settings = dict(dataset="digits",
+                  model="logistic",
+                  sampling="adaptive",
+                  steps=6,
+                  eval_interval=2,
+                  batch_size=16,
+                  learning_rate=0.1,
+                  resume=True,
+                  output_dir=str(output_dir))
+  settings.update(overrides)
+  return config_lib.TrainConfig(**settings)
+
+
+@pytest.fixture(scope="module")
+def study(digits, tmp_path_factory):
+  """A runs directory of a finished run and of a run cut after step 4 (its
+  checkpoints at steps 2 and 4), and the cut run's records had it gone on."""
+  root = tmp_path_factory.mktemp("study")
+  runs = root / "runs"
+  loop.train(config(runs / "A" / "seed0"), data=digits)
+  calls = itertools.count()
+  with pytest.raises(KeyboardInterrupt):
+    loop.train(config(runs / "B" / "seed1", seed=1),
+               data=digits,
+               stop_requested=lambda: next(calls) == 2)
+  whole = loop.train(config(root / "whole", seed=1), data=digits)
+  (runs / "tuning.json").write_text("{}")
+  return runs, whole
+
+
+def files(directory):
+  return sorted(
+      os.path.relpath(os.path.join(path, name), directory)
+      for path, _, names in os.walk(directory)
+      for name in names)
+
+
+def snapshot(directory):
+  """Everything under `directory`: each file's bytes, each link's target,
+  each folder and special file by its kind."""
+  found = {}
+  for path, folders, names in os.walk(directory):
+    for name in folders + names:
+      entry = os.path.join(path, name)
+      if os.path.islink(entry):
+        found[entry] = ("link", os.readlink(entry))
+      elif os.path.isfile(entry):
+        with open(entry, "rb") as f:
+          found[entry] = f.read()
+      else:
+        found[entry] = "folder" if os.path.isdir(entry) else "special"
+  return found
+
+
+def copied(runs, tmp_path):
+  copy = tmp_path / "runs"
+  shutil.copytree(runs, copy)
+  return copy
+
+
+def test_a_carried_cut_run_resumes_from_its_last_checkpoint_exactly(
+    study, digits, tmp_path):
+  runs, whole = study
+  assert without_clocks(run_files.read_metrics(
+      runs / "B" / "seed1")) == without_clocks(whole[:3])
+  assert carry.pack(runs, tmp_path / "out") == ["B/seed1"]
+  assert files(tmp_path / "out") == ["cut-0.tar.gz", "runs.tar.gz"]
+
+  moved = tmp_path / "elsewhere"
+  assert carry.unpack(tmp_path / "out", moved)
+  # The finished run's records and settings, no checkpoint of it; the cut
+  # run's last checkpoint alone.
+  carried = files(moved)
+  assert [name for name in carried if name.startswith("A/")
+         ] == ["A/seed0/config.json", "A/seed0/metrics.jsonl"]
+  assert [name for name in carried if "checkpoints" in name] == [
+      "B/seed1/checkpoints/checkpoint",
+      "B/seed1/checkpoints/ckpt-4.data-00000-of-00001",
+      "B/seed1/checkpoints/ckpt-4.index"
+  ]
+  assert "tuning.json" in carried
+  assert run_files.is_complete(moved / "A" / "seed0", 6)
+  resumed = loop.train(config(moved / "B" / "seed1", seed=1), data=digits)
+  assert without_clocks(resumed) == without_clocks(whole)
+  assert without_clocks(run_files.read_metrics(
+      moved / "B" / "seed1")) == without_clocks(whole)
+
+
+def test_a_cut_run_whose_checkpoint_did_not_come_back_starts_over(
+    study, digits, tmp_path):
+  runs, whole = study
+  carry.pack(runs, tmp_path / "out")
+  os.unlink(tmp_path / "out" / "cut-0.tar.gz")
+  moved = tmp_path / "elsewhere"
+  assert carry.unpack(tmp_path / "out", moved)
+  assert not os.path.exists(moved / "B")
+  resumed = loop.train(config(moved / "B" / "seed1", seed=1), data=digits)
+  assert without_clocks(resumed) == without_clocks(whole)
+
+
+def test_a_run_cut_before_its_first_checkpoint_is_left_to_start_over(
+    study, digits, tmp_path):
+  runs, whole = study
+  copy = tmp_path / "runs"
+  shutil.copytree(runs, copy)
+  # Killed as it began: its settings written, no checkpoint yet.
+  (copy / "C" / "seed1").mkdir(parents=True)
+  shutil.copy(runs / "B" / "seed1" / "config.json", copy / "C" / "seed1")
+  assert carry.pack(copy, tmp_path / "out") == ["B/seed1"]
+  moved = tmp_path / "elsewhere"
+  carry.unpack(tmp_path / "out", moved)
+  assert not os.path.exists(moved / "C")
+  assert without_clocks(
+      loop.train(config(moved / "C" / "seed1", seed=1),
+                 data=digits)) == without_clocks(whole)
+
+
+def test_pack_leaves_out_tensorboard_temporaries_and_skipped_folders(
+    study, tmp_path):
+  runs, _ = study
+  copy = tmp_path / "runs"
+  shutil.copytree(runs, copy)
+  (copy / "A" / "seed0" / ".metrics.jsonl.x.tmp").write_text("cut")
+  (copy / "measure").mkdir()
+  (copy / "measure" / "config.json").write_text("{}")
+  cut = carry.pack(copy, tmp_path / "out", skip=("measure",))
+  assert cut == ["B/seed1"]
+  with tarfile.open(tmp_path / "out" / carry.RUNS_ARCHIVE) as archive:
+    names = archive.getnames()
+  assert any(name.startswith("A/seed0/tensorboard") for name in files(copy))
+  assert not [
+      name for name in names if "tensorboard" in name or name.endswith(".tmp")
+      or "checkpoints" in name or name.startswith(("measure", "B/"))
+  ]
+
+
+@pytest.mark.parametrize("spelling", ["path", "link"])
+def test_pack_refuses_to_write_inside_the_runs_directory(
+    study, tmp_path, spelling):
+  runs, _ = study
+  out = runs / "out"
+  if spelling == "link":
+    out = tmp_path / "out"
+    os.symlink(runs, out)
+  before = files(runs)
+  with pytest.raises(ValueError, match="inside the runs directory"):
+    carry.pack(runs, out)
+  assert files(runs) == before
+
+
+def test_unpack_leaves_a_runs_directory_that_holds_runs_as_it_is(
+    study, tmp_path):
+  runs, _ = study
+  carry.pack(runs, tmp_path / "out")
+  newer = tmp_path / "newer"
+  (newer / "C").mkdir(parents=True)
+  (newer / "C" / "config.json").write_text("{}")
+  assert not carry.unpack(tmp_path / "out", newer)
+  assert files(newer) == ["C/config.json"]
+
+
+def add_archive(path, *members):
+  """Writes the gzip'd tar file `path` of `members`: (TarInfo, bytes)."""
+  with tarfile.open(path, "w:gz") as archive:
+    for info, data in members:
+      info.size = len(data)
+      archive.addfile(info, io.BytesIO(data))
+
+
+def member(name, kind=tarfile.REGTYPE, data=b"x"):
+  info = tarfile.TarInfo(name)
+  info.type = kind
+  info.linkname = "../../etc/hostname" if kind == tarfile.SYMTYPE else ""
+  return info, data
+
+
+@pytest.mark.parametrize(
+    "damage", ["escape", "link", "fifo", "negative_size", "truncate"])
+def test_unpack_refuses_a_bad_archive_and_writes_nothing(
+    study, tmp_path, damage):
+  runs, _ = study
+  carried = tmp_path / "carried"
+  carry.pack(runs, carried)
+  if damage == "escape":
+    add_archive(carried / "cut-1.tar.gz", member("../escaped"))
+  elif damage == "link":
+    add_archive(carried / "cut-1.tar.gz", member("C/link", tarfile.SYMTYPE,
+                                                 b""))
+  elif damage == "fifo":
+    add_archive(carried / "cut-1.tar.gz", member("C/pipe", tarfile.FIFOTYPE,
+                                                 b""))
+  elif damage == "negative_size":
+    # GNU's base-256 size field holds negative numbers; counted as they
+    # are, they would let the next members past the cap.
+    info = tarfile.TarInfo("C/negative")
+    info.size = -carry.MAX_UNPACKED_BYTES
+    with gzip.open(carried / "cut-1.tar.gz", "wb") as f:
+      f.write(info.tobuf(format=tarfile.GNU_FORMAT) + bytes(1024))
+  else:
+    whole = (carried / "cut-0.tar.gz").read_bytes()
+    (carried / "cut-0.tar.gz").write_bytes(whole[:len(whole) // 2])
+  with pytest.raises(ValueError, match="cannot unpack .*cut-"):
+    carry.unpack(carried, tmp_path / "runs")
+  assert os.listdir(tmp_path) == ["carried"]
+
+
+def test_unpack_refuses_a_fifo_for_an_archive_without_waiting(study, tmp_path):
+  runs, _ = study
+  carried = tmp_path / "carried"
+  carry.pack(runs, carried)
+  os.mkfifo(carried / "cut-1.tar.gz")
+  # In a process of its own: opening the FIFO would wait for a writer.
+  refused = carry_command("unpack", f"--runs_dir={tmp_path / 'runs'}",
+                          f"--carry_dir={carried}")
+  assert refused.returncode == 1
+  assert refused.stderr.splitlines() == [
+      f"python -m benchmarks.carry: cannot unpack {carried / 'cut-1.tar.gz'}: "
+      "it is not a regular file"
+  ]
+  assert os.listdir(tmp_path) == ["carried"]
+
+
+@pytest.mark.parametrize(
+    "settings",
+    ["not JSON", "{}", '{"steps": "6"}', '{"steps": true}', "[6]", "\xff"])
+def test_a_refused_pack_leaves_the_earlier_archives_as_they_were(
+    study, tmp_path, settings):
+  runs, _ = study
+  copy = copied(runs, tmp_path)
+  out = tmp_path / "out"
+  carry.pack(copy, out)
+  before = snapshot(out)
+  (copy / "C" / "seed0").mkdir(parents=True)
+  (copy / "C" / "seed0" / "config.json").write_text(settings,
+                                                    encoding="latin-1")
+  with pytest.raises(ValueError,
+                     match="cannot pack .*C/seed0/config.json: it does not "
+                     "hold a run's settings"):
+    carry.pack(copy, out)
+  assert snapshot(out) == before
+
+
+def test_a_pack_that_fails_while_writing_leaves_the_earlier_archives(
+    study, tmp_path, monkeypatch):
+  runs, _ = study
+  out = tmp_path / "out"
+  carry.pack(runs, out)
+  before = snapshot(out)
+  write = carry._write_archive  # pylint: disable=protected-access
+
+  def disk_fills_at_the_cut_archive(path, members):
+    if "cut-" in path:
+      raise OSError(28, "No space left on device", path)
+    write(path, members)
+
+  monkeypatch.setattr(carry, "_write_archive", disk_fills_at_the_cut_archive)
+  with pytest.raises(ValueError, match="cut-0.tar.gz: No space left"):
+    carry.pack(runs, out)
+  assert snapshot(out) == before
+  # A folder it made for the archives goes too.
+  with pytest.raises(ValueError, match="No space left"):
+    carry.pack(runs, tmp_path / "new" / "out")
+  assert not os.path.exists(tmp_path / "new")
+
+
+@pytest.mark.parametrize("runs_dir", ["missing", "empty", "skipped", "file"])
+def test_pack_refuses_a_missing_or_empty_runs_directory(tmp_path, runs_dir):
+  path = tmp_path / "runs"
+  if runs_dir != "missing":
+    (path / "measure" / "p1").mkdir(parents=True)
+    (path / "measure" / "p1" / "config.json").write_text('{"steps": 1}')
+  if runs_dir == "empty":
+    shutil.rmtree(path / "measure")
+  if runs_dir == "file":
+    shutil.rmtree(path)
+    path.write_text("")
+  with pytest.raises(ValueError,
+                     match=f"the runs directory {path} (does not exist|"
+                     "holds nothing to carry)"):
+    carry.pack(path, tmp_path / "out", skip=("measure",))
+  assert not os.path.exists(tmp_path / "out")
+
+
+@pytest.mark.parametrize("empty", ["runs_dir", "out_dir", "carried_dir"])
+def test_an_empty_path_is_refused_not_taken_as_the_working_directory(
+    study, tmp_path, monkeypatch, empty):
+  runs, _ = study
+  carry.pack(runs, tmp_path / "carried")
+  monkeypatch.chdir(tmp_path)
+  before = snapshot(tmp_path)
+  with pytest.raises(ValueError, match=f"^{empty} is empty; name a folder$"):
+    if empty == "carried_dir":
+      carry.unpack("", tmp_path / "runs")
+    elif empty == "runs_dir":
+      carry.unpack(tmp_path / "carried", "")
+    else:
+      carry.pack(runs, "")
+  with pytest.raises(ValueError, match="^runs_dir is empty"):
+    carry.pack("", tmp_path / "out")
+  assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("kind", [
+    "link_to_a_system_file", "link_to_a_folder", "fifo",
+    "link_as_a_cut_runs_records", "link_as_a_cut_runs_checkpoints"
+])
+def test_pack_refuses_a_link_or_a_fifo_and_writes_nothing(
+    study, tmp_path, kind):
+  runs, _ = study
+  copy = copied(runs, tmp_path)
+  cut_run = copy / "B" / "seed1"
+  if kind == "link_to_a_system_file":
+    target = copy / "A" / "seed0" / "notes.txt"
+    os.symlink("/etc/hostname", target)
+  elif kind == "link_to_a_folder":
+    target = copy / "etc"
+    os.symlink("/etc", target)
+  elif kind == "fifo":
+    target = copy / "A" / "seed0" / "pipe"
+    os.mkfifo(target)
+  elif kind == "link_as_a_cut_runs_records":
+    target = cut_run / "metrics.jsonl"
+    os.rename(target, tmp_path / "metrics.jsonl")
+    os.symlink(tmp_path / "metrics.jsonl", target)
+  else:
+    target = cut_run / "checkpoints"
+    os.rename(target, tmp_path / "checkpoints")
+    os.symlink(tmp_path / "checkpoints", target)
+  with pytest.raises(ValueError,
+                     match=f"cannot pack {target}: it is (a symbolic link|"
+                     "a FIFO); move it out of the runs directory"):
+    carry.pack(copy, tmp_path / "out")
+  assert not os.path.exists(tmp_path / "out")
+
+
+@pytest.mark.parametrize("damage",
+                         ["no_index", "no_data", "no_such_prefix", "empty"])
+def test_pack_refuses_a_cut_run_whose_checkpoint_state_names_no_checkpoint(
+    study, tmp_path, damage):
+  runs, _ = study
+  copy = copied(runs, tmp_path)
+  checkpoints = copy / "B" / "seed1" / "checkpoints"
+  if damage == "no_index":
+    os.unlink(checkpoints / "ckpt-4.index")
+  elif damage == "no_data":
+    os.unlink(checkpoints / "ckpt-4.data-00000-of-00001")
+  else:
+    (checkpoints / "checkpoint").write_text(
+        "" if damage == "empty" else 'model_checkpoint_path: "ckpt-9"\n')
+  with pytest.raises(ValueError,
+                     match=f"cannot pack {checkpoints / 'checkpoint'}: it "
+                     "names (checkpoint ckpt-[49], but .* is missing|"
+                     "no checkpoint in its folder)"):
+    carry.pack(copy, tmp_path / "out")
+  assert not os.path.exists(tmp_path / "out")
+
+
+@pytest.mark.parametrize("where", ["twice_in_one", "across_two", "as_a_folder"])
+def test_unpack_refuses_a_name_held_twice_and_writes_nothing(
+    study, tmp_path, where):
+  runs, _ = study
+  carried = tmp_path / "carried"
+  carry.pack(runs, carried)
+  if where == "twice_in_one":
+    add_archive(carried / "cut-1.tar.gz", member("C/a.json", data=b"1"),
+                member("C/./a.json", data=b"2"))
+    held = "it holds C/a.json twice"
+  elif where == "across_two":
+    add_archive(carried / "cut-1.tar.gz",
+                member("A/seed0/metrics.jsonl", data=b"{}"))
+    held = f"it holds A/seed0/metrics.jsonl, also in {carried / 'runs.tar.gz'}"
+  else:
+    add_archive(carried / "cut-1.tar.gz", member("A/seed0"))
+    held = "A/seed0 is a file in it and a folder in the archives"
+  with pytest.raises(ValueError, match=f"cannot unpack .*: {held}"):
+    carry.unpack(carried, tmp_path / "runs")
+  assert os.listdir(tmp_path) == ["carried"]
+
+
+class Zeros(io.RawIOBase):
+  """`size` zero bytes to read: a member that gzip shrinks a thousandfold."""
+
+  def __init__(self, size):
+    self.left = size
+
+  def readable(self):
+    return True
+
+  def readinto(self, buffer):
+    n = min(len(buffer), self.left)
+    buffer[:n] = bytes(n)
+    self.left -= n
+    return n
+
+
+def test_unpack_refuses_archives_that_expand_past_the_cap(study, tmp_path):
+  runs, _ = study
+  carried = tmp_path / "carried"
+  carry.pack(runs, carried)
+  info = tarfile.TarInfo("C/zeros")
+  info.size = carry.MAX_UNPACKED_BYTES
+  with tarfile.open(carried / "cut-1.tar.gz", "w:gz",
+                    compresslevel=1) as archive:
+    archive.addfile(info, io.BufferedReader(Zeros(info.size)))
+  assert os.path.getsize(carried / "cut-1.tar.gz") < 2 << 20
+  with pytest.raises(ValueError,
+                     match=f"cannot unpack .*cut-1.tar.gz: the archives "
+                     f"expand past {carry.MAX_UNPACKED_BYTES} bytes "
+                     "\\(at C/zeros\\)"):
+    carry.unpack(carried, tmp_path / "runs")
+  assert os.listdir(tmp_path) == ["carried"]
+  # Smaller caps are the caller's to choose.
+  with pytest.raises(ValueError, match="expand past 1000 bytes"):
+    carry.unpack(carried, tmp_path / "runs", max_bytes=1000)
+
+
+@pytest.mark.parametrize("there", ["a_file_named_like_a_run", "report"])
+def test_unpack_refuses_what_exists_in_the_runs_directory_moving_nothing(
+    study, tmp_path, there):
+  runs, _ = study
+  copy = copied(runs, tmp_path)
+  (copy / "report").mkdir()
+  (copy / "report" / "summary.md").write_text("carried")
+  carry.pack(copy, tmp_path / "carried")
+  target = tmp_path / "target"
+  if there == "report":
+    (target / "report").mkdir(parents=True)
+    (target / "report" / "summary.md").write_text("here")
+    clash = target / "report"
+  else:
+    target.mkdir()
+    clash = target / "B"
+    clash.write_text("not a run")
+  before = snapshot(tmp_path)
+  with pytest.raises(ValueError,
+                     match=f"cannot unpack into {target}: {clash} exists, "
+                     "and the archives hold it too"):
+    carry.unpack(tmp_path / "carried", target)
+  assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("runs_dir", ["file", "dangling_link"])
+def test_unpack_onto_a_file_or_a_dangling_link_is_refused_in_one_line(
+    study, tmp_path, runs_dir):
+  runs, _ = study
+  carry.pack(runs, tmp_path / "carried")
+  target = tmp_path / "target"
+  if runs_dir == "file":
+    target.write_text("")
+  else:
+    os.symlink(tmp_path / "nowhere", target)
+  before = snapshot(tmp_path)
+  refused = carry_command("unpack", f"--runs_dir={target}",
+                          f"--carry_dir={tmp_path / 'carried'}")
+  assert refused.returncode == 1
+  kind = "a file" if runs_dir == "file" else "a dangling link"
+  assert refused.stderr.splitlines() == [
+      f"python -m benchmarks.carry: cannot unpack into {target}: it is "
+      f"{kind}, not a directory"
+  ]
+  assert snapshot(tmp_path) == before
+
+
+def carry_command(*args):
+  return child_process.ran("benchmarks.carry", *args, timeout=120)
+
+
+def test_the_command_packs_and_unpacks_and_names_a_missing_argument(
+    study, tmp_path):
+  runs, _ = study
+  packed = carry_command("pack", f"--runs_dir={runs}",
+                         f"--carry_dir={tmp_path / 'out'}")
+  assert packed.returncode == 0, packed.stderr[-2000:]
+  assert "checkpoints of 1 cut runs" in packed.stdout
+  unpacked = carry_command("unpack", f"--runs_dir={tmp_path / 'moved'}",
+                           f"--carry_dir={tmp_path / 'out'}")
+  assert unpacked.returncode == 0, unpacked.stderr[-2000:]
+  assert "B/seed1/checkpoints/ckpt-4.index" in files(tmp_path / "moved")
+  again = carry_command("unpack", f"--runs_dir={tmp_path / 'moved'}",
+                        f"--carry_dir={tmp_path / 'out'}")
+  assert again.returncode == 0 and "left as it is" in again.stdout
+  missing = carry_command("pack", f"--runs_dir={runs}")
+  assert missing.returncode == 2
+  assert "--carry_dir" in missing.stderr.strip().splitlines()[-1]
+
+
+def test_a_refused_pack_is_one_line_naming_the_file(study, tmp_path):
+  runs, _ = study
+  copy = copied(runs, tmp_path)
+  (copy / "C" / "seed0").mkdir(parents=True)
+  (copy / "C" / "seed0" / "config.json").write_text('{"dataset": "digits"}')
+  refused = carry_command("pack", f"--runs_dir={copy}",
+                          f"--carry_dir={tmp_path / 'out'}")
+  assert refused.returncode == 1
+  assert refused.stderr.splitlines() == [
+      f"python -m benchmarks.carry: cannot pack {copy}/C/seed0/config.json: "
+      "it does not hold a run's settings (a JSON object with a whole number "
+      "of steps >= 1)"
+  ]
+  assert not os.path.exists(tmp_path / "out")
