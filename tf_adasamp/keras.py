@@ -33,6 +33,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tf_adasamp import _checkpointing
 from tf_adasamp import _keras_internals
 from tf_adasamp import data as data_lib
 from tf_adasamp import diagnostics
@@ -97,11 +98,16 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
     self.utility = utilities_lib.get(utility)
     self.from_logits = None if from_logits is None else bool(from_logits)
     self.debias = bool(debias)
-    # The sampler's tf.Variables, as non-trainable weights of this model:
-    # saved, restored and copied with the model's own.
+    # The sampler's state as its checkpoint saves it: tracked here, so that a
+    # tf.train.Checkpoint of this model saves and checks it as the sampler's
+    # own does; Keras's files and set_weights restore it through it too
+    # (load_own_variables, set_weights).
+    self._sampler_checkpoint = _checkpointing.checked_state(stage.sampler)
+    # Its tf.Variables, as non-trainable weights of this model: saved,
+    # restored and copied with the model's own.
     self._sampler_state = [
         _SamplerVariable(variable)
-        for variable in _sampler_variables(stage.sampler)
+        for variable in self._sampler_checkpoint.variables.values()
     ]
     self._learn = None
     self._outputs_logits = None
@@ -150,6 +156,48 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
     if not isinstance(utility, str):
       utility = keras.saving.deserialize_keras_object(utility)
     return cls(model, stage, utility=utility, **config)
+
+  def save_own_variables(self, store):
+    """Saves the sampler's state as its `tf.train.Checkpoint` does: the
+    variables by name, with its size and settings."""
+    for name, value in self._sampler_checkpoint.tensors().items():
+      store[name] = value
+
+  def load_own_variables(self, store):
+    """Restores the sampler's state through the checks of its
+    `tf.train.Checkpoint` (docs/guarantees.md, "Checkpoints"): refused, the
+    sampler left as it was, unless it is of this sampler's size and
+    settings and fits together; sums are rebuilt from the leaves.
+    `load_model`, `load_weights`, `ModelCheckpoint`'s files and
+    `BackupAndRestore` all come here."""
+    self._sampler_checkpoint.restore(
+        {name: store[name] for name in store.keys()})
+
+  def set_weights(self, weights):
+    """`keras.Model.set_weights`; the sampler's part goes through the checks
+    of `load_own_variables` first, so a refused state changes no weight."""
+    weights = list(weights)
+    variables = self.weights
+    if len(weights) != len(variables) or any(
+        tuple(variable.shape) != np.shape(value)
+        for variable, value in zip(variables, weights)):
+      super().set_weights(weights)  # raises Keras's error, changing nothing
+      return
+    checkpoint = self._sampler_checkpoint
+    names = {
+        id(variable): name
+        for name, variable in zip(checkpoint.variables, self._sampler_state)
+    }
+    checkpoint.restore({
+        **checkpoint.constants,
+        **{
+            names[id(variable)]: value for variable, value in zip(
+                variables, weights) if id(variable) in names
+        }
+    })
+    for variable, value in zip(variables, weights):
+      if id(variable) not in names:
+        variable.assign(value)
 
   def make_train_function(self, force=False):
     if self.train_function is not None and not force:
@@ -465,11 +513,6 @@ class _SamplerVariable(keras.Variable):
     # Keras's TensorFlow variable adopts a tf.Variable handed to it as its
     # value; the default would copy it into a new one.
     self._initialize(initializer(self._shape, dtype=self._dtype))
-
-
-def _sampler_variables(sampler):
-  """All of the sampler's state, in a fixed order."""
-  return [*sampler.variables, sampler.generator.state]
 
 
 class _TrainingEstimates:
