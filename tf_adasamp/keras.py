@@ -254,18 +254,18 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
       verbose=None,
       input_signature=None,
       **kwargs):
-    """`keras.Model.export`, by default with the wrapped model's inputs.
+    """Exports the wrapped model for serving: `trainer.model.export(...)`.
 
-    The export holds the sampler's state beside the model's weights; for
-    serving, export the wrapped model itself, `trainer.model.export(...)`.
+    The artifact holds the wrapped model alone: the sampler's state is for
+    training (save the trainer with `save` to keep it). Arguments are
+    `keras.Model.export`'s; a subclassed wrapped model needs
+    `input_signature`.
     """
-    if input_signature is None:
-      input_signature = _input_signature(self.model)
-    return super().export(filepath,
-                          format=format,
-                          verbose=verbose,
-                          input_signature=input_signature,
-                          **kwargs)
+    return self.model.export(filepath,
+                             format=format,
+                             verbose=verbose,
+                             input_signature=input_signature,
+                             **kwargs)
 
   def fit(self,
           x=None,
@@ -605,23 +605,6 @@ def _check_probabilities(y_pred):
       "[0, 1]), so utilities cannot be computed from them; for a model "
       "that outputs logits, compile with a loss that has from_logits=True "
       "or pass from_logits=True to AdaptiveSamplingModel")
-
-
-def _input_signature(model):
-  """The input specs of a built Functional or Sequential `model`."""
-  try:
-    inputs = model.inputs
-  except (AttributeError, ValueError):
-    inputs = None
-  if not inputs:
-    raise ValueError(
-        f"the wrapped model, a {type(model).__name__}, has no symbolic "
-        "inputs to export with; pass input_signature, e.g. "
-        "[keras.InputSpec(shape=(None, ...), dtype=...)]")
-  return [
-      keras.InputSpec(shape=(None, *tensor.shape[1:]), dtype=tensor.dtype)
-      for tensor in inputs
-  ]
 
 
 def _is_endless(dataset):
