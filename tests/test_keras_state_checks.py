@@ -272,3 +272,20 @@ def test_an_unedited_sampler_state_comes_back_on_every_path(saved, path):
   np.testing.assert_array_equal(sampler.log_weights.numpy(),
                                 saved["log_weights"][path])
   assert_fits_together(sampler)
+
+
+def test_a_refused_weights_file_changes_no_weight_of_the_trainer(saved):
+  # Keras loads the other layers after it refused the sampler's state;
+  # load_weights puts them back.
+  trainer = make_trainer(seed=2)
+  trainer.fit(*toy_data(), steps_per_epoch=1, verbose=0)  # builds the optimizer
+  variables = [*trainer.weights, *trainer.optimizer.variables]
+  before = [variable.numpy() for variable in variables]
+  with tempfile.TemporaryDirectory() as directory:
+    edited = edited_keras_weights(saved["ModelCheckpoint"], "tree",
+                                  edit_at(9, np.nan),
+                                  os.path.join(directory, "edited.weights.h5"))
+    with pytest.raises(ValueError, match="the checkpoint's weights"):
+      trainer.load_weights(edited)
+  for variable, value in zip(variables, before):
+    np.testing.assert_array_equal(variable.numpy(), value)

@@ -81,12 +81,10 @@ class CheckedState(base.Trackable):
             )
         }
     }
-    missing = sorted(set(dtypes) - set(values))
-    unknown = sorted(set(values) - set(dtypes))
-    if missing or unknown:
-      raise ValueError(f"the saved state lacks {missing} or has unknown "
-                       f"entries {unknown}; it holds {sorted(values)}, and "
-                       f"this one is {sorted(dtypes)}")
+    if set(values) != set(dtypes):
+      raise ValueError(f"the saved state's entries are {sorted(values)}, not "
+                       f"{sorted(dtypes)}: it was edited, or written by "
+                       "another version")
     tensors = {}
     for name, value in values.items():
       tensor = tf.convert_to_tensor(value)

@@ -173,6 +173,26 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
     self._sampler_checkpoint.restore(
         {name: store[name] for name in store.keys()})
 
+  def load_weights(self, filepath, skip_mismatch=False, **kwargs):
+    """`keras.Model.load_weights`, all or nothing: Keras goes on loading the
+    other layers after one is refused (the sampler's state that does not
+    fit together, a weight of another shape), so then every weight of the
+    model and its optimizer is put back as it was before the error is
+    raised. With `skip_mismatch=True`, what is refused is skipped, as in
+    Keras."""
+    variables = list(self.weights)
+    if self.optimizer is not None:
+      variables += self.optimizer.variables
+    before = [variable.numpy() for variable in variables]
+    try:
+      return super().load_weights(filepath,
+                                  skip_mismatch=skip_mismatch,
+                                  **kwargs)
+    except BaseException:
+      for variable, value in zip(variables, before):
+        variable.assign(value)
+      raise
+
   def set_weights(self, weights):
     """`keras.Model.set_weights`; the sampler's part goes through the checks
     of `load_own_variables` first, so a refused state changes no weight."""
