@@ -73,14 +73,10 @@ class CheckedState(base.Trackable):
       Either way, no variable has changed.
     """
     dtypes = {
-        **{
-            name: variable.dtype for name, variable in self._variables.items()
-        },
-        **{
-            name: _constant_dtype(value) for name, value in self._constants.items(
-            )
-        }
+        name: variable.dtype for name, variable in self._variables.items()
     }
+    dtypes.update((name, _constant_dtype(value))
+                  for name, value in self._constants.items())
     if set(values) != set(dtypes):
       raise ValueError(f"the saved state's entries are {sorted(values)}, not "
                        f"{sorted(dtypes)}: it was edited, or written by "
