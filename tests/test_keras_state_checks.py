@@ -247,7 +247,7 @@ def with_examples(test):
 
 
 @pytest.mark.parametrize("path", PATHS)
-@settings(max_examples=15,
+@settings(max_examples=50,
           deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(edit=edits())
