@@ -1,6 +1,11 @@
-"""Checkpoints edited entry by entry, as a hand or a damaged disk would
-leave them, and snapshots of what a tf.train.Checkpoint holds."""
+"""Checkpoints and Keras weights files edited entry by entry, as a hand or
+a damaged disk would leave them, and snapshots of what a
+tf.train.Checkpoint holds."""
 
+import io
+import zipfile
+
+import h5py
 import keras
 import numpy as np
 import tensorflow as tf
@@ -30,6 +35,35 @@ def edited_checkpoint(path, name, edit, copy=None):
                     tensor_names=keys,
                     shape_and_slices=[""] * len(keys),
                     tensors=[tf.constant(value) for value in values])
+  return copy
+
+
+def edited_keras_weights(path, name, edit, copy):
+  """A copy at `copy` of the Keras file at `path` (`.keras` or
+  `.weights.h5`) whose top-level model's entry `name` (an
+  AdaptiveSamplingModel's sampler state: "tree", "amplitude", ...) is
+  `edit`(its saved value), each other entry as saved; returns `copy`."""
+
+  def edit_h5(file):
+    with h5py.File(file, "r+") as weights:
+      entries = weights["vars"]
+      value = edit(entries[name][()])
+      del entries[name]
+      entries[name] = value
+
+  if path.endswith(".weights.h5"):
+    with open(path, "rb") as original, open(copy, "wb") as edited:
+      edited.write(original.read())
+    edit_h5(copy)
+    return copy
+  with zipfile.ZipFile(path) as original, zipfile.ZipFile(copy, "w") as edited:
+    for member in original.namelist():
+      contents = original.read(member)
+      if member == "model.weights.h5":
+        buffer = io.BytesIO(contents)
+        edit_h5(buffer)
+        contents = buffer.getvalue()
+      edited.writestr(member, contents)
   return copy
 
 

@@ -124,6 +124,28 @@ def test_new_iterator_forgets_draws_of_an_abandoned_one():
   assert len(batches) == 1
 
 
+def test_an_iterator_that_a_newer_one_replaced_says_so():
+  # Two iterators of a bounded stage read in turn: the permits are the
+  # newer one's, and the older one says why it draws no more, where it
+  # once waited for updates that the newer one's draws took.
+  stage = data.AdaptiveSampling(make_sampler(),
+                                BATCH_SIZE,
+                                max_lag=0,
+                                wait_timeout=30)
+  dataset = stage.dataset(examples())
+  older = iter(dataset)
+  _, _, indices, _ = next(older)
+  stage.update(indices, np.ones(BATCH_SIZE))
+  newer = iter(dataset)
+  with pytest.raises(tf.errors.FailedPreconditionError,
+                     match="a newer iterator of this stage has begun"):
+    for _ in range(3):  # a batch drawn before the newer one began comes first
+      next(older)
+  for _ in range(3):
+    _, _, indices, _ = next(newer)
+    stage.update(indices, np.ones(BATCH_SIZE))
+
+
 def check_batches_hold_drawn_rows(dataset, sampler, rows):
   """Each batch: rows(indices), then the indices and their Q_t."""
   sampler.update([0, 1], [1.0, 2.0])  # a non-uniform Q

@@ -302,6 +302,21 @@ def test_outputs_that_are_not_probabilities_are_refused_naming_from_logits():
   assert not np.any(trainer.stage.sampler.log_weights.numpy())
 
 
+def test_a_failed_fit_does_not_hold_back_the_next():
+  # The failed fit's iterator lives on in its traceback, its draw waiting
+  # for a permit; the next fit's iterator owns the permits from its start.
+  x, y = toy_data()
+  sampler = tf_adasamp.AdaptiveSampler(NUM_EXAMPLES, AMPLITUDE, DECAY, seed=0)
+  stage = data.AdaptiveSampling(sampler, BATCH_SIZE, max_lag=0, wait_timeout=30)
+  trainer = AdaptiveSamplingModel(classifier(), stage)
+  trainer.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+  with pytest.raises(tf.errors.InvalidArgumentError) as failed:
+    trainer.fit(x, y + 5, steps_per_epoch=3, verbose=0)  # labels out of range
+  history = trainer.fit(x, y, steps_per_epoch=3, verbose=0)
+  assert np.isfinite(history.history["loss"]).all()
+  assert failed.traceback  # still held
+
+
 def test_fit_with_a_seed_and_max_lag_0_repeats_itself():
   x, y = toy_data()
   runs = []

@@ -5,7 +5,8 @@ each on its own: a checkpoint of another sampler's size, or a hand-edited
 one, would overwrite part of the state before any check could fail.
 `CheckedState` saves a module's variables together with its size and
 settings, and restores them through one function that validates everything
-first.
+first; state that comes back another way (a Keras weights file) goes
+through the same function (`CheckedState.restore`).
 """
 
 import tensorflow as tf
@@ -41,14 +42,56 @@ class CheckedState(base.Trackable):
       return dict(self._variables)
     return {}
 
-  def _serialize_to_tensors(self):
-    constants = {
-        name:
-            tf.constant(value,
-                        tf.int64 if isinstance(value, int) else tf.float64)
+  @property
+  def variables(self):
+    """{name: tf.Variable}, in the order given."""
+    return dict(self._variables)
+
+  @property
+  def constants(self):
+    """{name: tensor}: the sizes and settings, as saved."""
+    return {
+        name: tf.constant(value, _constant_dtype(value))
         for name, value in self._constants.items()
     }
-    return {**self._variables, **constants}
+
+  def tensors(self):
+    """{name: variable or tensor}: all that is saved."""
+    return {**self._variables, **self.constants}
+
+  def restore(self, values):
+    """Restores `values`, read from somewhere other than a checkpoint, as a
+    checkpoint's: all or nothing, through the same checks.
+
+    Args:
+      values: {name: array}, every name of `tensors()`, each of its dtype.
+
+    Raises:
+      ValueError: a name is missing or unknown, or a value is of another
+        dtype (as a checkpoint's reader refuses it).
+      tf.errors.InvalidArgumentError: the owner's checks refused the values.
+      Either way, no variable has changed.
+    """
+    dtypes = {
+        name: variable.dtype for name, variable in self._variables.items()
+    }
+    dtypes.update((name, _constant_dtype(value))
+                  for name, value in self._constants.items())
+    if set(values) != set(dtypes):
+      raise ValueError(f"the saved state's entries are {sorted(values)}, not "
+                       f"{sorted(dtypes)}: it was edited, or written by "
+                       "another version")
+    tensors = {}
+    for name, value in values.items():
+      tensor = tf.convert_to_tensor(value)
+      if tensor.dtype != dtypes[name]:
+        raise ValueError(f"the saved {name} is {tensor.dtype.name}, not "
+                         f"{dtypes[name].name}")
+      tensors[name] = tensor
+    self._restore(tensors)
+
+  def _serialize_to_tensors(self):
+    return self.tensors()
 
   def _restore_from_tensors(self, restored_tensors):
     return self._restore(restored_tensors)
@@ -68,6 +111,23 @@ class CheckedState(base.Trackable):
 
     object_map[self] = CheckedState(exported, self._constants, assign)
     return []
+
+
+def checked_state(module):
+  """The `CheckedState` that `module` (a tf.Module) saves its state with."""
+  view = tf.train.TrackableView(module)
+  states = [
+      child for child in view.children(module).values()
+      if isinstance(child, CheckedState)
+  ]
+  if len(states) != 1:
+    raise ValueError(f"{type(module).__name__} saves {len(states)} "
+                     "CheckedStates, not one")
+  return states[0]
+
+
+def _constant_dtype(value):
+  return tf.int64 if isinstance(value, int) else tf.float64
 
 
 def assert_size(saved, expected, what):

@@ -5,14 +5,22 @@ them; `BoundTracker` keeps the same sums in tf.Variables and updates them with
 TensorFlow ops, so a training loop inside `tf.function` (compiled by XLA or
 not) tracks the bounds without a host round-trip. `read()` hands the sums to
 a KLBoundTracker, which computes the bounds, at evaluation points. The sums
-checkpoint with the run (variables only).
+checkpoint with the run (variables only), and are restored only once checked.
 """
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.trackable import data_structures
 
+from tf_adasamp import _checkpointing
 from tf_adasamp import bounds
 from tf_adasamp import diagnostics
+
+# The running sums, saved under these names.
+_STATE = ("sums", "total", "general", "utilities_before_last", "last_utilities",
+          "signed", "steps", "batch_size")
+# Those of them that are sums of utilities.
+_SUMS = ("sums", "total", "general", "utilities_before_last", "last_utilities")
 
 
 class BoundTracker(tf.Module):
@@ -47,12 +55,14 @@ class BoundTracker(tf.Module):
     super().__init__(name=name)
     # Validates the arguments the way the host tracker does.
     bounds.KLBoundTracker(num_examples, amplitude, decay)
-    self._num_examples = num_examples
+    self._num_examples = int(num_examples)
     self._amplitude, self._decay = float(amplitude), float(decay)
     self._static_shapes = static_shapes
 
+    # The state is saved as one (CheckedState), its parts untracked.
     def variable(name, value, dtype):
-      return tf.Variable(tf.constant(value, dtype), trainable=False, name=name)
+      return data_structures.NoDependency(
+          tf.Variable(tf.constant(value, dtype), trainable=False, name=name))
 
     with self.name_scope:
       self.sums = variable("sums", np.zeros(num_examples), tf.float64)
@@ -64,6 +74,12 @@ class BoundTracker(tf.Module):
       self.signed = variable("signed", False, tf.bool)
       self.steps = variable("steps", 0, tf.int64)
       self.batch_size = variable("batch_size", 0, tf.int64)
+    self._checkpointed = _checkpointing.CheckedState(
+        {name: getattr(self, name) for name in _STATE}, {
+            "num_examples": self._num_examples,
+            "amplitude": self._amplitude,
+            "decay": self._decay
+        }, self._restore)
 
   def update(self, indices, utilities):
     """Records one step's draws and their utilities, as KLBoundTracker does.
@@ -123,6 +139,63 @@ class BoundTracker(tf.Module):
             "steps": steps,
             "batch_size": int(self.batch_size) if steps else None
         })
+
+  def _restore(self, restored):
+    """Assigns a checkpoint's sums once all of them are checked
+    (CheckedState): the tracker's size and settings, finite sums, and the
+    signs and counts a run leaves: an edited sum would bend the bounds
+    read from it."""
+    checks = [
+        _checkpointing.assert_size(restored["num_examples"], self._num_examples,
+                                   "number of examples"),
+        _checkpointing.assert_setting(restored["amplitude"], self._amplitude,
+                                      "amplitude"),
+        _checkpointing.assert_setting(restored["decay"], self._decay, "decay"),
+        *[
+            _checkpointing.assert_shape(restored[name],
+                                        getattr(self, name).shape,
+                                        f"bound-tracker {name}")
+            for name in _STATE
+        ],
+    ]
+    with tf.control_dependencies(checks):
+      checks = [
+          tf.debugging.assert_all_finite(
+              restored[name], f"the checkpoint's bound-tracker {name}")
+          for name in _SUMS
+      ]
+      steps, batch_size = restored["steps"], restored["batch_size"]
+      checks += [
+          tf.debugging.assert_non_negative(
+              steps, message="the checkpoint's bound-tracker steps are < 0"),
+          tf.debugging.assert_non_negative(
+              batch_size,
+              message="the checkpoint's bound-tracker batch size is < 0"),
+          tf.debugging.assert_equal(
+              (steps > 0) | (batch_size == 0),
+              True,
+              message="the checkpoint's bound tracker has a batch size but "
+              "no steps"),
+      ]
+    with tf.control_dependencies(checks):
+      # Without a negative utility, every sum is >= 0; the total, a running
+      # sum of changes, up to its round-off.
+      sums = restored["sums"]
+      nonnegative = tf.reduce_all([
+          tf.reduce_all(sums >= 0), restored["utilities_before_last"] >= 0,
+          restored["last_utilities"] >= 0, restored["total"]
+          >= -1e-6 * (1 + tf.reduce_sum(sums))
+      ])
+      checks = [
+          tf.debugging.assert_equal(
+              restored["signed"] | nonnegative,
+              True,
+              message="the checkpoint's bound-tracker sums are negative, but "
+              "it records no negative utility: they were edited")
+      ]
+    with tf.control_dependencies(checks):
+      return tf.group(
+          *[getattr(self, name).assign(restored[name]) for name in _STATE])
 
 
 def _first_draws(indices, static_shapes):

@@ -122,7 +122,9 @@ class AdaptiveSampling:
   `stage(source)` is `stage.dataset(source)`, so `ds.apply(stage)` turns a
   dataset of examples into one of adaptive batches. Use one iterator at a
   time: a new iterator starts a fresh lag count, forgetting draws that an
-  abandoned one prefetched but never trained on. To resume training,
+  abandoned one prefetched but never trained on; with a lag bound, the
+  permits are then the new one's, and a draw of an older iterator fails
+  (FailedPreconditionError) instead of taking them. To resume training,
   checkpoint the sampler and start a new iterator: the iterator itself cannot
   be saved (with a lag bound, saving waits for a draw that waits for the
   step).

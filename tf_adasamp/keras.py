@@ -33,6 +33,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tf_adasamp import _checkpointing
 from tf_adasamp import _keras_internals
 from tf_adasamp import data as data_lib
 from tf_adasamp import diagnostics
@@ -108,11 +109,16 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
     self.utility = utilities_lib.get(utility)
     self.from_logits = None if from_logits is None else bool(from_logits)
     self.debias = bool(debias)
-    # The sampler's tf.Variables, as non-trainable weights of this model:
-    # saved, restored and copied with the model's own.
+    # The sampler's state as its checkpoint saves it: tracked here, so that a
+    # tf.train.Checkpoint of this model saves and checks it as the sampler's
+    # own does; Keras's files and set_weights restore it through it too
+    # (load_own_variables, set_weights).
+    self._sampler_checkpoint = _checkpointing.checked_state(stage.sampler)
+    # Its tf.Variables, as non-trainable weights of this model: saved,
+    # restored and copied with the model's own.
     self._sampler_state = [
         _SamplerVariable(variable)
-        for variable in _sampler_variables(stage.sampler)
+        for variable in self._sampler_checkpoint.variables.values()
     ]
     self._learn = None
     self._outputs_logits = None
@@ -198,6 +204,68 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
     if not isinstance(utility, str):
       utility = keras.saving.deserialize_keras_object(utility)
     return cls(model, stage, utility=utility, **config)
+
+  def save_own_variables(self, store):
+    """Saves the sampler's state as its `tf.train.Checkpoint` does: the
+    variables by name, with its size and settings."""
+    for name, value in self._sampler_checkpoint.tensors().items():
+      store[name] = value
+
+  def load_own_variables(self, store):
+    """Restores the sampler's state through the checks of its
+    `tf.train.Checkpoint` (docs/guarantees.md, "Checkpoints"): refused, the
+    sampler left as it was, unless it is of this sampler's size and
+    settings and fits together; sums are rebuilt from the leaves.
+    `load_model`, `load_weights`, `ModelCheckpoint`'s files and
+    `BackupAndRestore` all come here."""
+    self._sampler_checkpoint.restore(
+        {name: store[name] for name in store.keys()})
+
+  def load_weights(self, filepath, skip_mismatch=False, **kwargs):
+    """`keras.Model.load_weights`, all or nothing: Keras goes on loading the
+    other layers after one is refused (the sampler's state that does not
+    fit together, a weight of another shape), so then every weight of the
+    model and its optimizer is put back as it was before the error is
+    raised. With `skip_mismatch=True`, what is refused is skipped, as in
+    Keras."""
+    variables = list(self.weights)
+    if self.optimizer is not None:
+      variables += self.optimizer.variables
+    before = [variable.numpy() for variable in variables]
+    try:
+      return super().load_weights(filepath,
+                                  skip_mismatch=skip_mismatch,
+                                  **kwargs)
+    except BaseException:
+      for variable, value in zip(variables, before):
+        variable.assign(value)
+      raise
+
+  def set_weights(self, weights):
+    """`keras.Model.set_weights`; the sampler's part goes through the checks
+    of `load_own_variables` first, so a refused state changes no weight."""
+    weights = list(weights)
+    variables = self.weights
+    if len(weights) != len(variables) or any(
+        tuple(variable.shape) != np.shape(value)
+        for variable, value in zip(variables, weights)):
+      super().set_weights(weights)  # raises Keras's error, changing nothing
+      return
+    checkpoint = self._sampler_checkpoint
+    names = {
+        id(variable): name
+        for name, variable in zip(checkpoint.variables, self._sampler_state)
+    }
+    checkpoint.restore({
+        **checkpoint.constants,
+        **{
+            names[id(variable)]: value for variable, value in zip(
+                variables, weights) if id(variable) in names
+        }
+    })
+    for variable, value in zip(variables, weights):
+      if id(variable) not in names:
+        variable.assign(value)
 
   def make_train_function(self, force=False):
     """Makes Keras's train function, compiling only the learning step by XLA.
@@ -289,33 +357,27 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
       verbose=None,
       input_signature=None,
       **kwargs):
-    """Exports as `keras.Model.export`, by default with the model's inputs.
+    """Exports the wrapped model for serving: `trainer.model.export(...)`.
 
-    The export holds the sampler's state beside the model's weights; for
-    serving, export the wrapped model itself, `trainer.model.export(...)`.
+    The artifact holds the wrapped model alone: the sampler's state is for
+    training (save the trainer with `save` to keep it). A subclassed wrapped
+    model needs `input_signature`.
 
     Args:
       filepath: as for `keras.Model.export`.
       format: as for `keras.Model.export`.
       verbose: as for `keras.Model.export`.
-      input_signature: as for `keras.Model.export`; None for the wrapped
-        model's inputs.
+      input_signature: as for `keras.Model.export`.
       **kwargs: as for `keras.Model.export`.
 
     Returns:
       What `keras.Model.export` returns.
-
-    Raises:
-      ValueError: if `input_signature` is None and the wrapped model has no
-        symbolic inputs.
     """
-    if input_signature is None:
-      input_signature = _input_signature(self.model)
-    return super().export(filepath,
-                          format=format,
-                          verbose=verbose,
-                          input_signature=input_signature,
-                          **kwargs)
+    return self.model.export(filepath,
+                             format=format,
+                             verbose=verbose,
+                             input_signature=input_signature,
+                             **kwargs)
 
   def fit(self,
           x=None,
@@ -680,11 +742,6 @@ def _weighted(importance, sample_weight):
   return importance * tf.cast(sample_weight, importance.dtype)
 
 
-def _sampler_variables(sampler):
-  """All of the sampler's state, in a fixed order."""
-  return [*sampler.variables, sampler.generator.state]
-
-
 class _TrainingEstimates:
   """The training logs' own metrics.
 
@@ -795,23 +852,6 @@ def _check_probabilities(y_pred):
       "[0, 1]), so utilities cannot be computed from them; for a model "
       "that outputs logits, compile with a loss that has from_logits=True "
       "or pass from_logits=True to AdaptiveSamplingModel")
-
-
-def _input_signature(model):
-  """The input specs of a built Functional or Sequential `model`."""
-  try:
-    inputs = model.inputs
-  except (AttributeError, ValueError):
-    inputs = None
-  if not inputs:
-    raise ValueError(
-        f"the wrapped model, a {type(model).__name__}, has no symbolic "
-        "inputs to export with; pass input_signature, e.g. "
-        "[keras.InputSpec(shape=(None, ...), dtype=...)]")
-  return [
-      keras.InputSpec(shape=(None, *tensor.shape[1:]), dtype=tensor.dtype)
-      for tensor in inputs
-  ]
 
 
 def _is_endless(dataset):

@@ -12,6 +12,7 @@
 // GetNext, cancelled when the whole iterator is deleted. A blocking op there
 // (this library once used a FIFOQueue dequeue) hangs `take`'s teardown.
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -84,19 +85,30 @@ class DrawPermits : public ::tensorflow::ResourceBase {
     return absl::OkStatus();
   }
 
-  void Reset(int64_t count) {
+  // Sets `count` permits for a new iterator, and returns its generation.
+  // The permits are the newest iterator's alone: an older one that went on
+  // drawing (left alive by a failed `fit`'s traceback, or read in turn with
+  // the new one) would take the permits that the new one's updates release,
+  // and the new one would wait for updates already reported.
+  int64_t Reset(int64_t count) {
+    int64_t generation;
     {
       mutex_lock lock(mu_);
       available_ = count;
+      generation = ++generation_;
     }
     changed_.notify_all();
+    return generation;
   }
 
-  // Takes a permit, waiting while there is none; CancelledError instead if
-  // one of `cancellations` (null ones skipped) is cancelled first, and
-  // DeadlineExceededError if none comes in `timeout_seconds` (>= 0; inf or
-  // anything from kUnlimitedSeconds on: no limit).
-  absl::Status Acquire(absl::Span<CancellationManager* const> cancellations,
+  // Takes a permit for the iterator of `generation`, waiting while there is
+  // none; CancelledError instead if one of `cancellations` (null ones
+  // skipped) is cancelled first, FailedPreconditionError once a newer
+  // iterator has begun, and DeadlineExceededError if none comes in
+  // `timeout_seconds` (>= 0; inf or anything from kUnlimitedSeconds on: no
+  // limit).
+  absl::Status Acquire(int64_t generation,
+                       absl::Span<CancellationManager* const> cancellations,
                        double timeout_seconds) {
     bool cancelled = false;
     const auto cancel = [this, &cancelled] {
@@ -127,7 +139,9 @@ class DrawPermits : public ::tensorflow::ResourceBase {
           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
               std::chrono::duration<double>(unlimited ? 0 : timeout_seconds));
       bool timed_out = false;
-      while (available_ == 0 && !cancelled && !timed_out) {
+      const auto superseded = [this, generation]() TF_EXCLUSIVE_LOCKS_REQUIRED(
+                                  mu_) { return generation_ != generation; };
+      while (available_ == 0 && !cancelled && !superseded() && !timed_out) {
         if (unlimited) {
           changed_.wait(lock);
           continue;
@@ -135,10 +149,15 @@ class DrawPermits : public ::tensorflow::ResourceBase {
         const auto left = deadline - std::chrono::steady_clock::now();
         timed_out = left <= left.zero() ||
                     (changed_.wait_for(lock, left) == std::cv_status::timeout &&
-                     available_ == 0 && !cancelled);
+                     available_ == 0 && !cancelled && !superseded());
       }
       if (cancelled) {
         status = absl::CancelledError("a draw waiting for a permit");
+      } else if (superseded()) {
+        status = absl::FailedPreconditionError(
+            "a newer iterator of this stage has begun, and a stage with a lag "
+            "bound draws for one iterator at a time: its updates now release "
+            "the newer iterator's draws; draw from the newest iterator");
       } else if (timed_out) {
         status = absl::DeadlineExceededError(absl::StrCat(
             "no update reported for ", timeout_seconds,
@@ -160,6 +179,8 @@ class DrawPermits : public ::tensorflow::ResourceBase {
   mutable mutex mu_;
   ::tensorflow::condition_variable changed_;
   int64_t available_ TF_GUARDED_BY(mu_) = 0;
+  // How many iterators have begun (Reset); the last one owns the permits.
+  int64_t generation_ TF_GUARDED_BY(mu_) = 0;
 };
 
 absl::Status GetPermits(OpKernelContext* ctx, int input,
@@ -350,7 +371,7 @@ class DrawPermitDatasetOp : public ::tensorflow::data::UnaryDatasetOpKernel {
         mutex_lock lock(mu_);
         // A new iterator: max_lag + 1 steps' draws may precede the first
         // update.
-        dataset()->permits_->Reset(dataset()->initial_permits_);
+        generation_ = dataset()->permits_->Reset(dataset()->initial_permits_);
         teardown_ = ctx->cancellation_manager();
         return dataset()->input_->MakeIterator(ctx, this, prefix(),
                                                &input_impl_);
@@ -362,7 +383,7 @@ class DrawPermitDatasetOp : public ::tensorflow::data::UnaryDatasetOpKernel {
         // Waiting is not work: autotuning should not count it.
         RecordStop(ctx);
         const absl::Status acquired = dataset()->permits_->Acquire(
-            {teardown_, ctx->cancellation_manager()},
+            generation_.load(), {teardown_, ctx->cancellation_manager()},
             dataset()->timeout_seconds_);
         RecordStart(ctx);
         TF_RETURN_IF_ERROR(acquired);
@@ -387,7 +408,7 @@ class DrawPermitDatasetOp : public ::tensorflow::data::UnaryDatasetOpKernel {
       absl::Status RestoreInternal(IteratorContext* ctx,
                                    IteratorStateReader* reader) override {
         mutex_lock lock(mu_);
-        dataset()->permits_->Reset(dataset()->initial_permits_);
+        generation_ = dataset()->permits_->Reset(dataset()->initial_permits_);
         return RestoreInput(ctx, reader, input_impl_);
       }
 
@@ -396,6 +417,9 @@ class DrawPermitDatasetOp : public ::tensorflow::data::UnaryDatasetOpKernel {
       // when the iterator above it tears down, even if the whole pipeline
       // lives on. Set once, before any GetNext.
       CancellationManager* teardown_ = nullptr;
+      // This iterator's generation of the permits (DrawPermits::Reset); read
+      // by a draw without `mu_`, as it waits before taking it.
+      std::atomic<int64_t> generation_{0};
       mutex mu_;
       std::unique_ptr<IteratorBase> input_impl_ TF_GUARDED_BY(mu_);
     };
