@@ -16,7 +16,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PUBLIC_MODULES = ("bounds", "data", "diagnostics", "distribute", "keras",
-                  "sources", "utilities")
+                  "schedules", "sources", "utilities")
 
 
 class Page(html.parser.HTMLParser):

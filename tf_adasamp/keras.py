@@ -531,10 +531,13 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
     }
 
   def _learn_step(self, x, y, sample_weight, importance, debias_importance):
-    """Forward, backward and optimizer step; returns (logs, predictions).
+    """Forward, backward and optimizer step.
 
     `debias_importance` weighs the optimized loss in place of `importance`
     where the sampler's beta makes them differ, else it is None.
+
+    Returns:
+      (logs, predictions) of the step.
     """
     uniform_weight = _weighted(importance, sample_weight)
     optimized_weight = sample_weight
@@ -721,8 +724,11 @@ class _SamplerVariable(keras.Variable):
 
 
 def _serialize_setting(setting):
-  """A sampler's setting for the config: a float, or a schedule as Keras
-  serializes it."""
+  """A sampler's setting for the config.
+
+  Returns:
+    The setting: a float, or a schedule as Keras serializes it.
+  """
   if callable(setting):
     return keras.saving.serialize_keras_object(setting)
   return setting

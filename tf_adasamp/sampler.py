@@ -271,10 +271,12 @@ class AdaptiveSampler(tf.Module):
 
   @property
   def epsilon(self) -> float:
+    """The uniform floor: draws follow (1 - epsilon) Q_t + epsilon U."""
     return self._epsilon
 
   @property
   def beta(self) -> float | Schedule:
+    """The importance exponent, a float or a schedule of it."""
     return self._beta
 
   def uniforms(self, batch_size: int) -> tf.Tensor:
@@ -309,6 +311,9 @@ class AdaptiveSampler(tf.Module):
     bits as here; XLA's kernel for `generator.uniform` converts them
     otherwise, its bits and state being the same. So the draws are the same
     compiled or not.
+
+    Returns:
+      [batch_size] uniforms in [0, 1), of the sampler's dtype.
     """
     if self._dtype == tf.float64:
       bits = self.generator.uniform_full_int([batch_size], tf.uint64)
@@ -325,8 +330,9 @@ class AdaptiveSampler(tf.Module):
     return tf.cast(mantissa, tf.float32) * 2.0**-23
 
   def sample(self, batch_size: int) -> tf.Tensor:
-    """Draws indices from Q_t (with the floor, from (1 - epsilon) Q_t +
-    epsilon U).
+    """Draws indices from Q_t.
+
+    With the floor, the draws follow (1 - epsilon) Q_t + epsilon U.
 
     Args:
       batch_size: B, an int >= 1.
@@ -375,9 +381,14 @@ class AdaptiveSampler(tf.Module):
                              stratified=self._stratified)
 
   def _sample_from(self, tree, uniforms):
-    """(indices, probabilities) drawn for `uniforms` from `tree` (the
-    tree's variable, or one replica's copy of it), with the floor; see
-    `sample_with_probabilities`."""
+    """Draws for `uniforms` from `tree`, with the floor.
+
+    `tree` is the tree's variable, or one replica's copy of it; see
+    `sample_with_probabilities`.
+
+    Returns:
+      (indices, probabilities) of the draws.
+    """
     uniforms = tf.convert_to_tensor(uniforms, self._dtype)
     if not self._epsilon:
       return ops.sum_tree_sample(tree.handle, uniforms)
@@ -439,6 +450,9 @@ class AdaptiveSampler(tf.Module):
     The draws are those of `sample_with_probabilities`, the weights those of
     `importance_weights` for their probabilities. A beta schedule is
     evaluated, and refused, before the draw.
+
+    Returns:
+      (indices, importance weights), each [batch_size].
     """
     beta = self._beta_now()
     with tf.control_dependencies([beta] if tf.is_tensor(beta) else []):
@@ -460,13 +474,18 @@ class AdaptiveSampler(tf.Module):
     return 1 / scaled if beta == 1 else tf.pow(scaled, -beta)
 
   def _scheduled(self, schedule, name, upper=math.inf):
-    """A schedule's value at the update count, and whether it is in
-    [0, upper] (finite).
+    """A schedule's value at the update count, checked.
 
     A value out of range raises InvalidArgumentError before anything that
     depends on the returned value runs; inside `jit_compile=True`, where
     XLA drops the assertion, the value is NaN instead (an amplitude's then
     makes NaN utilities, which the reweight op refuses).
+
+    Returns:
+      (value, whether it is finite and in [0, upper]).
+
+    Raises:
+      ValueError: if the schedule returns a tensor that is not a scalar.
     """
     count = tf.convert_to_tensor(self._update_count)
     value = tf.convert_to_tensor(schedule(count))
@@ -672,8 +691,9 @@ class AdaptiveSampler(tf.Module):
     return tf.maximum(kl, tf.zeros([], self._dtype))
 
   def reset(self) -> None:
-    """Returns to the uniform distribution (all weights 1); the update count
-    that schedules read is kept.
+    """Returns to the uniform distribution (all weights 1).
+
+    The update count that schedules read is kept.
 
     One reweight op over every index with utility 0, amplitude 0 and decay 0
     (l_i <- 0; the op then caches leaves of exactly 1): it holds the locks

@@ -90,12 +90,14 @@ class PiecewiseLinear:
     return cls(**config)
 
   def __repr__(self):
+    """The call that makes this schedule."""
     return f"PiecewiseLinear(steps={self.steps}, values={self.values})"
 
 
 def warmup(value: float, steps: int) -> PiecewiseLinear:
-  """0 at update 0, rising linearly to `value` at update `steps`, then
-  `value`: starts from uniform sampling.
+  """A warm-up: starts from uniform sampling.
+
+  0 at update 0, rising linearly to `value` at update `steps`, then `value`.
 
   Args:
     value: the value after the warm-up, a finite real.
@@ -109,8 +111,9 @@ def warmup(value: float, steps: int) -> PiecewiseLinear:
 
 
 def anneal(value: float, steps: int) -> PiecewiseLinear:
-  """`value` at update 0, falling linearly to 0 at update `steps`, then 0:
-  ends in uniform sampling.
+  """An annealing: ends in uniform sampling.
+
+  `value` at update 0, falling linearly to 0 at update `steps`, then 0.
 
   Args:
     value: the value at the start, a finite real.
@@ -126,7 +129,9 @@ def anneal(value: float, steps: int) -> PiecewiseLinear:
 def final_uniform(value: float,
                   total_steps: int,
                   delta: float = 0.875) -> PiecewiseLinear:
-  """`value` for the first `delta` of `total_steps` updates, then 0: the
+  """A final uniform phase: `value`, then 0 for the run's last `1 - delta`.
+
+  `value` for the first `delta` of `total_steps` updates, then 0: the
   last `1 - delta` of the run samples uniformly, as InfoBatch trains on the
   full data at the end (its default delta=0.875).
 

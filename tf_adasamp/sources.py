@@ -201,6 +201,7 @@ class ArrayRecordSource:
 
     Raises:
       IndexError: if an index is out of range.
+      OSError: if a shard cannot be read, or was cut since it was opened.
     """
     if np.any((indices < 0) | (indices >= len(self))):
       raise IndexError(f"indices out of range [0, {len(self)})")
@@ -225,8 +226,13 @@ class ArrayRecordSource:
 
   def _resized_since_opened(self, shard):
     """Whether the file the reader of `shard` reads has another size now.
+
     A file replaced (renamed over) or removed since has not: the reader
-    still reads the file it opened, whole."""
+    still reads the file it opened, whole.
+
+    Returns:
+      True if the file the reader opened is there with another size.
+    """
     opened = self._opened_as[shard]
     try:
       now = os.stat(self._paths[shard])
@@ -237,8 +243,17 @@ class ArrayRecordSource:
 
 
 def _paths(paths):
-  """`paths`, a path (str, bytes or os.PathLike) or an iterable of paths, as
-  a list of str, or TypeError."""
+  """`paths` as a list of str.
+
+  Args:
+    paths: a path (str, bytes or os.PathLike) or an iterable of paths.
+
+  Returns:
+    The paths, each as a str.
+
+  Raises:
+    TypeError: if `paths` is, or holds, something other than a path.
+  """
   if isinstance(paths, (str, bytes, os.PathLike)):
     paths = [paths]
   elif not isinstance(paths, collections.abc.Iterable):
@@ -297,8 +312,11 @@ def _opened(handle, failure):
 
 
 def _closed(handle, failure):
-  """Closes `handle`, an ArrayRecord reader or writer; OSError(failure)
-  with the reason if it failed, now or before."""
+  """Closes `handle`, an ArrayRecord reader or writer.
+
+  Raises:
+    OSError: `failure` with the reason, if the handle failed, now or before.
+  """
   try:
     handle.close()
   except RuntimeError as error:
@@ -346,9 +364,14 @@ def _tf_dtype(leaf):
 
 
 def _utf8(leaf):
-  """`leaf`, its text encoded as UTF-8 where it is a unicode array, as in a
-  string tensor made of it (`numpy_function` would encode it as ASCII, and
-  fail on any other character)."""
+  """`leaf`, its text encoded as UTF-8 where it is a unicode array.
+
+  As in a string tensor made of it (`numpy_function` would encode it as
+  ASCII, and fail on any other character).
+
+  Returns:
+    `leaf`, or its UTF-8 bytes where it is a unicode array.
+  """
   if isinstance(leaf, np.ndarray) and leaf.dtype.kind == "U":
     return np.char.encode(leaf, "utf-8")
   return leaf
@@ -516,8 +539,14 @@ def write_array_record(records,
 
 
 def _refuse_writing_over_an_input(inputs, output):
-  """Raises ValueError if `output` is one of `inputs`: the same file (device
-  and inode), however spelt or linked, which writing it would replace."""
+  """Refuses an `output` that is one of `inputs`.
+
+  The same file (device and inode), however spelt or linked, which writing
+  it would replace.
+
+  Raises:
+    ValueError: if `output` is one of `inputs`.
+  """
   try:
     written = os.stat(output)
   except OSError:
@@ -534,12 +563,16 @@ def _refuse_writing_over_an_input(inputs, output):
 
 @contextlib.contextmanager
 def _written_whole(path, failure):
-  """Yields the name of a new temporary file beside the file `path` names,
-  for the block to write; renames it over that file when the block ends,
-  or removes it if the block raises (KeyboardInterrupt included), so that
+  """Yields the name of a new temporary file beside the file `path` names.
+
+  The block writes it; it is renamed over that file when the block ends,
+  or removed if the block raises (KeyboardInterrupt included), so that
   a reader of `path`, or a crash, sees the old file or the new one whole.
-  Raises OSError(failure) with the reason where the file cannot be made or
-  renamed."""
+
+  Raises:
+    OSError: `failure` with the reason, where the file cannot be made or
+      renamed.
+  """
   # Through a symbolic link to the file it names, which the rename replaces
   # (renaming over the link would replace the link).
   target = os.path.realpath(os.fsdecode(path))
@@ -653,8 +686,15 @@ def decode_image_example(record):
 
 
 def _feature_values(feature, name, kind, size):
-  """The `size` values of `feature[name]`, a list of `kind`, or ValueError
-  (naming `encode_image_example`, whose records these are meant to be)."""
+  """The `size` values of `feature[name]`, a list of `kind`.
+
+  Returns:
+    The feature's values, as a list.
+
+  Raises:
+    ValueError: if the feature is missing, of another kind or size (naming
+      `encode_image_example`, whose records these are meant to be).
+  """
   if name not in feature or feature[name].WhichOneof("kind") != kind:
     raise ValueError(f"it has no {kind} feature {name!r}, so it is not an "
                      "encode_image_example record")

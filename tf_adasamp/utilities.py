@@ -3,7 +3,9 @@
 Each maps a batch of integer labels [B] (or one-hot labels [B, C]) and
 predicted class probabilities [B, C] to a [B] vector of utilities; the
 sampler raises the weight of an example by exp(amplitude * utility).
-`from_logits` computes them from a model's logits.
+`from_logits` computes them from a model's logits. `UTILITIES` is the
+registry that `get`, `from_logits` and the trainer's --utility read;
+`register_utility` adds one to it.
 """
 
 from collections.abc import Callable
@@ -141,6 +143,39 @@ def cross_entropy(labels: TensorLike, probs: TensorLike) -> tf.Tensor:
 UTILITIES = {"zero_one": zero_one, "l1": l1, "cross_entropy": cross_entropy}
 
 
+def register_utility(name: str, utility: Utility | None = None) -> Callable:
+  """Adds a utility to `UTILITIES`, so that it can be named.
+
+  `get`, `from_logits`, `tf_adasamp.keras` and the trainer's --utility then
+  take `name`; `from_logits` calls the utility on the softmax of the logits.
+
+  Args:
+    name: the utility's name, a non-empty str not registered yet.
+    utility: a function (labels, probs) -> [B] utilities, taking labels and
+      probabilities as the utilities above do. Without it,
+      `register_utility(name)` is a decorator.
+
+  Returns:
+    `utility`, or without it a decorator that registers and returns the
+    function it decorates.
+
+  Raises:
+    TypeError: if `name` is not a str or `utility` is not callable.
+    ValueError: if `name` is empty or already registered.
+  """
+  if not isinstance(name, str):
+    raise TypeError(f"a utility's name must be a str, got {name!r}")
+  if not name or name in UTILITIES:
+    raise ValueError(f"a utility needs a new, non-empty name, got {name!r}; "
+                     f"registered: {sorted(UTILITIES)}")
+  if utility is None:
+    return lambda function: register_utility(name, function)
+  if not callable(utility):
+    raise TypeError(f"utility {name!r} must be callable, got {utility!r}")
+  UTILITIES[name] = utility
+  return utility
+
+
 def get(utility: str | Utility) -> Utility:
   """Looks a utility function up by name.
 
@@ -188,13 +223,26 @@ def from_logits(utility: str | Utility, labels: TensorLike,
       utilities above).
   """
   utility = get(utility)
-  if utility not in UTILITIES.values():
+  if utility not in _FROM_LOGITS:
     return utility(labels, tf.nn.softmax(logits))
-  labels, logits = _checked(labels, logits, "logits")
-  if utility is zero_one:
-    return _mistakes(labels, logits)
+  return _FROM_LOGITS[utility](*_checked(labels, logits, "logits"))
+
+
+def _l1_from_logits(labels, logits):
+  return 1 - tf.exp(
+      -tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits))
+
+
+def _cross_entropy_from_logits(labels, logits):
   loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits)
-  if utility is l1:
-    return 1 - tf.exp(-loss)
   # As cross_entropy floors p(y) at the smallest normal number.
   return tf.minimum(loss, -np.log(_smallest_normal(loss.dtype)))
+
+
+# The utilities above, each computed from checked labels and the logits;
+# any other utility is called on the softmax.
+_FROM_LOGITS = {
+    zero_one: _mistakes,
+    l1: _l1_from_logits,
+    cross_entropy: _cross_entropy_from_logits
+}

@@ -215,7 +215,7 @@ def test_multi_worker_runs_resume_from_the_last_checkpoint_all_have(tmp_path):
 
 def test_the_settings_offer_the_models_and_utilities_there_are():
   # config names them without importing them (and TensorFlow).
-  assert set(config_lib.UTILITIES) == set(utilities.UTILITIES)
+  assert set(config_lib.BUILT_IN_UTILITIES) == set(utilities.UTILITIES)
   for name in config_lib.MODELS:
     models.build(name, (8, 8, 1), 10, seed=0)
 

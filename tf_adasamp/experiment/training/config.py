@@ -4,15 +4,54 @@ Free of TensorFlow, which takes seconds to load: the trainer checks its
 flags, and answers --help, before it loads TensorFlow.
 """
 
+import collections.abc
 import dataclasses
 import math
+import sys
 
 from tf_adasamp import _validation
 from tf_adasamp.experiment.flags import option
 from tf_adasamp.experiment.training import datasets
+from tf_adasamp.experiment.training import models
 
-MODELS = ("cnn", "logistic", "mlp")  # models.build's
-UTILITIES = ("zero_one", "l1", "cross_entropy")  # tf_adasamp.utilities'
+
+class Registered(collections.abc.Sequence):
+  """The names in a registry as they are when read.
+
+  A flag defined, or a config checked, after a registration offers the new
+  name.
+  """
+
+  def __init__(self, names):
+    """Reads the registry through `names`, a function returning its names."""
+    self._names = names
+
+  def __getitem__(self, index):
+    return tuple(self._names())[index]
+
+  def __len__(self):
+    return len(tuple(self._names()))
+
+  def __repr__(self):
+    return repr(tuple(self._names()))
+
+
+# tf_adasamp.utilities' own utilities, named here so that the command lines
+# offer them without importing it (and TensorFlow).
+BUILT_IN_UTILITIES = ("zero_one", "l1", "cross_entropy")
+
+
+def _utility_names():
+  # A program that registers a utility has imported tf_adasamp.utilities:
+  # then its registry, else its built-ins.
+  library = sys.modules.get("tf_adasamp.utilities")
+  return tuple(library.UTILITIES) if library else BUILT_IN_UTILITIES
+
+
+# The names --model and --utility offer: models.register_model's and
+# tf_adasamp.utilities.register_utility's registries.
+MODELS = Registered(lambda: models.MODELS)
+UTILITIES = Registered(_utility_names)
 SAMPLINGS = ("uniform", "reshuffle", "adaptive")
 STRATEGIES = ("default", "mirrored", "multi_worker")
 OPTIMIZERS = ("sgd", "adagrad")
@@ -70,7 +109,7 @@ class TrainConfig:
       choices=SAMPLINGS)
   utility: str = option("zero_one", "Utility that reweights drawn examples "
                         "(adaptive only).",
-                        choices=sorted(UTILITIES))
+                        choices=UTILITIES)
   utility_at: str = option(
       "updated", "updated: utility of the model after the update, h_t, as "
       "in Algorithm 1 (a second forward pass); step: reuse the step's own "

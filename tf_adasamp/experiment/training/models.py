@@ -9,31 +9,82 @@
   mlp       one hidden layer of 512 ReLUs (784-512-10 on Fashion-MNIST):
             the closest model to the paper's CNN that fits its training
             data on a CPU in the experiment's time.
+
+`MODELS` is the registry that the trainer's --model (config.MODELS), the
+study's presets and the tests read; `register_model` adds a model to it.
+TensorFlow is imported inside the builders, so that the command lines can
+offer the registry's names, and answer --help, before TensorFlow loads.
 """
-
-import tensorflow as tf
-
-from tf_adasamp.experiment.training import config as config_lib
 
 # Inputs at least this wide fit cifar10_cnn's unpadded second convolutions.
 _MIN_SIZE_FOR_VALID = 10
 
+# Name -> builder(input_shape, num_classes, l2) of a Keras model from images
+# to class logits; l2 is the run's --l2, which a model without an L2
+# penalty ignores.
+MODELS = {}
+
+
+def register_model(name, builder=None):
+  """Adds a model to the trainer's choices (--model, `TrainConfig.model`).
+
+  Register at a module's top level, not under `if __name__ == "__main__"`:
+  the study's pool runs trials in spawned processes, which import the
+  program's main module again but do not run its main block.
+
+  Args:
+    name: the model's name, a non-empty str not registered yet.
+    builder: a function (input_shape, num_classes, l2) -> a Keras model
+      from images [B, *input_shape] to class logits [B, num_classes]; `l2`
+      is the run's --l2. Without it, `register_model(name)` is a decorator.
+
+  Returns:
+    `builder`, or without it a decorator that registers and returns the
+    function it decorates.
+
+  Raises:
+    TypeError: if `name` is not a str or `builder` is not callable.
+    ValueError: if `name` is empty or already registered.
+  """
+  if not isinstance(name, str):
+    raise TypeError(f"a model's name must be a str, got {name!r}")
+  if not name or name in MODELS:
+    raise ValueError(f"a model needs a new, non-empty name, got {name!r}; "
+                     f"registered: {tuple(MODELS)}")
+  if builder is None:
+    return lambda function: register_model(name, function)
+  if not callable(builder):
+    raise TypeError(f"the builder of model {name!r} must be callable, got "
+                    f"{builder!r}")
+  MODELS[name] = builder
+  return builder
+
 
 def build(name, input_shape, num_classes, seed, l2=1e-3):
-  """Builds model `name` (one of config_lib.MODELS), its initial weights
-  fixed by `seed`.
+  """Builds a registered model, its initial weights fixed by `seed`.
 
   The same seed gives the same initial model and the same dropout masks, so
   every algorithm of a trial starts from one hypothesis h_0.
+
+  Args:
+    name: a name in `MODELS`.
+    input_shape: the shape of one image, (H, W, C).
+    num_classes: the number of classes, the width of the logits.
+    seed: the seed of the initial weights and of dropout.
+    l2: the L2 penalty, for a model that has one (logistic).
+
+  Returns:
+    The Keras model.
+
+  Raises:
+    ValueError: if `name` is not in `MODELS`.
   """
+  if name not in MODELS:
+    raise ValueError(f"unknown model {name!r}; choose one of "
+                     f"{tuple(MODELS)}")
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
   tf.keras.utils.set_random_seed(seed)
-  if name == "cnn":
-    return paper_cnn(input_shape, num_classes)
-  if name == "logistic":
-    return logistic_regression(input_shape, num_classes, l2)
-  if name == "mlp":
-    return mlp(input_shape, num_classes)
-  raise ValueError(f"unknown model {name!r}; choose one of {config_lib.MODELS}")
+  return MODELS[name](input_shape, num_classes, l2)
 
 
 def paper_cnn(input_shape, num_classes):
@@ -43,6 +94,7 @@ def paper_cnn(input_shape, num_classes):
   second does not; inputs narrower than 10 pixels (8x8 digits) would shrink
   to nothing that way, so there both convolutions pad.
   """
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
   second_padding = ("valid"
                     if min(input_shape[:2]) >= _MIN_SIZE_FOR_VALID else "same")
   layers = tf.keras.layers
@@ -70,6 +122,7 @@ def logistic_regression(input_shape, num_classes, l2):
 
   With the mean cross-entropy (convex) the objective is l2-strongly convex.
   """
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
   if not l2 > 0:
     raise ValueError(f"l2 must be > 0 for a strongly convex objective, got "
                      f"{l2}")
@@ -87,6 +140,7 @@ def mlp(input_shape, num_classes, hidden_units=512):
   """A multilayer perceptron with one hidden layer of ReLUs, unregularised,
   so that it can fit its training data (the setting of the paper's claim
   4: the empirical risk converges)."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
   return tf.keras.Sequential([
       tf.keras.Input(input_shape),
       tf.keras.layers.Flatten(),
@@ -94,3 +148,12 @@ def mlp(input_shape, num_classes, hidden_units=512):
       tf.keras.layers.Dense(num_classes)
   ],
                              name="mlp")
+
+
+# The models without a penalty ignore l2.
+register_model(
+    "cnn",
+    lambda input_shape, num_classes, l2: paper_cnn(input_shape, num_classes))
+register_model("logistic", logistic_regression)
+register_model(
+    "mlp", lambda input_shape, num_classes, l2: mlp(input_shape, num_classes))
