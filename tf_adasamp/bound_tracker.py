@@ -141,10 +141,18 @@ class BoundTracker(tf.Module):
         })
 
   def _restore(self, restored):
-    """Assigns a checkpoint's sums once all of them are checked
-    (CheckedState): the tracker's size and settings, finite sums, and the
-    signs and counts a run leaves: an edited sum would bend the bounds
-    read from it."""
+    """Assigns a checkpoint's sums once all of them are checked.
+
+    Checked as a CheckedState: the tracker's size and settings, finite
+    sums, and the signs and counts a run leaves: an edited sum would bend
+    the bounds read from it.
+
+    Args:
+      restored: the checkpoint's values by name.
+
+    Returns:
+      The assignments, once the checks pass.
+    """
     checks = [
         _checkpointing.assert_size(restored["num_examples"], self._num_examples,
                                    "number of examples"),

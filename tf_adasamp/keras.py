@@ -206,28 +206,48 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
     return cls(model, stage, utility=utility, **config)
 
   def save_own_variables(self, store):
-    """Saves the sampler's state as its `tf.train.Checkpoint` does: the
-    variables by name, with its size and settings."""
+    """Saves the sampler's state as its `tf.train.Checkpoint` does.
+
+    The variables by name, with the sampler's size and settings.
+
+    Args:
+      store: Keras's store of this layer's variables.
+    """
     for name, value in self._sampler_checkpoint.tensors().items():
       store[name] = value
 
   def load_own_variables(self, store):
-    """Restores the sampler's state through the checks of its
-    `tf.train.Checkpoint` (docs/guarantees.md, "Checkpoints"): refused, the
-    sampler left as it was, unless it is of this sampler's size and
-    settings and fits together; sums are rebuilt from the leaves.
-    `load_model`, `load_weights`, `ModelCheckpoint`'s files and
-    `BackupAndRestore` all come here."""
+    """Restores the sampler's state through its checkpoint's checks.
+
+    As `tf.train.Checkpoint` restores it (docs/guarantees.md,
+    "Checkpoints"): refused, the sampler left as it was, unless it is of
+    this sampler's size and settings and fits together; sums are rebuilt
+    from the leaves. `load_model`, `load_weights`, `ModelCheckpoint`'s files
+    and `BackupAndRestore` all come here.
+
+    Args:
+      store: Keras's store of this layer's variables.
+    """
     self._sampler_checkpoint.restore(
         {name: store[name] for name in store.keys()})
 
   def load_weights(self, filepath, skip_mismatch=False, **kwargs):
-    """`keras.Model.load_weights`, all or nothing: Keras goes on loading the
-    other layers after one is refused (the sampler's state that does not
-    fit together, a weight of another shape), so then every weight of the
-    model and its optimizer is put back as it was before the error is
-    raised. With `skip_mismatch=True`, what is refused is skipped, as in
-    Keras."""
+    """Loads weights as `keras.Model.load_weights`, all or nothing.
+
+    Keras goes on loading the other layers after one is refused (the
+    sampler's state that does not fit together, a weight of another shape),
+    so then every weight of the model and its optimizer is put back as it
+    was before the error is raised. With `skip_mismatch=True`, what is
+    refused is skipped, as in Keras.
+
+    Args:
+      filepath: as for `keras.Model.load_weights`.
+      skip_mismatch: as for `keras.Model.load_weights`.
+      **kwargs: as for `keras.Model.load_weights`.
+
+    Returns:
+      What `keras.Model.load_weights` returns.
+    """
     variables = list(self.weights)
     if self.optimizer is not None:
       variables += self.optimizer.variables
@@ -242,8 +262,14 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
       raise
 
   def set_weights(self, weights):
-    """`keras.Model.set_weights`; the sampler's part goes through the checks
-    of `load_own_variables` first, so a refused state changes no weight."""
+    """Sets weights as `keras.Model.set_weights`.
+
+    The sampler's part goes through the checks of `load_own_variables`
+    first, so a refused state changes no weight.
+
+    Args:
+      weights: as for `keras.Model.set_weights`.
+    """
     weights = list(weights)
     variables = self.weights
     if len(weights) != len(variables) or any(
