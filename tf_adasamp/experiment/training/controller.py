@@ -25,50 +25,95 @@ class DivergedError(run_files.RunError):
   """The model's parameters or losses stopped being finite."""
 
 
-class Controller:
-  """Runs a Trainer to `config.num_steps`, evaluating every eval_interval.
+# `resume_from` for a run that resumes its latest checkpoint.
+LATEST = "latest"
 
-  Owns the run's files in config.output_dir (none if it is empty): the
-  `tf.train.CheckpointManager` of `checkpoint` in checkpoints/, the records
-  in metrics.jsonl (run_files.MetricsLog) and the TensorBoard summaries in
-  tensorboard/ (summaries.Summaries).
+
+class Controller:
+  """Runs a Trainer to a number of steps, evaluating every `eval_interval`.
+
+  Orbit's controller (tensorflow/models orbit/controller.py) in this run's
+  terms: the trainer's `train(num_steps)` runs the steps, the evaluator's
+  `evaluate` makes each metric record, and the controller owns the schedule
+  and what a run writes: its checkpoints, its records in `output_dir`'s
+  metrics.jsonl (run_files.MetricsLog) and its summaries.
+
+  Args:
+    trainer: a trainer.Trainer, or an object with its `step` variable and
+      its `train`, `read_clocks`, `distinct_draws_per_batch` and
+      `reset_interval` methods.
+    evaluator: an evaluator.Evaluator, or an object with its `evaluate`.
+    eval_interval: the steps between two evaluations; the run also
+      evaluates at its start and at its end.
+    steps_per_execution: the most steps one call of the trainer runs.
+    checkpoint_manager: the tf.train.CheckpointManager of the trainer's
+      state (`checkpoint_manager_in`), saved at each evaluation; None saves
+      none.
+    output_dir: the directory of the run's metrics.jsonl; None keeps the
+      records in memory only.
+    summaries: a summaries.Summaries that each record is written to, or
+      None.
+    resume_from: None to start a new run; LATEST to resume the manager's
+      latest checkpoint; a step to resume the manager's checkpoint of that
+      step (a multi-worker run's `resume.common_checkpoint_step`).
+    multi_worker: whether the trainer runs on a cluster: a lost worker
+      then ends the run with a RunError that says how to resume.
+    divergence_advice: what a DivergedError's message advises, or None.
+    sampler: the run's sampler, shown by the progress bar.
+    stop_requested: an optional callable, asked before each call of the
+      trainer; if it returns True, the run raises KeyboardInterrupt there
+      (train.py's Ctrl-C, which Python can lose: a KeyboardInterrupt raised
+      inside a garbage-collector callback is printed and dropped).
+
+  Raises:
+    ValueError: `eval_interval` or `steps_per_execution` is below 1, or
+      `resume_from` is given without a `checkpoint_manager`.
   """
 
   def __init__(self,
                trainer,
                evaluator,
-               checkpoint,
-               config,
+               *,
+               eval_interval,
+               steps_per_execution=1,
+               checkpoint_manager=None,
+               output_dir=None,
+               summaries=None,
+               resume_from=None,
+               multi_worker=False,
+               divergence_advice=None,
                sampler=None,
                stop_requested=None):
-    """`stop_requested`: an optional callable, asked before each call of
-    the trainer; if it returns True, the run raises KeyboardInterrupt
-    there (train.py's Ctrl-C, which Python can lose: a KeyboardInterrupt
-    raised inside a garbage-collector callback is printed and dropped)."""
+    if eval_interval < 1 or steps_per_execution < 1:
+      raise ValueError("eval_interval and steps_per_execution must be at "
+                       f"least 1, not {eval_interval} and "
+                       f"{steps_per_execution}")
+    if resume_from is not None and checkpoint_manager is None:
+      raise ValueError("resume_from needs a checkpoint_manager to resume from")
     self._trainer, self._evaluator = trainer, evaluator
-    self._checkpoint, self._config = checkpoint, config
+    self._eval_interval = eval_interval
+    self._steps_per_execution = steps_per_execution
+    self._manager, self._output_dir = checkpoint_manager, output_dir
+    self._summaries, self._resume_from = summaries, resume_from
+    self._multi_worker = multi_worker
+    self._divergence_advice = divergence_advice
     self._sampler = sampler
     self._stop_requested = stop_requested or (lambda: False)
-    self._manager = self._summaries = self._metrics = None
-    if config.output_dir:
-      directory = os.path.join(config.output_dir, run_files.CHECKPOINTS_DIR)
-      _check_is_directory_or_absent(directory)
-      self._manager = tf.train.CheckpointManager(checkpoint,
-                                                 directory,
-                                                 max_to_keep=2)
-      log_dir = os.path.join(config.output_dir, "tensorboard")
-      with _io_errors_name(log_dir):
-        self._summaries = summaries.Summaries(log_dir)
+    self._metrics = None
 
-  def start(self, common_step=None):
+  def start(self):
     """Restores the checkpoint to resume, if any, and records the run's
-    start. `common_step`: a multi-worker run's `resume.common_checkpoint_step`.
+    start.
+
+    Raises:
+      run_files.RunError: the checkpoint to resume cannot be found or
+        restored, the run diverged, or a file cannot be written.
     """
-    path = self._checkpoint_to_resume(common_step)
+    path = self._checkpoint_to_resume()
     if path:
-      resume.restore(self._checkpoint, path)
+      resume.restore(self._manager.checkpoint, path)
     step = int(self._trainer.step)
-    self._metrics = run_files.MetricsLog(self._config.output_dir,
+    self._metrics = run_files.MetricsLog(self._output_dir,
                                          keep_until_step=step if path else -1)
     if not path:
       self._evaluate_and_save()
@@ -80,18 +125,36 @@ class Controller:
 
   def train_and_evaluate(self, total_steps, progress_bar=None):
     """Trains to `total_steps`, evaluating at every multiple of
-    eval_interval and at the end; returns the metric records."""
-    config, trainer = self._config, self._trainer
+    eval_interval and at the end.
+
+    Each call of the trainer runs at most steps_per_execution steps and
+    stops at the next evaluation.
+
+    Args:
+      total_steps: the step the run ends at.
+      progress_bar: an optional progress.ProgressBar, updated after each
+        call of the trainer.
+
+    Returns:
+      The run's metric records, those of the steps before a resume included.
+
+    Raises:
+      KeyboardInterrupt: `stop_requested` returned True.
+      DivergedError: the model diverged; the last checkpoint is kept.
+      run_files.RunError: the cluster lost a worker, or a file cannot be
+        written.
+    """
+    trainer, interval = self._trainer, self._eval_interval
     step = int(trainer.step)
     while step < total_steps:
       if self._stop_requested():
         raise KeyboardInterrupt
-      next_record = (step // config.eval_interval + 1) * config.eval_interval
-      count = min(config.steps_per_execution, next_record - step,
+      next_record = (step // interval + 1) * interval
+      count = min(self._steps_per_execution, next_record - step,
                   total_steps - step)
       output = self._train(count, step)
       step += output.steps
-      if step % config.eval_interval == 0 or step == total_steps:
+      if step % interval == 0 or step == total_steps:
         self._evaluate_and_save()
       if progress_bar:
         progress_bar.update(step, output, self._sampler)
@@ -103,7 +166,7 @@ class Controller:
     try:
       output = self._trainer.train(count)
     except resume.LOST_WORKER_ERRORS as error:
-      if self._config.strategy != "multi_worker":
+      if not self._multi_worker:
         raise
       raise resume.lost_worker(error, f"after step {step}") from None
     if not output.finite:
@@ -133,18 +196,16 @@ class Controller:
         self._summaries.write(evaluation)
     self._trainer.reset_interval()
 
-  def _checkpoint_to_resume(self, common_step):
+  def _checkpoint_to_resume(self):
     """The path of the checkpoint to restore, or None for a new run."""
-    if not self._manager:
-      return None
-    if self._config.strategy == "multi_worker":
-      return resume.checkpoint_of_step(self._manager.directory, common_step)
-    if not self._config.resume:
+    if self._resume_from is None:
       return None
     directory = self._manager.directory
+    if self._resume_from != LATEST:
+      return resume.checkpoint_of_step(directory, self._resume_from)
     # Unlike the manager's, this looks for the checkpoint's files too.
     path = tf.train.latest_checkpoint(directory)
-    if path is None and (run_files.read_metrics(self._config.output_dir) or
+    if path is None and (run_files.read_metrics(self._output_dir) or
                          os.path.isdir(directory) and os.listdir(directory)):
       raise run_files.RunError(
           f"cannot resume: {directory} has no readable checkpoint (its "
@@ -154,9 +215,38 @@ class Controller:
     return path
 
   def _diverged(self, step, cause):
-    return DivergedError(
-        f"the run diverged at step {step} ({cause}); try a learning_rate "
-        f"smaller than {self._config.learning_rate:g}")
+    advice = f"; {self._divergence_advice}" if self._divergence_advice else ""
+    return DivergedError(f"the run diverged at step {step} ({cause}){advice}")
+
+
+def checkpoint_manager_in(output_dir, checkpoint):
+  """The CheckpointManager of `checkpoint` in `output_dir`/checkpoints/,
+  which keeps the last two.
+
+  Args:
+    output_dir: the run's output directory.
+    checkpoint: the tf.train.Checkpoint of the trainer's state.
+
+  Returns:
+    A tf.train.CheckpointManager.
+
+  Raises:
+    run_files.RunError: checkpoints/ is there but not a directory.
+  """
+  directory = os.path.join(output_dir, run_files.CHECKPOINTS_DIR)
+  _check_is_directory_or_absent(directory)
+  return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=2)
+
+
+def summaries_in(output_dir):
+  """The summaries.Summaries of a run, in `output_dir`/tensorboard/.
+
+  Raises:
+    run_files.RunError: the directory cannot be written.
+  """
+  log_dir = os.path.join(output_dir, "tensorboard")
+  with _io_errors_name(log_dir):
+    return summaries.Summaries(log_dir)
 
 
 @contextlib.contextmanager

@@ -37,8 +37,11 @@ from tf_adasamp.experiment.training import run_files
 from tf_adasamp.experiment.training.components import make_optimizer
 from tf_adasamp.experiment.training.components import make_sampler
 from tf_adasamp.experiment.training.components import make_strategy
+from tf_adasamp.experiment.training.controller import LATEST
 from tf_adasamp.experiment.training.controller import Controller
 from tf_adasamp.experiment.training.controller import DivergedError
+from tf_adasamp.experiment.training.controller import checkpoint_manager_in
+from tf_adasamp.experiment.training.controller import summaries_in
 from tf_adasamp.experiment.training.evaluator import Evaluator
 from tf_adasamp.experiment.training.progress import ProgressBar
 from tf_adasamp.experiment.training.resume import common_checkpoint_step
@@ -80,8 +83,8 @@ def train(config, data=None, progress=False, stop_requested=None):
     tf.config.experimental.enable_op_determinism()
   strategy = make_strategy(config.strategy, config.cluster_timeout)
   common_step = _agree_on_checkpoint(config, strategy)
-  controller = _build(config, data, strategy, stop_requested)
-  controller.start(common_step)
+  controller = _build(config, data, strategy, common_step, stop_requested)
+  controller.start()
   try:
     steps = config.num_steps(num_examples)
   except ValueError as error:
@@ -124,7 +127,7 @@ def _agree_on_checkpoint(config, strategy):
     raise resume.lost_worker(error, "before training") from None
 
 
-def _build(config, data, strategy, stop_requested=None):
+def _build(config, data, strategy, common_step=None, stop_requested=None):
   """The run's Controller, over its model, optimizer, sampler and trainer."""
   num_examples = data.num_train
   with strategy.scope():
@@ -167,5 +170,32 @@ def _build(config, data, strategy, stop_requested=None):
       interval_distinct_draws=trainer.interval_distinct_draws,
       **trainer.clocks)
   evaluator = Evaluator(model, sampler, optimizer, tracker, data, config)
-  return Controller(trainer, evaluator, checkpoint, config, sampler,
-                    stop_requested)
+  return _controller(config, trainer, evaluator, checkpoint, sampler,
+                     common_step, stop_requested)
+
+
+def _controller(config, trainer, evaluator, checkpoint, sampler, common_step,
+                stop_requested):
+  """The run's Controller; `common_step` as in `_agree_on_checkpoint`."""
+  multi_worker = config.strategy == "multi_worker"
+  manager = summaries = resume_from = None
+  if config.output_dir:
+    manager = checkpoint_manager_in(config.output_dir, checkpoint)
+    summaries = summaries_in(config.output_dir)
+    if multi_worker:
+      resume_from = common_step
+    elif config.resume:
+      resume_from = LATEST
+  return Controller(trainer,
+                    evaluator,
+                    eval_interval=config.eval_interval,
+                    steps_per_execution=config.steps_per_execution,
+                    checkpoint_manager=manager,
+                    output_dir=config.output_dir,
+                    summaries=summaries,
+                    resume_from=resume_from,
+                    multi_worker=multi_worker,
+                    divergence_advice="try a learning_rate smaller than "
+                    f"{config.learning_rate:g}",
+                    sampler=sampler,
+                    stop_requested=stop_requested)
