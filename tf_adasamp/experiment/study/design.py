@@ -129,18 +129,10 @@ def collect(runs, settings):
   by_key = {}
   for run in runs:
     by_key.setdefault((run.algorithm, run.amplitude, run.config.utility_at),
-                      []).append(run_files.read_metrics(run.config.output_dir))
+                      []).append(run)
 
   def curve(algorithm, amplitude, utility_at=settings.utility_at):
-    records = by_key[(algorithm, amplitude, utility_at)]
-    result = {
-        "step": np.array([r["step"] for r in records[0]]),
-        "epoch": np.array([r["epoch"] for r in records[0]], dtype=float)
-    }
-    for metric in CURVE_METRICS + CERTIFICATE_METRICS:
-      if metric in records[0][-1]:
-        result[metric] = _stack(records, metric)
-    return result
+    return curves_of(by_key[(algorithm, amplitude, utility_at)])
 
   curves = {
       algorithm:
@@ -168,6 +160,20 @@ def collect(runs, settings):
         for a in settings.sweep_amplitudes
     ]
   return curves, sweep
+
+
+def curves_of(runs, metrics=CURVE_METRICS + CERTIFICATE_METRICS):
+  """The curves of `runs`, one per trial in order: "step" and "epoch" [E]
+  and, for each of `metrics` that the runs record, [trials, E]."""
+  records = [run_files.read_metrics(run.config.output_dir) for run in runs]
+  result = {
+      "step": np.array([r["step"] for r in records[0]]),
+      "epoch": np.array([r["epoch"] for r in records[0]], dtype=float)
+  }
+  for metric in metrics:
+    if metric in records[0][-1]:
+      result[metric] = _stack(records, metric)
+  return result
 
 
 def mean_over(times, values, until=None, since=0):

@@ -1,8 +1,10 @@
-"""The run's parts, made from its settings: strategy, sampler, optimizer."""
+"""The run's parts, made from its settings: strategy, sampler (and its
+amplitude schedule), optimizer."""
 
 import tensorflow as tf
 
 from tf_adasamp import distribute
+from tf_adasamp import schedules
 from tf_adasamp.experiment.training import cluster
 from tf_adasamp.experiment.training import config as config_lib
 from tf_adasamp.experiment.training import run_files
@@ -34,12 +36,20 @@ def make_strategy(name, cluster_timeout=config_lib.TrainConfig.cluster_timeout):
       f"unknown strategy {name!r}; choose one of {config_lib.STRATEGIES}")
 
 
-def make_sampler(sampling, num_examples, amplitude, decay, seed, strategy=None):
+def make_sampler(sampling,
+                 num_examples,
+                 amplitude,
+                 decay,
+                 seed,
+                 strategy=None,
+                 **controls):
   """A UniformSampler, ReshufflingSampler or AdaptiveSampler over
   `num_examples` examples.
 
   Under `strategy`, with a copy per replica: each replica draws its share of
-  the batch from one distribution (tf_adasamp.distribute).
+  the batch from one distribution (tf_adasamp.distribute). `amplitude` may
+  be a schedule (`amplitude_schedule`); `controls` are AdaptiveSampler's
+  (epsilon, beta).
   """
   strategy = strategy or tf.distribute.get_strategy()
   if sampling == "uniform":
@@ -52,9 +62,30 @@ def make_sampler(sampling, num_examples, amplitude, decay, seed, strategy=None):
                                      num_examples,
                                      amplitude,
                                      decay,
-                                     seed=seed)
+                                     seed=seed,
+                                     **controls)
   raise ValueError(f"unknown sampling {sampling!r}; choose one of "
                    f"{config_lib.SAMPLINGS}")
+
+
+def amplitude_schedule(name, amplitude, fraction, total_steps):
+  """The amplitude over a run of `total_steps` updates (`schedules`).
+
+  constant: `amplitude` throughout, as Algorithm 1; warmup: from 0 up to it
+  over the first `fraction` of the run; anneal: from it down to 0 at the
+  end; final_uniform: it, then 0 (uniform sampling) for the last `fraction`,
+  as InfoBatch ends on the full data.
+  """
+  if name == "constant":
+    return amplitude
+  if name == "warmup":
+    return schedules.warmup(amplitude, max(1, round(fraction * total_steps)))
+  if name == "anneal":
+    return schedules.anneal(amplitude, total_steps)
+  if name == "final_uniform":
+    return schedules.final_uniform(amplitude, total_steps, 1 - fraction)
+  raise ValueError(f"unknown amplitude_schedule {name!r}; choose one of "
+                   f"{config_lib.AMPLITUDE_SCHEDULES}")
 
 
 def make_optimizer(name, learning_rate, lr_decay):

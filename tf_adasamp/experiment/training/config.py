@@ -53,6 +53,7 @@ def _utility_names():
 MODELS = Registered(lambda: models.MODELS)
 UTILITIES = Registered(_utility_names)
 SAMPLINGS = ("uniform", "reshuffle", "adaptive")
+AMPLITUDE_SCHEDULES = ("constant", "warmup", "anneal", "final_uniform")
 STRATEGIES = ("default", "mirrored", "multi_worker")
 OPTIMIZERS = ("sgd", "adagrad")
 UTILITY_AT = ("updated", "step")
@@ -118,6 +119,25 @@ class TrainConfig:
   amplitude: float = option(0.1, "Amplitude alpha >= 0 of the weight "
                             "update.")
   decay: float = option(0.5, "Decay lambda in (0, 1) of the weight update.")
+  epsilon: float = option(
+      0.0, "Uniform floor in [0, 1]: draws from (1 - epsilon) Q_t + epsilon "
+      "U (adaptive only; 0 is Algorithm 1).")
+  amplitude_schedule: str = option(
+      "constant", "The amplitude over the run: constant; warmup from 0 over "
+      "the first schedule_fraction; anneal to 0 at the end; final_uniform, 0 "
+      "for the last schedule_fraction (adaptive only).",
+      choices=AMPLITUDE_SCHEDULES)
+  schedule_fraction: float = option(
+      0.125, "The fraction of the run that warmup ramps over, or that "
+      "final_uniform samples uniformly.")
+  beta: float = option(
+      0.0, "Importance-weight exponent in [0, 1]: each example's loss "
+      "weighed by (1 / (n q_i)) ** beta; 0 weighs none (Algorithm 1), 1 "
+      "gives an unbiased gradient (adaptive only).")
+  label_noise: float = option(
+      0.0, "Fraction in [0, 1) of the training labels replaced by another "
+      "class drawn at random, the same examples in every run "
+      "(datasets.with_label_noise); the test labels stay clean.")
   steps: int | None = option(500, "Training steps.")
   epochs: float | None = option(
       None, "Training length in epochs; overrides "
@@ -166,12 +186,14 @@ class TrainConfig:
   def __post_init__(self):
     self._check_choices()
     self._check_numbers()
+    self._check_controls()
     self._check_combinations()
 
   def _check_choices(self):
     for name, allowed in [("dataset", datasets.DATASETS), ("model", MODELS),
                           ("optimizer", OPTIMIZERS), ("sampling", SAMPLINGS),
                           ("utility", UTILITIES), ("utility_at", UTILITY_AT),
+                          ("amplitude_schedule", AMPLITUDE_SCHEDULES),
                           ("strategy", STRATEGIES)]:
       if getattr(self, name) not in allowed:
         raise ValueError(f"{name} must be one of {allowed}, got "
@@ -215,6 +237,27 @@ class TrainConfig:
     if not 0 < self.cluster_timeout < math.inf:
       raise ValueError("cluster_timeout must be finite and > 0, got "
                        f"{self.cluster_timeout}")
+
+  def _check_controls(self):
+    for name in ("epsilon", "schedule_fraction", "beta"):
+      value = getattr(self, name)
+      if not 0 <= value <= 1:
+        raise ValueError(f"{name} must be in [0, 1], got {value}")
+    if not 0 <= self.label_noise < 1:
+      raise ValueError(f"label_noise must be in [0, 1), got "
+                       f"{self.label_noise}")
+    controls = {
+        "epsilon": self.epsilon != 0,
+        "amplitude_schedule": self.amplitude_schedule != "constant",
+        "beta": self.beta != 0,
+    }
+    used = [name for name, on in controls.items() if on]
+    if used and self.sampling != "adaptive":
+      raise ValueError(f"{', '.join(used)} need sampling 'adaptive', got "
+                       f"{self.sampling!r}")
+    if self.label_noise and self.data_path is not None:
+      raise ValueError("label_noise flips in-memory labels; it cannot apply "
+                       "to data_path")
 
   def _check_combinations(self):
     if self.sampling == "reshuffle" and self.strategy != "default":

@@ -39,6 +39,9 @@ DATASETS = ("digits", "fashion_mnist", "fashion_mnist_5k", "cifar10")
 SUBSET_TRAIN_SIZE = 5000
 SUBSET_TEST_SIZE = 5000
 SUBSET_SEED = 0
+# The examples whose labels with_label_noise flips, and their new labels,
+# are fixed by this seed: the same in every trial, so runs pair.
+LABEL_NOISE_SEED = 0
 DIGITS_TEST_SIZE = 297  # leaves 1500 training images
 # Where Debian's dataset-fashion-mnist puts the four files Keras reads.
 FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
@@ -56,13 +59,18 @@ class DatasetUnavailableError(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class Dataset:
-  """Train and test splits; images [n, H, W, C] float32, labels [n] int32."""
+  """Train and test splits; images [n, H, W, C] float32, labels [n] int32.
+
+  `flipped`, where labels were flipped (`with_label_noise`): a bool [n]
+  mask of the training examples whose label is not their true one.
+  """
   name: str
   x_train: np.ndarray
   y_train: np.ndarray
   x_test: np.ndarray
   y_test: np.ndarray
   num_classes: int
+  flipped: np.ndarray | None = None
 
   @property
   def image_shape(self):
@@ -199,6 +207,44 @@ def subset(data, name, train_size, test_size, seed):
   test = pick(test_size, len(data.y_test))
   return Dataset(name, data.x_train[train], data.y_train[train],
                  data.x_test[test], data.y_test[test], data.num_classes)
+
+
+def with_label_noise(data, fraction, seed=LABEL_NOISE_SEED):
+  """`data` with a random `fraction` of its training labels flipped.
+
+  Each flipped label is replaced by one of the other classes, uniformly;
+  the test labels stay clean. The flipped examples are marked in
+  `flipped`.
+
+  Args:
+    data: a Dataset without flipped labels.
+    fraction: the fraction in [0, 1) of training labels to flip (rounded
+      to a count).
+    seed: fixes which examples are flipped and their new labels.
+
+  Returns:
+    A Dataset.
+
+  Raises:
+    ValueError: `fraction` is outside [0, 1), or `data`'s labels are
+      flipped already.
+  """
+  if not 0 <= fraction < 1:
+    raise ValueError(f"label noise must be in [0, 1), got {fraction}")
+  if data.flipped is not None:
+    raise ValueError(f"{data.name}'s labels are flipped already")
+  rng = np.random.default_rng(seed)
+  n = len(data.y_train)
+  chosen = rng.permutation(n)[:int(round(fraction * n))]
+  labels = data.y_train.copy()
+  labels[chosen] = (labels[chosen] + rng.integers(
+      1, data.num_classes, size=len(chosen))) % data.num_classes
+  flipped = np.zeros(n, bool)
+  flipped[chosen] = True
+  return dataclasses.replace(data,
+                             name=f"{data.name} ({fraction:g} label noise)",
+                             y_train=labels.astype(np.int32),
+                             flipped=flipped)
 
 
 def validation_split(data, size, seed):

@@ -10,7 +10,10 @@ wrong) and, after the first step, unique_per_batch (distinct examples per
 batch since the last record); the learning rate of the next step; and the
 divergence bounds (`bound_metrics`); and the trainer's clocks
 (`trainer.CLOCKS`): the wall and CPU seconds of the training calls since
-the run began and the examples they forwarded and back-propagated.
+the run began and the examples they forwarded and back-propagated. Under
+label noise, also clean_train_loss and clean_train_accuracy (on the
+examples whose labels are clean) and flipped_mass (Q_t's mass on the
+flipped ones).
 """
 
 import dataclasses
@@ -85,6 +88,7 @@ class Evaluator:
     }
     if distinct_draws_per_batch is not None:
       record["unique_per_batch"] = distinct_draws_per_batch
+    record.update(self._noise_metrics())
     record.update(clocks or {})
     record.update(
         bound_metrics(self._tracker.read(), config.l2, self._lipschitz))
@@ -92,9 +96,26 @@ class Evaluator:
       record["zero_one_gap"] = train_accuracy - test_accuracy
     return Evaluation(record, sampler_view["log_n_probability"].numpy())
 
+  def _noise_metrics(self):
+    """Under label noise: the loss and accuracy on the evaluated examples
+    whose labels are clean, and Q_t's mass on the flipped ones."""
+    flipped = getattr(self._data, "flipped", None)
+    if flipped is None:
+      return {}
+    evaluated = flipped[self._evaluated]
+    clean = self._evaluated[~evaluated]
+    loss, accuracy, _ = self._split_metrics(
+        *self._data.training_examples(clean))
+    return {
+        "clean_train_loss": loss,
+        "clean_train_accuracy": accuracy,
+        "flipped_mass": float(self._misclassified_mass(evaluated)),
+    }
+
   def _misclassified_mass(self, misclassified):
-    """Q_t's mass on the misclassified training examples: over a subset S of
-    the n, estimated as n / |S| times the mass on S's misclassified ones."""
+    """Q_t's mass on the evaluated examples marked in `misclassified`: over
+    a subset S of the n, estimated as n / |S| times the mass on S's marked
+    ones."""
     log_q = tf.gather(diagnostics.log_probabilities(self._sampler),
                       self._evaluated)
     scale = self._data.num_train / len(self._evaluated)

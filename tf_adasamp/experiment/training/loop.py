@@ -34,6 +34,7 @@ from tf_adasamp.experiment.training import disk_data
 from tf_adasamp.experiment.training import models
 from tf_adasamp.experiment.training import resume
 from tf_adasamp.experiment.training import run_files
+from tf_adasamp.experiment.training.components import amplitude_schedule
 from tf_adasamp.experiment.training.components import make_optimizer
 from tf_adasamp.experiment.training.components import make_sampler
 from tf_adasamp.experiment.training.components import make_strategy
@@ -60,7 +61,7 @@ def train(config, data=None, progress=False, stop_requested=None):
     config: a config.TrainConfig.
     data: a datasets.Dataset or disk_data.DiskDataset; loaded from
       config.data_path or config.dataset if None (pass one to share it
-      between runs).
+      between runs). Its labels are flipped here if config.label_noise.
     progress: show a progress bar (progress.ProgressBar).
     stop_requested: optional callable; True stops the run with
       KeyboardInterrupt before the next call of the trainer.
@@ -74,6 +75,8 @@ def train(config, data=None, progress=False, stop_requested=None):
   """
   if data is None:
     data = load_data(config)
+  if config.label_noise:
+    data = datasets.with_label_noise(data, config.label_noise)
   num_examples = data.num_train
   if config.batch_size > num_examples:
     raise run_files.RunError(f"batch_size {config.batch_size} is larger "
@@ -140,13 +143,33 @@ def _build(config, data, strategy, common_step=None, stop_requested=None):
                                config.lr_decay)
     # Built now, so a checkpoint restores into existing slots.
     optimizer.build(model.trainable_variables)
-  sampler = make_sampler(config.sampling, num_examples, config.amplitude,
-                         config.decay, config.seed, strategy)
-  step = make_reading_train_step(model, optimizer, sampler, data.batch_reader(),
-                                 config.batch_size, config.utility,
-                                 config.utility_at, strategy)
+  # Only the controls in use, so that Algorithm 1's checkpoints keep their
+  # layout.
+  controls = {
+      name: getattr(config, name)
+      for name in ("epsilon", "beta")
+      if getattr(config, name)
+  }
+  amplitude = config.amplitude
+  if config.amplitude_schedule != "constant":
+    amplitude = amplitude_schedule(config.amplitude_schedule, amplitude,
+                                   config.schedule_fraction,
+                                   config.num_steps(num_examples))
+  sampler = make_sampler(config.sampling, num_examples, amplitude, config.decay,
+                         config.seed, strategy, **controls)
+  step = make_reading_train_step(model,
+                                 optimizer,
+                                 sampler,
+                                 data.batch_reader(),
+                                 config.batch_size,
+                                 config.utility,
+                                 config.utility_at,
+                                 strategy,
+                                 weighted=config.beta > 0)
   # Theorems 4 and 5 (and Corollary 1) for the run so far. Uniform sampling
   # is Algorithm 1 with amplitude 0: its bounds are 0, as KL(P || P) is.
+  # Under a schedule they take its peak, config.amplitude, which bounds the
+  # KL of every amplitude below it; a floor only lowers the KL (convexity).
   tracker = BoundTracker(
       num_examples,
       config.amplitude if config.sampling == "adaptive" else 0.0,

@@ -33,7 +33,8 @@ def make_train_step(model,
                     batch_size,
                     utility="zero_one",
                     utility_at="updated",
-                    strategy=None):
+                    strategy=None,
+                    weighted=False):
   """One training step as a `tf.function` of no arguments, drawing from
   `images` and `labels`, tensors with n rows; see `make_reading_train_step`.
   """
@@ -42,7 +43,8 @@ def make_train_step(model,
     return tf.gather(images, indices), tf.gather(labels, indices)
 
   return make_reading_train_step(model, optimizer, sampler, read_batch,
-                                 batch_size, utility, utility_at, strategy)
+                                 batch_size, utility, utility_at, strategy,
+                                 weighted)
 
 
 def make_reading_train_step(model,
@@ -52,14 +54,17 @@ def make_reading_train_step(model,
                             batch_size,
                             utility="zero_one",
                             utility_at="updated",
-                            strategy=None):
+                            strategy=None,
+                            weighted=False):
   """One training step as a `tf.function` of no arguments.
 
   `read_batch` maps the drawn indices (an int64 tensor [b]) to the batch's
   images and labels, e.g. gathered from tensors or read from a file. Under
   `strategy` (model, optimizer and sampler made in its scope), each of its
   R replicas draws batch_size / R examples, and the gradients and the
-  sampler's update cover the whole batch.
+  sampler's update cover the whole batch. With `weighted`, each example's
+  loss is weighed by the sampler's importance weight (1 / (n p_i)) ** beta
+  (`AdaptiveSampler.sample_with_weights`).
 
   Returns the batch's mean cross-entropy and accuracy, its indices ([B]
   int64) and its utilities ([B]; zeros for a uniform baseline). A utility that
@@ -77,7 +82,8 @@ def make_reading_train_step(model,
                      f"{num_replicas} replicas")
   step = _ReplicaStep(model, optimizer, sampler,
                       read_batch, batch_size // num_replicas,
-                      utilities.get(utility), utility_at, num_replicas)
+                      utilities.get(utility), utility_at, num_replicas,
+                      weighted)
 
   @tf.function
   def train_step():
@@ -96,18 +102,22 @@ class _ReplicaStep:
   """A replica's share of the step: draw, descend, reweight."""
 
   def __init__(self, model, optimizer, sampler, read_batch, batch_size,
-               utility_fn, utility_at, num_replicas):
+               utility_fn, utility_at, num_replicas, weighted):
     self._model, self._optimizer, self._sampler = model, optimizer, sampler
     self._read_batch = read_batch
     self._batch_size = batch_size
     self._utility_fn, self._utility_at = utility_fn, utility_at
     self._num_replicas = num_replicas
     self._reweights = not isinstance(sampler, uniform_sampler.BASELINES)
+    self._weighted = weighted
 
   def __call__(self):
-    indices = self._sampler.sample(self._batch_size)
+    if self._weighted:
+      indices, weights = self._sampler.sample_with_weights(self._batch_size)
+    else:
+      indices, weights = self._sampler.sample(self._batch_size), None
     batch_images, batch_labels = self._read_batch(indices)
-    cross_entropy, logits = self._descend(batch_images, batch_labels)
+    cross_entropy, logits = self._descend(batch_images, batch_labels, weights)
     accuracy = tf.reduce_mean(
         tf.cast(
             tf.equal(tf.argmax(logits, -1, output_type=batch_labels.dtype),
@@ -125,15 +135,19 @@ class _ReplicaStep:
         tf.where(finite, batch_utilities, tf.zeros_like(batch_utilities)))
     return cross_entropy, accuracy, indices, batch_utilities
 
-  def _descend(self, batch_images, batch_labels):
-    """One gradient step on the batch; its mean cross-entropy and logits."""
+  def _descend(self, batch_images, batch_labels, weights=None):
+    """One gradient step on the batch, its examples' losses weighed by
+    `weights` if given; the batch's mean cross-entropy and logits."""
     model = self._model
     with tf.GradientTape() as tape:
       logits = model(batch_images, training=True)
-      cross_entropy = tf.reduce_mean(
-          tf.nn.sparse_softmax_cross_entropy_with_logits(batch_labels, logits))
+      losses = tf.nn.sparse_softmax_cross_entropy_with_logits(
+          batch_labels, logits)
+      cross_entropy = tf.reduce_mean(losses)
+      objective = cross_entropy if weights is None else tf.reduce_mean(
+          tf.cast(weights, losses.dtype) * losses)
       # The replicas' gradients are summed.
-      loss = tf.add_n([cross_entropy, *model.losses]) / self._num_replicas
+      loss = tf.add_n([objective, *model.losses]) / self._num_replicas
     gradients = tape.gradient(loss, model.trainable_variables)
     self._optimizer.apply_gradients(zip(gradients, model.trainable_variables))
     return cross_entropy, logits
