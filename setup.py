@@ -307,6 +307,7 @@ setup(
             "tf-adasamp-reproduce = tf_adasamp.experiment.reproduce:run",
             "tf-adasamp-bounds = tf_adasamp.experiment.bounds_table:run",
             "tf-adasamp-demo = tf_adasamp.experiment.demo:run",
+            "tf-adasamp-noise-study = tf_adasamp.experiment.noise_study:run",
         ],
     },
     zip_safe=False,
