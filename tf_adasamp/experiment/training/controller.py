@@ -60,13 +60,14 @@ class Controller:
       with _io_errors_name(log_dir):
         self._summaries = summaries.Summaries(log_dir)
 
-  def start(self, common_step=None):
+  def start(self, common_step=None, total_steps=None):
     """Restores the checkpoint to resume, if any, and records the run's
-    start. `common_step`: a multi-worker run's `resume.common_checkpoint_step`.
+    start. `common_step`: a multi-worker run's `resume.common_checkpoint_step`;
+    `total_steps`: the run's length, past which no checkpoint is restored.
     """
     path = self._checkpoint_to_resume(common_step)
     if path:
-      resume.restore(self._checkpoint, path)
+      resume.restore(self._checkpoint, path, total_steps)
     step = int(self._trainer.step)
     self._metrics = run_files.MetricsLog(self._config.output_dir,
                                          keep_until_step=step if path else -1)
