@@ -175,6 +175,15 @@ def test_a_lock_file_removed_by_its_releasing_holder_is_opened_again(
     os.close(stale)
 
 
+def test_a_lock_file_that_is_a_link_is_refused_not_followed(tmp_path):
+  (tmp_path / run_files.LOCK_FILE).symlink_to(tmp_path / "elsewhere")
+  with pytest.raises(run_files.RunError,
+                     match=f"^cannot lock {tmp_path}: cannot open "):
+    with run_files.writer_lock(str(tmp_path)):
+      pass
+  assert not (tmp_path / "elsewhere").exists()
+
+
 # Edited checkpoints (items 8, 13 and 14).
 
 

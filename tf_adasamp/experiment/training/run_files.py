@@ -75,7 +75,8 @@ def _locked(path, output_dir):
   """A descriptor of lock file `path`, which this process now holds."""
   while True:
     try:
-      fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+      # Not through a link: the lock is a file of the run's own.
+      fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
     except OSError as error:
       raise RunError(f"cannot lock {output_dir}: cannot open {path}: "
                      f"{error.strerror or error}") from None
