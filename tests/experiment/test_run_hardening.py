@@ -229,6 +229,15 @@ def test_resume_refuses_a_checkpoint_whose_optimizer_updates_are_not_its_step(
           f"its optimizer's updates, {iterations}, are not its step 4")
 
 
+def test_resume_refuses_an_older_checkpoint_than_the_records(run, digits):
+  # The checkpoint state names ckpt-2 as the latest; records go to step 4.
+  directory = os.path.join(run.output_dir, run_files.CHECKPOINTS_DIR)
+  older = os.path.join(directory, "ckpt-2")
+  tf.compat.v1.train.update_checkpoint_state(
+      directory, older, [older, last_checkpoint(run)])
+  refused(run, digits, "metrics.jsonl records step 4, past its step 2")
+
+
 def _truncate(data_file):
   os.truncate(data_file, os.path.getsize(data_file) // 2)
 

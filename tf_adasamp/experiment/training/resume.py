@@ -176,17 +176,28 @@ def restore(checkpoint, path, total_steps=None):
 def check_latest_checkpoint(output_dir, total_steps):
   """`check_checkpoint` of the latest checkpoint of the run in
   `output_dir`, if it has one: the one a run resumed alone restores, checked
-  before the run writes anything."""
+  before the run writes anything. RunError too if the run's records go past
+  its step: a run records a step only after its checkpoint, and resuming
+  would drop them (a cluster's worker may go back past its records, to the
+  checkpoint all workers have)."""
   path = tf.train.latest_checkpoint(
       os.path.join(output_dir, run_files.CHECKPOINTS_DIR))
-  if path:
-    check_checkpoint(path, total_steps)
+  if not path:
+    return
+  step = check_checkpoint(path, total_steps)
+  records = run_files.read_metrics(output_dir)
+  if records and records[-1]["step"] > step:
+    raise run_files.RunError(
+        f"cannot resume from {path}: {run_files.METRICS_FILE} records step "
+        f"{records[-1]['step']}, past its step {step}, and resuming would drop "
+        "that record; resume from the run's latest checkpoint")
 
 
 def check_checkpoint(path, total_steps=None):
-  """RunError, naming `path`, unless its every entry and its object graph
-  can be read, and its step (and its optimizer's count of updates) is its
-  number, within [0, total_steps]. Reads only."""
+  """The step of the checkpoint at `path`; RunError, naming `path`, unless
+  its every entry and its object graph can be read, and its step (and its
+  optimizer's count of updates) is its number, within [0, total_steps].
+  Reads only."""
   try:
     reader = tf.train.load_checkpoint(path)
     values = {
@@ -214,6 +225,7 @@ def check_checkpoint(path, total_steps=None):
         f"cannot resume from {path}: {'; '.join(reasons)}, so it was edited "
         "or damaged; resume from a checkpoint the run wrote, or start over "
         "in another output_dir")
+  return step
 
 
 def _not_this_trainers(path, error):
