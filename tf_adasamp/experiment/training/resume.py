@@ -207,17 +207,16 @@ def check_checkpoint(path, total_steps=None):
     trackable_object_graph_pb2.TrackableObjectGraph().ParseFromString(
         values[_GRAPH_KEY])
     step = int(values[_STEP_KEY])
+    iterations = (int(values[_ITERATIONS_KEY])
+                  if _ITERATIONS_KEY in values else None)
   except (KeyError, TypeError) + _UNREADABLE_ERRORS as error:
     raise _not_this_trainers(path, error) from None
-  iterations = values.get(_ITERATIONS_KEY)
   number = re.search(r"-(\d+)$", path)
   reasons = []
+  # The number has no sign: a negative step is never it.
   if number is None or int(number.group(1)) != step:
     reasons.append(f"its step {step} is not its number")
-  elif step < 0 or total_steps is not None and step > total_steps:
-    reasons.append(f"its step {step} lies outside the run's [0, "
-                   f"{total_steps}]")
-  if iterations is not None and int(iterations) != step:
+  if iterations is not None and iterations != step:
     reasons.append(f"its optimizer's updates, {iterations}, are not its step "
                    f"{step}")
   if reasons:
@@ -225,6 +224,10 @@ def check_checkpoint(path, total_steps=None):
         f"cannot resume from {path}: {'; '.join(reasons)}, so it was edited "
         "or damaged; resume from a checkpoint the run wrote, or start over "
         "in another output_dir")
+  if total_steps is not None and step > total_steps:
+    raise run_files.RunError(
+        f"cannot resume from {path}: its step {step} is past the run's "
+        f"{total_steps} steps; give --steps (or --epochs) that reach it")
   return step
 
 
