@@ -101,9 +101,12 @@ class Controller:
     self._stop_requested = stop_requested or (lambda: False)
     self._metrics = None
 
-  def start(self):
+  def start(self, total_steps=None):
     """Restores the checkpoint to resume, if any, and records the run's
     start.
+
+    Args:
+      total_steps: the run's length, past which no checkpoint is restored.
 
     Raises:
       run_files.RunError: the checkpoint to resume cannot be found or
@@ -111,7 +114,7 @@ class Controller:
     """
     path = self._checkpoint_to_resume()
     if path:
-      resume.restore(self._manager.checkpoint, path)
+      resume.restore(self._manager.checkpoint, path, total_steps)
     step = int(self._trainer.step)
     self._metrics = run_files.MetricsLog(self._output_dir,
                                          keep_until_step=step if path else -1)

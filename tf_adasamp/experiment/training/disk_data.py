@@ -6,7 +6,8 @@ The records are `tf_adasamp.sources.encode_image_example`'s (docs/data.md,
 reads only the records it drew, through the stage's reader
 (`tf_adasamp.sources.index_reader`), and the evaluations read the training
 examples they measure (`--train_eval_size` of them, else all) from it at
-each evaluation point. The test file is read into memory once, as the
+each evaluation point. `load` reads it through once, a chunk at a time,
+to check every record before the run writes anything. The test file is read into memory once, as the
 evaluations read all of it each time.
 
 `DiskDataset` answers what the trainer asks of `datasets.Dataset`.
@@ -65,19 +66,24 @@ class DiskDataset:
 
 
 def load(data_path, test_data_path, num_classes):
-  """The DiskDataset of the two files; run_files.RunError, in one line,
-  where a file cannot be read or its records are not image-classification
-  records of one image shape with labels in [0, num_classes)."""
+  """The DiskDataset of the two files; run_files.RunError, in one line
+  naming the file (and the record), where a file cannot be read or its
+  records are not image-classification records of one image shape with
+  labels in [0, num_classes).
+
+  Every training record is checked here, as a bad one found where a step
+  draws it would end the run in TensorFlow's traceback, after its first
+  checkpoint."""
   train = _open(data_path, "data_path")
-  image_shape, label = _first_record(train, data_path, "data_path")
-  _check_labels(np.array([label]), num_classes, "data_path")
+  image_shape = _first_record(train, data_path, "data_path")
+  _check_all_records(train, data_path, "data_path", image_shape, num_classes)
   test = _open(test_data_path, "test_data_path")
   x_test, y_test = _read_all(test, test_data_path)
   if x_test.shape[1:] != image_shape:
     raise run_files.RunError(
         f"test_data_path's images are {x_test.shape[1:]}, data_path's "
         f"{image_shape}: the two files must hold images of one shape")
-  _check_labels(y_test, num_classes, "test_data_path")
+  _check_labels(y_test, num_classes, "test_data_path", test_data_path)
   return DiskDataset(os.path.basename(data_path), train, x_test, y_test,
                      num_classes)
 
@@ -92,36 +98,77 @@ def _open(path, flag):
 
 
 def _first_record(source, path, flag):
-  """(image shape, label) of `source`'s record 0, or RunError."""
+  """The image shape of `source`'s record 0, or RunError."""
   try:
-    image, label = source[0]
+    image, _ = source[0]
   except _BAD_RECORD_ERRORS as error:
     raise _not_image_records(path, flag, error) from None
   if image.ndim != 3:
     raise _not_image_records(path, flag,
                              f"its image shape {image.shape} is not [H, W, C]")
-  return image.shape, label
+  return image.shape
 
 
 def _read_all(source, path):
   """All of `source`'s (images, labels), stacked, or RunError."""
-  _first_record(source, path, "test_data_path")
-  chunks = []
-  try:
-    for start in range(0, len(source), READ_CHUNK):
-      stop = min(start + READ_CHUNK, len(source))
-      chunks.append(source.read_batch(np.arange(start, stop)))
-  except _BAD_RECORD_ERRORS as error:
-    raise _not_image_records(path, "test_data_path", error) from None
-  images, labels = zip(*chunks)
+  image_shape = _first_record(source, path, "test_data_path")
+  images, labels = zip(*_chunks(source, path, "test_data_path", image_shape))
   return np.concatenate(images), np.concatenate(labels)
 
 
-def _check_labels(labels, num_classes, flag):
-  bad = labels[(labels < 0) | (labels >= num_classes)]
+def _check_all_records(source, path, flag, image_shape, num_classes):
+  """RunError naming the first record of `source` that does not decode to
+  an image of `image_shape` with a label in [0, num_classes)."""
+  start = 0
+  for _, labels in _chunks(source, path, flag, image_shape):
+    _check_labels(labels, num_classes, flag, path, start)
+    start += len(labels)
+
+
+def _chunks(source, path, flag, image_shape):
+  """`source`'s (images, labels), READ_CHUNK records at a time; RunError
+  naming the first record that does not decode to an image of
+  `image_shape`."""
+  for start in range(0, len(source), READ_CHUNK):
+    indices = np.arange(start, min(start + READ_CHUNK, len(source)))
+    try:
+      images, labels = source.read_batch(indices)
+    except OSError as error:
+      raise run_files.RunError(f"{flag}: {_first_line(error)}") from None
+    except _BAD_RECORD_ERRORS as error:
+      # A record that does not decode, or an image of another shape (which
+      # cannot be stacked): found one by one, to name it.
+      _check_one_by_one(source, path, flag, indices, image_shape)
+      raise _not_image_records(path, flag, error) from None
+    if images.shape[1:] != image_shape:
+      _check_one_by_one(source, path, flag, indices, image_shape)
+    yield images, labels
+
+
+def _check_one_by_one(source, path, flag, indices, image_shape):
+  """RunError naming the first of `indices` whose record does not decode
+  to an image of `image_shape`."""
+  for index in indices.tolist():
+    try:
+      image, _ = source[index]
+    except _BAD_RECORD_ERRORS as error:
+      # The source's errors name the record and the file.
+      raise _not_image_records(path, flag, error) from None
+    if image.shape != image_shape:
+      raise run_files.RunError(
+          f"{flag} {path!r} record {index} holds an image of shape "
+          f"{image.shape}, record 0 one of {image_shape}: a file's images "
+          "must share one shape")
+
+
+def _check_labels(labels, num_classes, flag, path, first=0):
+  """RunError naming the first of `labels` (those of the records from
+  `first` on) outside [0, num_classes)."""
+  (bad,) = np.nonzero((labels < 0) | (labels >= num_classes))
   if bad.size:
-    raise run_files.RunError(f"{flag} holds label {int(bad[0])}, outside "
-                             f"[0, num_classes={num_classes})")
+    raise run_files.RunError(
+        f"{flag} {path!r} record {first + int(bad[0])} holds label "
+        f"{int(labels[bad[0]])}, outside [0, num_classes={num_classes})")
 
 
 def _not_image_records(path, flag, error):

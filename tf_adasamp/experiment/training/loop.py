@@ -67,8 +67,10 @@ def train(config, data=None, progress=False, stop_requested=None):
       KeyboardInterrupt before the next call of the trainer.
 
   Raises:
-    run_files.RunError: the run cannot start (output_dir unwritable or
-      holding another run, batch_size above the number of examples, workers
+    run_files.RunError: the run cannot start (output_dir unwritable,
+      holding another run or in use by another writer (RunInUseError), a
+      length past 2**53 steps, batch_size above the number of examples, a
+      model too large for memory, workers
       of a multi_worker cluster with other settings, a resume with nothing
       to resume from), diverged (DivergedError; the last checkpoint is kept)
       or lost a worker of its cluster.
@@ -81,19 +83,29 @@ def train(config, data=None, progress=False, stop_requested=None):
   if config.batch_size > num_examples:
     raise run_files.RunError(f"batch_size {config.batch_size} is larger "
                              f"than the {num_examples} training examples")
-  _prepare_output_dir(config)
-  if config.deterministic:
-    tf.config.experimental.enable_op_determinism()
-  strategy = make_strategy(config.strategy, config.cluster_timeout)
-  common_step = _agree_on_checkpoint(config, strategy)
-  controller = _build(config, data, strategy, common_step, stop_requested)
-  controller.start()
+  # Before anything is written: a length that cannot run leaves no trace.
   try:
     steps = config.num_steps(num_examples)
   except ValueError as error:
     raise run_files.RunError(str(error)) from None
-  bar = ProgressBar(steps, config.sampling) if progress else None
-  return controller.train_and_evaluate(steps, bar)
+  if config.output_dir:
+    run_files.ensure_writable_dir(config.output_dir)
+  with run_files.writer_lock(config.output_dir):
+    _prepare_output_dir(config, steps)
+    if config.deterministic:
+      tf.config.experimental.enable_op_determinism()
+    strategy = make_strategy(config.strategy, config.cluster_timeout)
+    common_step = _agree_on_checkpoint(config, strategy)
+    try:
+      controller = _build(config, data, strategy, common_step, stop_requested)
+    except (tf.errors.ResourceExhaustedError, MemoryError) as error:
+      raise run_files.RunError(
+          f"out of memory ({type(error).__name__}) building the "
+          f"{config.model} model of {data.num_classes} classes over images "
+          f"{tuple(data.image_shape)}; is num_classes too large?") from None
+    controller.start(steps)
+    bar = ProgressBar(steps, config.sampling) if progress else None
+    return controller.train_and_evaluate(steps, bar)
 
 
 def load_data(config):
@@ -104,11 +116,13 @@ def load_data(config):
   return datasets.load(config.dataset, config.data_dir)
 
 
-def _prepare_output_dir(config):
-  """Checks that config may write to its output_dir; saves its settings."""
-  if config.output_dir:
-    run_files.ensure_writable_dir(config.output_dir)
+def _prepare_output_dir(config, steps):
+  """Checks that config may write to its output_dir, and the checkpoint it
+  resumes alone (a cluster's workers agree on theirs later, and
+  resume.restore checks that), then saves its settings."""
   run_files.check_output_dir(config)
+  if config.resume and config.strategy != "multi_worker":
+    resume.check_latest_checkpoint(config.output_dir, steps)
   if config.output_dir:
     path = os.path.join(config.output_dir, run_files.CONFIG_FILE)
     try:

@@ -11,14 +11,26 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 
 import numpy as np
 import tensorflow as tf
+from google.protobuf import message
+from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from tf_adasamp.experiment.training import run_files
 
 # The key of the trainer's step in a checkpoint (tf.train.Checkpoint(step=..)).
 _STEP_KEY = "step/.ATTRIBUTES/VARIABLE_VALUE"
+# The key of the checkpoint's object graph, a TrackableObjectGraph proto.
+_GRAPH_KEY = "_CHECKPOINTABLE_OBJECT_GRAPH"
+# The key of the optimizer's count of updates, one a step.
+_ITERATIONS_KEY = "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"
+# How a damaged checkpoint file fails as it is read: the reader raises
+# IndexError for a file cut short, protobuf a DecodeError for a corrupt
+# object graph, TensorFlow an OpError for a failed checksum.
+_UNREADABLE_ERRORS = (IndexError, ValueError, message.DecodeError,
+                      tf.errors.OpError)
 # Fields the workers of one multi-worker run may set differently.
 PER_WORKER = {"data_dir", "output_dir", "cluster_timeout"}
 # How TensorFlow reports a worker that left the cluster.
@@ -124,14 +136,26 @@ def lost_worker(error, when):
       "they all have")
 
 
-def restore(checkpoint, path):
+def restore(checkpoint, path, total_steps=None):
   """Restores tf.train.Checkpoint `checkpoint` from the checkpoint at `path`;
   raises RunError naming `path` if it does not hold `checkpoint`'s state.
 
   A checkpoint whose entries cannot all be read or assigned (a corrupt
-  value, one of another dtype or shape, its own `save_counter` included)
-  changes no variable.
+  value, one of another dtype or shape, its own `save_counter` included,
+  a file cut short, a corrupt object graph) changes no variable; nor does
+  one whose step is not its own number (the controller saves the
+  checkpoint of step s as ckpt-s), lies outside [0, `total_steps`], or is
+  not its optimizer's count of updates (which sets the step size).
+
+  Args:
+    checkpoint: the run's tf.train.Checkpoint.
+    path: the checkpoint's path (its files' prefix).
+    total_steps: the run's length, if known.
+
+  Raises:
+    run_files.RunError: in one line, as above.
   """
+  check_checkpoint(path, total_steps)
   # tf.train.Checkpoint makes its save_counter when it is first read; a
   # restore that has to make it restores it alone, after it has assigned
   # every other variable. Made now, it is read with the others, before any
@@ -143,12 +167,75 @@ def restore(checkpoint, path):
   before = [tf.convert_to_tensor(variable) for variable in variables]
   try:
     checkpoint.restore(path).assert_consumed()
-  except (AssertionError, ValueError, tf.errors.OpError) as error:
+  except (AssertionError,) + _UNREADABLE_ERRORS as error:
     for variable, value in zip(variables, before):
       variable.assign(value)
+    raise _not_this_trainers(path, error) from None
+
+
+def check_latest_checkpoint(output_dir, total_steps):
+  """`check_checkpoint` of the latest checkpoint of the run in
+  `output_dir`, if it has one: the one a run resumed alone restores, checked
+  before the run writes anything. RunError too if the run's records go past
+  its step: a run records a step only after its checkpoint, and resuming
+  would drop them (a cluster's worker may go back past its records, to the
+  checkpoint all workers have)."""
+  path = tf.train.latest_checkpoint(
+      os.path.join(output_dir, run_files.CHECKPOINTS_DIR))
+  if not path:
+    return
+  step = check_checkpoint(path, total_steps)
+  records = run_files.read_metrics(output_dir)
+  if records and records[-1]["step"] > step:
     raise run_files.RunError(
-        f"cannot resume from {path}: it does not hold this trainer's "
-        f"state ({str(error).strip().splitlines()[0][:200]})") from None
+        f"cannot resume from {path}: {run_files.METRICS_FILE} records step "
+        f"{records[-1]['step']}, past its step {step}, and resuming would drop "
+        "that record; resume from the run's latest checkpoint")
+
+
+def check_checkpoint(path, total_steps=None):
+  """The step of the checkpoint at `path`; RunError, naming `path`, unless
+  its every entry and its object graph can be read, and its step (and its
+  optimizer's count of updates) is its number, within [0, total_steps].
+  Reads only."""
+  try:
+    reader = tf.train.load_checkpoint(path)
+    values = {
+        key: reader.get_tensor(key)
+        for key in reader.get_variable_to_dtype_map()
+    }
+    trackable_object_graph_pb2.TrackableObjectGraph().ParseFromString(
+        values[_GRAPH_KEY])
+    step = int(values[_STEP_KEY])
+    iterations = (int(values[_ITERATIONS_KEY])
+                  if _ITERATIONS_KEY in values else None)
+  except (KeyError, TypeError) + _UNREADABLE_ERRORS as error:
+    raise _not_this_trainers(path, error) from None
+  number = re.search(r"-(\d+)$", path)
+  reasons = []
+  # The number has no sign: a negative step is never it.
+  if number is None or int(number.group(1)) != step:
+    reasons.append(f"its step {step} is not its number")
+  if iterations is not None and iterations != step:
+    reasons.append(f"its optimizer's updates, {iterations}, are not its step "
+                   f"{step}")
+  if reasons:
+    raise run_files.RunError(
+        f"cannot resume from {path}: {'; '.join(reasons)}, so it was edited "
+        "or damaged; resume from a checkpoint the run wrote, or start over "
+        "in another output_dir")
+  if total_steps is not None and step > total_steps:
+    raise run_files.RunError(
+        f"cannot resume from {path}: its step {step} is past the run's "
+        f"{total_steps} steps; give --steps (or --epochs) that reach it")
+  return step
+
+
+def _not_this_trainers(path, error):
+  text = str(error).strip()
+  cause = text.splitlines()[0][:200] if text else type(error).__name__
+  return run_files.RunError(f"cannot resume from {path}: it does not hold "
+                            f"this trainer's state ({cause})")
 
 
 def _restored_variables(checkpoint):

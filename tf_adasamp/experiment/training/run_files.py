@@ -4,11 +4,14 @@ A run keeps its settings in config.json, one JSON metric record per
 evaluation in metrics.jsonl and its checkpoints in checkpoints/ (written by
 `loop.train`). Here: reading the records, whether a run is
 finished, whether a configuration may write to a directory (a new run, or
-the same run resumed), and the errors that stop a run. The command lines
+the same run resumed), the lock that keeps one writer per run directory,
+and the errors that stop a run. The command lines
 check their runs with these before TensorFlow loads.
 """
 
+import contextlib
 import dataclasses
+import fcntl
 import json
 import os
 import tempfile
@@ -18,6 +21,8 @@ from absl import logging
 METRICS_FILE = "metrics.jsonl"
 CONFIG_FILE = "config.json"
 CHECKPOINTS_DIR = "checkpoints"
+# The file whose lock the run's writer holds (writer_lock).
+LOCK_FILE = "writer.lock"
 # The names of write_atomically's temporary files, which a kill can leave.
 TEMPORARY_FILES = ".*.tmp"
 
@@ -28,6 +33,72 @@ class RunError(ValueError):
 
 class RunExistsError(RunError):
   """A new run was asked to write where another run already is."""
+
+
+class RunInUseError(RunError):
+  """Another process is writing to the run's directory."""
+
+
+@contextlib.contextmanager
+def writer_lock(output_dir):
+  """Holds the writer lock of run directory `output_dir` (nothing if it is
+  empty or None) while the block runs: one writer per run directory.
+
+  An advisory lock (fcntl.flock) on LOCK_FILE in the directory, which must
+  exist. The kernel releases it when its process ends, however it ends, so
+  a lock file that a killed writer left behind is not held, and the next
+  writer takes it. The block's end, however it ends, releases the lock and
+  removes the file.
+
+  Raises:
+    RunInUseError: another process (or another block of this one) holds
+      the lock; the directory is left as it was.
+    RunError: the lock file cannot be opened or locked.
+  """
+  if not output_dir:
+    yield
+    return
+  path = os.path.join(output_dir, LOCK_FILE)
+  fd = _locked(path, output_dir)
+  try:
+    yield
+  finally:
+    # Removed while still held, so no writer can hold it any more; one that
+    # opened it before finds it gone (_locked). A file left behind (removal
+    # failed) is harmless: not held.
+    with contextlib.suppress(OSError):
+      os.unlink(path)
+    os.close(fd)
+
+
+def _locked(path, output_dir):
+  """A descriptor of lock file `path`, which this process now holds."""
+  while True:
+    try:
+      # Not through a link: the lock is a file of the run's own.
+      fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+    except OSError as error:
+      raise RunError(f"cannot lock {output_dir}: cannot open {path}: "
+                     f"{error.strerror or error}") from None
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      os.close(fd)
+      raise RunInUseError(
+          f"{output_dir} is in use: another trainer writes to it (it holds "
+          f"the lock on {path}); wait for it to end, or choose another "
+          "output_dir") from None
+    except OSError as error:
+      os.close(fd)
+      raise RunError(f"cannot lock {path}: {error.strerror or error}") from None
+    # The holder before us removes the file as it releases it: a lock on a
+    # file no longer at `path` guards nothing, so we open it again.
+    try:
+      if os.path.samestat(os.fstat(fd), os.stat(path)):
+        return fd
+    except FileNotFoundError:
+      pass
+    os.close(fd)
 
 
 def write_atomically(path, text):
@@ -82,7 +153,8 @@ def read_metrics(output_dir):
   A last line cut short (by a kill while an older version appended it; the
   trainer now replaces the file whole) is dropped with a warning, and the
   run's next record rewrites the file without it. Any other line that is
-  not a record raises RunError.
+  not a record raises RunError, as do records whose steps are negative or
+  do not increase (a run records each step once, in order).
   """
   path = os.path.join(output_dir, METRICS_FILE)
   if not os.path.exists(path):
@@ -106,6 +178,12 @@ def read_metrics(output_dir):
                         number, line)
         break
       raise RunError(f"{path} line {number} is not a metric record; move the "
+                     "file away to start the run over")
+    step = record["step"]
+    if step < 0 or records and step <= records[-1]["step"]:
+      where = (f"after step {records[-1]['step']}" if records else "first")
+      raise RunError(f"{path} line {number} records step {step} {where}: a "
+                     "run's records have increasing steps from 0; move the "
                      "file away to start the run over")
     records.append(record)
   return records
@@ -185,25 +263,22 @@ def check_output_dir(config):
 
   A new run needs a directory without a run; a resumed one, a run of the
   same configuration (config.json), up to the fields a resumption may
-  change.
+  change: a run without its config.json is not resumed, as its settings
+  cannot be compared.
   """
   if not config.output_dir:
     return
+  # Read even beside checkpoints: records that are not a run's are refused
+  # before the run writes anything.
+  records = read_metrics(config.output_dir)
   has_run = (os.path.exists(os.path.join(config.output_dir, CHECKPOINTS_DIR)) or
-             read_metrics(config.output_dir))
+             records)
   if has_run and not config.resume:
     raise RunExistsError(f"{config.output_dir} already holds a run; resume "
                          "it or choose another output_dir")
   path = os.path.join(config.output_dir, CONFIG_FILE)
-  if config.resume and os.path.exists(path):
-    with open(path, encoding="utf-8", errors="replace") as f:
-      try:
-        saved = json.load(f)
-      except ValueError:
-        saved = None
-    if not isinstance(saved, dict):
-      raise RunExistsError(f"{path} does not hold a run's settings; choose "
-                           "another output_dir")
+  if config.resume and (has_run or os.path.lexists(path)):
+    saved = _saved_settings(path, config.output_dir)
     ours = dataclasses.asdict(config)
     # A setting newer than the saved run had its default there.
     theirs = {
@@ -217,3 +292,24 @@ def check_output_dir(config):
           f"{config.output_dir} holds a run with other settings (" +
           ", ".join(f"{name}: {theirs[name]!r} there, {ours[name]!r} here"
                     for name in changed) + "); choose another output_dir")
+
+
+def _saved_settings(path, output_dir):
+  """The settings dict in config.json `path`, or RunExistsError."""
+  if not os.path.lexists(path):
+    raise RunExistsError(
+        f"cannot resume: {path} is missing, so the settings of the run in "
+        f"{output_dir} cannot be checked against these; put it back, or "
+        "choose another output_dir to start over")
+  try:
+    with open(path, encoding="utf-8", errors="replace") as f:
+      saved = json.load(f)
+  except OSError as error:
+    raise RunExistsError(
+        f"cannot read {path}: {error.strerror or error}") from None
+  except ValueError:
+    saved = None
+  if not isinstance(saved, dict):
+    raise RunExistsError(f"{path} does not hold a run's settings; choose "
+                         "another output_dir")
+  return saved
