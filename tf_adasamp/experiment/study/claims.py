@@ -7,9 +7,10 @@ of `verdicts`.
   4. KL(Q_t || P_t) rises early, then decays toward 0 as the empirical risk
      converges.
 
-Windows are in epochs. Claims 1 and 2 are judged in each adaptive variant's
-window of non-uniform sampling (`verdicts.nonuniform_window`), with the
-first half of training shown beside it; claim 3 on the sweep's amplitudes
+Windows are in epochs. Claims 1 and 2 are judged over the first half of
+training at every amplitude that does not collapse (claim 1 over the sweep's
+too), with each adaptive variant's window of non-uniform sampling
+(`verdicts.nonuniform_window`) shown beside it; claim 3 on the sweep's amplitudes
 that do not collapse, with all of them shown beside; claim 4 only where the
 uniform counterpart fits its data.
 """
@@ -106,47 +107,62 @@ def _windows(curves):
   }
 
 
-def _against_uniform(curves, name, metric, expected_sign, window):
-  """Adaptive minus uniform of `metric`'s time average over `window`."""
-  ours, theirs = curves[name], curves[presets.counterpart(name)]
+def _against_uniform(label, ours, theirs, metric, expected_sign, window):
+  """`ours` minus `theirs` (their uniform counterpart's curves) in
+  `metric`'s time average over `window`."""
   since, until = window
   difference = (mean_over(ours["epoch"], ours[metric], until, since) -
                 mean_over(theirs["epoch"], theirs[metric], until, since))
   return Comparison(
-      f"{name} − {presets.counterpart(name)}",
-      f"{metric.replace('_', ' ')}, epochs "
+      label, f"{metric.replace('_', ' ')}, epochs "
       f"[{since:g}, {until:g}]", difference, expected_sign)
 
 
-def _early_claim(text, curves, names, measures):
-  """Claims 1 and 2: `measures` ((metric, expected sign)) of `names`
-  against uniform, in the non-uniform window and in the first half."""
+def _early_claim(text, curves, names, measures, swept=()):
+  """Claims 1 and 2: `measures` ((metric, expected sign)) of `names`, and
+  of the `swept` (label, curves, uniform curves), against uniform: judged
+  over the first half of training at every amplitude, with each variant's
+  window of non-uniform sampling shown beside it where it has one."""
   windows = _windows(curves)
   half = curves[presets.ADAPTIVE[0]]["epoch"][-1] / 2
   precondition = [
       (f"{name}: peak mean KL {np.nanmax(curves[name]['kl'].mean(axis=0)):.4f}"
        " nats; " + (f"non-uniform window epochs [{windows[name][0]:g}, "
                     f"{windows[name][1]:g}]" if windows[name] else
-                    f"sampling never left uniform (peak below "
-                    f"{verdicts.MIN_KL:g} nats): not testable"))
-      for name in names
+                    f"sampling stayed near uniform (peak below "
+                    f"{verdicts.MIN_KL:g} nats): no window")) for name in names
   ]
-  testable = [name for name in names if windows[name]]
-  claim = Claim(text, [], precondition, fit_lines(curves), bool(testable))
-  if testable:
-    claim.families.append(
-        judge("non-uniform window", [
-            _against_uniform(curves, name, metric, sign, windows[name])
-            for name in testable
-            for metric, sign in measures
-        ]))
+  pairs = [(f"{name} − {presets.counterpart(name)}", curves[name],
+            curves[presets.counterpart(name)]) for name in names] + list(swept)
+  claim = Claim(text, [], precondition, fit_lines(curves))
   claim.families.append(
-      judge("first half (for comparison)", [
-          _against_uniform(curves, name, metric, sign, (0.0, half))
-          for name in names
+      judge("first half, every amplitude", [
+          _against_uniform(label, ours, theirs, metric, sign, (0.0, half))
+          for label, ours, theirs in pairs
           for metric, sign in measures
       ]))
+  with_window = [name for name in names if windows[name]]
+  if with_window:
+    claim.families.append(
+        judge("non-uniform window (for comparison)", [
+            _against_uniform(f"{name} − {presets.counterpart(name)}",
+                             curves[name], curves[presets.counterpart(name)],
+                             metric, sign, windows[name])
+            for name in with_window
+            for metric, sign in measures
+        ]))
   return claim
+
+
+def _swept(sweep, amplitude, num_classes):
+  """The sweep's amplitudes other than `amplitude` (judged with the
+  algorithms) and 0 that do not collapse, as (label, curves, uniform's)."""
+  uniform = sweep["curves"][0]
+  rows = sweep_table(sweep, num_classes)
+  return [(f"{sweep['algorithm']} at amplitude {a:g} − "
+           f"{presets.counterpart(sweep['algorithm'])}", curve, uniform)
+          for a, curve, row in zip(sweep["amplitude"], sweep["curves"], rows)
+          if a and a != amplitude and not row["collapsed"]]
 
 
 def sweep_table(sweep, num_classes):
@@ -257,13 +273,15 @@ def assess(curves, sweep, amplitude, decay, num_classes=10):
   return [
       _early_claim(
           "Adaptive sampling reduces empirical risk faster: for every AdaSamp "
-          "variant, training cross-entropy averaged over the window is lower, "
-          "and training accuracy higher, than its uniform counterpart's.",
-          curves, adaptive, [("train_loss", -1), ("train_accuracy", +1)]),
+          "variant and amplitude, training cross-entropy averaged over the "
+          "first half of training is lower, and training accuracy higher, "
+          "than its uniform counterpart's.", curves, adaptive,
+          [("train_loss", -1), ("train_accuracy", +1)],
+          _swept(sweep, amplitude, num_classes)),
       _early_claim(
           "AdaGrad with adaptive sampling gains test accuracy early: each "
-          "AdaSamp-*-AdaGrad's test accuracy averaged over the window is "
-          "higher than Unif-AdaGrad's.", curves,
+          "AdaSamp-*-AdaGrad's test accuracy averaged over the first half of "
+          "training is higher than Unif-AdaGrad's.", curves,
           [n for n in adaptive if n.endswith("AdaGrad")],
           [("test_accuracy", +1)]),
       amplitude_claim(curves, sweep, num_classes),
