@@ -8,33 +8,18 @@ from tf_adasamp import _validation
 from tf_adasamp.sampler import make_generator
 
 
-class UniformSampler(tf.Module):
-  """Uniform draws behind AdaptiveSampler's interface, for a fair baseline.
+class _UniformBaseline(tf.Module):
+  """What the uniform baselines share: n examples, each drawn with
+  probability 1 / n, and an `update` that ignores utilities. Having no log
+  weights, `tf_adasamp.diagnostics` reads them as uniform."""
 
-  Draws index floor(u * n) for each uniform u of `generator.uniform([B],
-  float64)`, the very stream and call that AdaptiveSampler makes, and the
-  index its sum-tree walk returns while Q_t is uniform: so with a shared seed
-  both samplers draw the same first batch, and an AdaptiveSampler with
-  amplitude 0 would draw the same indices forever. `update` does nothing.
-  It has no log weights: `tf_adasamp.diagnostics` reads it as uniform.
-  """
-
-  def __init__(self, num_examples, seed=None, name=None):
+  def __init__(self, num_examples, name=None):
     super().__init__(name=name)
     self._num_examples = _validation.positive_int(num_examples, "num_examples")
-    with self.name_scope:
-      self.generator = make_generator(seed)
 
   @property
   def num_examples(self):
     return self._num_examples
-
-  def sample(self, batch_size):
-    """Draws `batch_size` indices uniformly; int64 [batch_size]."""
-    uniforms = self.generator.uniform([batch_size], dtype=tf.float64)
-    indices = tf.cast(tf.floor(uniforms * self._num_examples), tf.int64)
-    # u * n can round up to n in floating point.
-    return tf.minimum(indices, self._num_examples - 1)
 
   def update(self, indices, utilities):  # pylint: disable=unused-argument
     """Uniform sampling ignores utilities."""
@@ -47,7 +32,30 @@ class UniformSampler(tf.Module):
     return tf.zeros([], tf.float64)
 
 
-class ReshufflingSampler(tf.Module):
+class UniformSampler(_UniformBaseline):
+  """Uniform draws behind AdaptiveSampler's interface, for a fair baseline.
+
+  Draws index floor(u * n) for each uniform u of `generator.uniform([B],
+  float64)`, the very stream and call that AdaptiveSampler makes, and the
+  index its sum-tree walk returns while Q_t is uniform: so with a shared seed
+  both samplers draw the same first batch, and an AdaptiveSampler with
+  amplitude 0 would draw the same indices forever.
+  """
+
+  def __init__(self, num_examples, seed=None, name=None):
+    super().__init__(num_examples, name=name)
+    with self.name_scope:
+      self.generator = make_generator(seed)
+
+  def sample(self, batch_size):
+    """Draws `batch_size` indices uniformly; int64 [batch_size]."""
+    uniforms = self.generator.uniform([batch_size], dtype=tf.float64)
+    indices = tf.cast(tf.floor(uniforms * self._num_examples), tf.int64)
+    # u * n can round up to n in floating point.
+    return tf.minimum(indices, self._num_examples - 1)
+
+
+class ReshufflingSampler(_UniformBaseline):
   """Random reshuffling behind AdaptiveSampler's interface.
 
   Each epoch visits every example once, in a fresh permutation: draw k is
@@ -56,7 +64,7 @@ class ReshufflingSampler(tf.Module):
   epoch's end, as `dataset.shuffle(n).repeat().batch(B)` does with
   `reshuffle_each_iteration`. The draw count and the current permutation
   are variables, so a checkpoint resumes the order exactly. Marginally each
-  draw is uniform: `tf_adasamp.diagnostics` reads it as uniform.
+  draw is uniform.
 
   Args:
     num_examples: n, the examples to permute.
@@ -68,8 +76,7 @@ class ReshufflingSampler(tf.Module):
   """
 
   def __init__(self, num_examples, seed=0, name=None):
-    super().__init__(name=name)
-    self._num_examples = _validation.positive_int(num_examples, "num_examples")
+    super().__init__(num_examples, name=name)
     self._seed = seed
     with self.name_scope:
       self.draws = tf.Variable(0, dtype=tf.int64, trainable=False, name="draws")
@@ -78,10 +85,6 @@ class ReshufflingSampler(tf.Module):
           tf.constant(0, tf.int64)),
                                      trainable=False,
                                      name="permutation")
-
-  @property
-  def num_examples(self):
-    return self._num_examples
 
   def sample(self, batch_size):
     """The next `batch_size` draws (at most one epoch); int64 [batch_size]."""
@@ -98,16 +101,6 @@ class ReshufflingSampler(tf.Module):
         tf.gather(self.permutation, tf.minimum(positions, n - 1)))
     self.draws.assign_add(batch_size)
     return indices
-
-  def update(self, indices, utilities):  # pylint: disable=unused-argument
-    """Reshuffling ignores utilities."""
-
-  def probabilities(self):
-    return tf.fill([self._num_examples],
-                   tf.constant(1 / self._num_examples, tf.float64))
-
-  def kl_divergence(self):
-    return tf.zeros([], tf.float64)
 
   def _start_epoch(self, epoch):
     self.permutation.assign(self._permutation_of(epoch))
