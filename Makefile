@@ -5,6 +5,10 @@
 #   make experiment-docs  regenerate the committed docs/experiment/ summaries
 #                    (the main, convex and digits runs) and record the
 #                    commit that made them
+#   make noise-study  set up, then run the label-noise study: the main job's
+#                    data with 20% and 40% of its labels flipped, uniform
+#                    and adaptive sampling with each control, its summary
+#                    in runs/label_noise/report
 #   make test    set up, then run every test: pytest and `bazel test //...`
 #   make api-docs  the API reference, from the docstrings, in build/api
 # Set-up is idempotent: a virtual environment in .venv with TensorFlow and the
@@ -31,7 +35,7 @@ FASHION_MNIST := /usr/share/datasets/fashion-mnist
 # Where Debian's googletest package puts the sources (WORKSPACE reads them).
 GOOGLETEST := /usr/src/googletest
 
-.PHONY: setup build-deps fashion-mnist experiment experiment-docs \
+.PHONY: setup build-deps fashion-mnist experiment experiment-docs noise-study \
   experiment-docs-check demo api-docs test pytest \
   bazel-test format format-check clang-format clean
 
@@ -70,6 +74,10 @@ experiment-docs: setup
 # Fails where the committed summaries are not the committed code's.
 experiment-docs-check:
 	$(PY) -m tf_adasamp.experiment.refresh --check
+
+noise-study: setup
+	$(PY) -m tf_adasamp.experiment.noise_study --trials=10 \
+	  --output_dir=runs/label_noise
 
 demo: setup
 	$(PY) -m tf_adasamp.experiment.demo
