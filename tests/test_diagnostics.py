@@ -170,3 +170,16 @@ def test_write_leaves_out_none_and_refuses_unknown_quantities(tmp_path):
       diagnostics.write({"kl": 0.1}, step=1)
   writer.flush()
   assert read_tags(tmp_path) == {"sampler/max_probability": "scalars"}
+
+
+def test_heaviest_lists_the_most_probable_examples_relative_to_uniform():
+  rng = np.random.default_rng(4)
+  log_weights = rng.normal(size=50)
+  log_q = log_weights - np.log(np.exp(log_weights).sum())
+  indices, relative = diagnostics.heaviest(tf.constant(log_q), 5)
+  expected = np.argsort(-log_q)[:5]
+  np.testing.assert_array_equal(indices, expected)
+  np.testing.assert_allclose(relative, 50 * np.exp(log_q[expected]))
+  uniform = diagnostics.heaviest(
+      tf.fill([4], tf.constant(-np.log(4.0), tf.float64)), 4)[1]
+  np.testing.assert_allclose(uniform, np.ones(4))

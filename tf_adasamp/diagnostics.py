@@ -72,6 +72,22 @@ def log_probabilities(sampler):
   return tf.reduce_logsumexp(tf.stack([log_kept + log_q, floor]), axis=0)
 
 
+def heaviest(log_q, k):
+  """The `k` examples the sampler draws most, for a look at what it favours.
+
+  Args:
+    log_q: [n] log probabilities (`log_probabilities`).
+    k: how many, an int in [1, n].
+
+  Returns:
+    (indices, relative): int64 [k] example indices, most probable first,
+    and float64 [k] their probabilities relative to uniform's, n q_i.
+  """
+  values, indices = tf.math.top_k(log_q, k=k)
+  n = tf.cast(tf.size(log_q), tf.float64)
+  return tf.cast(indices, tf.int64), n * tf.exp(tf.cast(values, tf.float64))
+
+
 def kl_divergence(log_q):
   """KL(Q || uniform) of a distribution given by its log probabilities.
 
