@@ -28,6 +28,12 @@ INTERRUPTED = ("the finished runs are kept, and the same command goes on "
 # The data every run of a worker trains on (set once, by _start_worker).
 _worker_data = None
 
+# A worker process is replaced after this many runs: TensorFlow keeps part
+# of each finished run's memory (its functions' constants, the training
+# images among them), and a worker that trained 55 runs of all of
+# Fashion-MNIST grew to 11 GB and was killed for memory.
+RUNS_PER_WORKER = 8
+
 
 def run_all(runs, data, progress=False, workers=1):
   """Trains every unfinished run; prints a line per run.
@@ -77,10 +83,12 @@ def remove_stale_temporaries(runs):
 def _train_in_pool(labelled, data, workers):
   context = multiprocessing.get_context("spawn")
   before = set(multiprocessing.active_children())
-  pool = concurrent.futures.ProcessPoolExecutor(max_workers=workers,
-                                                mp_context=context,
-                                                initializer=_start_worker,
-                                                initargs=(data,))
+  pool = concurrent.futures.ProcessPoolExecutor(
+      max_workers=workers,
+      mp_context=context,
+      initializer=_start_worker,
+      initargs=(data,),
+      max_tasks_per_child=RUNS_PER_WORKER)
   futures = [
       pool.submit(_train_in_worker, label, run) for label, run in labelled
   ]
