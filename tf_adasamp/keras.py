@@ -386,7 +386,7 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
     """Exports the wrapped model for serving: `trainer.model.export(...)`.
 
     The artifact holds the wrapped model alone: the sampler's state is for
-    training (save the trainer with `save` to keep it). A subclassed wrapped
+    training, and saving the trainer keeps it. A subclassed wrapped
     model needs `input_signature`.
 
     Args:
