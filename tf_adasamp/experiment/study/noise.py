@@ -20,6 +20,7 @@ import numpy as np
 
 from tf_adasamp.experiment.study import design
 from tf_adasamp.experiment.study import presets
+from tf_adasamp.experiment.study import report
 from tf_adasamp.experiment.study import targets
 from tf_adasamp.experiment.study import verdicts
 
@@ -115,21 +116,6 @@ def _test_accuracy_family(curves, measure):
   return dict(zip(names, zip(tests, verdicts.holm([t.p for t in tests]))))
 
 
-def _interval(test):
-  if test.why_not:
-    return f"{test.mean:+.4f} ({test.why_not})"
-  return f"{test.mean:+.4f} [{test.low:+.4f}, {test.high:+.4f}]"
-
-
-def _ratio(ratio):
-  trials = ratio.reached + ratio.adaptive_never + ratio.baseline_never
-  if not ratio.reached:
-    return f"never (0/{trials})"
-  low, high = ratio.interval
-  never = (f", {ratio.adaptive_never} never" if ratio.adaptive_never else "")
-  return f"{ratio.geometric_mean:.3f} [{low:.3f}, {high:.3f}]{never}"
-
-
 def _verdict_word(test, adjusted_p):
   if test.why_not or not adjusted_p < verdicts.ALPHA:
     return "no difference shown"
@@ -146,7 +132,7 @@ def recommendation(families):
   if better:
     best = max(better, key=lambda name: families[name][0].mean)
     return (f"**{best}**: its final test accuracy beats Unif-SGD's "
-            f"({_interval(families[best][0])}, Holm p "
+            f"({report.interval_text(families[best][0])}, Holm p "
             f"{families[best][1]:.3g}).")
   harmless = [
       name for name, (test, p) in families.items()
@@ -155,9 +141,10 @@ def recommendation(families):
   ]
   if harmless:
     best = max(harmless, key=lambda name: families[name][0].mean)
-    return (f"no adaptive setting beats uniform sampling here; the least "
-            f"harmful is **{best}** ({_interval(families[best][0])} in "
-            f"final test accuracy, not shown to differ from Unif-SGD).")
+    return (
+        f"no adaptive setting beats uniform sampling here; the least "
+        f"harmful is **{best}** ({report.interval_text(families[best][0])} in "
+        f"final test accuracy, not shown to differ from Unif-SGD).")
   return ("**do not use adaptive sampling**: every adaptive setting ends "
           "with a lower test accuracy than Unif-SGD.")
 
@@ -209,9 +196,10 @@ def summary_markdown(collected, settings, trials, command):
         continue
       row = targets.compare(curves[name], curves[BASELINE], target)
       (f_test, f_p), (b_test, b_p) = final[name], best[name]
-      lines.append(f"| {name} | {_interval(f_test)} | {f_p:.3g} | "
-                   f"{_interval(b_test)} | {b_p:.3g} | {_ratio(row.steps)} | "
-                   f"{_ratio(row.passes)} | {flipped:.3f} |")
+      lines.append(
+          f"| {name} | {report.interval_text(f_test)} | {f_p:.3g} | "
+          f"{report.interval_text(b_test)} | {b_p:.3g} | {report.ratio_text(row.steps)} | "
+          f"{report.ratio_text(row.passes)} | {flipped:.3f} |")
     lines.append("")
   return "\n".join(lines).rstrip("\n") + "\n"
 
