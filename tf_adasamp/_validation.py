@@ -119,3 +119,23 @@ def seed(value):
   if not 0 <= value < 2**64:
     raise ValueError(f"seed must be in [0, 2**64), got {value}")
   return int(value)
+
+
+def register(registry, kind, name, item):
+  """Adds `item` to `registry` under `name`, a new name; returns `item`.
+
+  `kind` names what is registered in the errors ("model", "utility").
+  Without `item` (None) it returns a decorator that registers what it
+  decorates.
+  """
+  if not isinstance(name, str):
+    raise TypeError(f"a {kind}'s name must be a str, got {name!r}")
+  if not name or name in registry:
+    raise ValueError(f"a {kind} needs a new, non-empty name, got {name!r}; "
+                     f"registered: {sorted(registry)}")
+  if item is None:
+    return lambda function: register(registry, kind, name, function)
+  if not callable(item):
+    raise TypeError(f"{kind} {name!r} must be callable, got {item!r}")
+  registry[name] = item
+  return item

@@ -14,6 +14,8 @@ import ml_dtypes
 import numpy as np
 import tensorflow as tf
 
+from tf_adasamp import _validation
+
 TensorLike = tf.types.experimental.TensorLike
 # (labels, probs) -> [B] utilities.
 Utility = Callable[[TensorLike, TensorLike], tf.Tensor]
@@ -163,17 +165,7 @@ def register_utility(name: str, utility: Utility | None = None) -> Callable:
     TypeError: if `name` is not a str or `utility` is not callable.
     ValueError: if `name` is empty or already registered.
   """
-  if not isinstance(name, str):
-    raise TypeError(f"a utility's name must be a str, got {name!r}")
-  if not name or name in UTILITIES:
-    raise ValueError(f"a utility needs a new, non-empty name, got {name!r}; "
-                     f"registered: {sorted(UTILITIES)}")
-  if utility is None:
-    return lambda function: register_utility(name, function)
-  if not callable(utility):
-    raise TypeError(f"utility {name!r} must be callable, got {utility!r}")
-  UTILITIES[name] = utility
-  return utility
+  return _validation.register(UTILITIES, "utility", name, utility)
 
 
 def get(utility: str | Utility) -> Utility:

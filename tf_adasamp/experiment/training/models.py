@@ -16,6 +16,8 @@ TensorFlow is imported inside the builders, so that the command lines can
 offer the registry's names, and answer --help, before TensorFlow loads.
 """
 
+from tf_adasamp import _validation
+
 # Inputs at least this wide fit cifar10_cnn's unpadded second convolutions.
 _MIN_SIZE_FOR_VALID = 10
 
@@ -46,18 +48,7 @@ def register_model(name, builder=None):
     TypeError: if `name` is not a str or `builder` is not callable.
     ValueError: if `name` is empty or already registered.
   """
-  if not isinstance(name, str):
-    raise TypeError(f"a model's name must be a str, got {name!r}")
-  if not name or name in MODELS:
-    raise ValueError(f"a model needs a new, non-empty name, got {name!r}; "
-                     f"registered: {tuple(MODELS)}")
-  if builder is None:
-    return lambda function: register_model(name, function)
-  if not callable(builder):
-    raise TypeError(f"the builder of model {name!r} must be callable, got "
-                    f"{builder!r}")
-  MODELS[name] = builder
-  return builder
+  return _validation.register(MODELS, "model", name, builder)
 
 
 def build(name, input_shape, num_classes, seed, l2=1e-3):
