@@ -134,6 +134,18 @@ def test_the_runner_raises_a_workers_error(tmp_path):
     pool.run_all(runs[:2], datasets.load("digits"), workers=2)
 
 
+def test_the_runner_replaces_its_workers_and_trains_every_run(
+    tmp_path, monkeypatch, capsys):
+  # One run a worker: two pools of two workers for three runs.
+  monkeypatch.setattr(pool, "RUNS_PER_WORKER", 1)
+  runs = design.plan(TINY, 1, str(tmp_path), "digits", model="logistic")[:3]
+  pool.run_all(runs, datasets.load("digits"), workers=2)
+  assert capsys.readouterr().out.count("final train loss") == 3
+  assert all(
+      run_files.is_complete(run.config.output_dir, run.config.steps)
+      for run in runs)
+
+
 def test_the_runner_refuses_bad_worker_counts(tmp_path):
   runs = design.plan(TINY, 1, str(tmp_path), "digits", model="logistic")
   with pytest.raises(ValueError, match="workers must be >= 1, got 0"):

@@ -28,9 +28,9 @@ INTERRUPTED = ("the finished runs are kept, and the same command goes on "
 # The data every run of a worker trains on (set once, by _start_worker).
 _worker_data = None
 
-# A worker process is replaced after this many runs: TensorFlow keeps part
-# of each finished run's memory (its functions' constants, the training
-# images among them), and a worker that trained 55 runs of all of
+# Worker processes are replaced after this many runs each: TensorFlow keeps
+# part of each finished run's memory (its functions' constants, the
+# training images among them), and a worker that trained 55 runs of all of
 # Fashion-MNIST grew to 11 GB and was killed for memory.
 RUNS_PER_WORKER = 8
 
@@ -81,14 +81,20 @@ def remove_stale_temporaries(runs):
 
 
 def _train_in_pool(labelled, data, workers):
+  # A fresh pool for each RUNS_PER_WORKER runs a worker: Python 3.11's
+  # max_tasks_per_child hangs once the first workers retire.
+  chunk = workers * RUNS_PER_WORKER
+  for start in range(0, len(labelled), chunk):
+    _train_in_one_pool(labelled[start:start + chunk], data, workers)
+
+
+def _train_in_one_pool(labelled, data, workers):
   context = multiprocessing.get_context("spawn")
   before = set(multiprocessing.active_children())
-  pool = concurrent.futures.ProcessPoolExecutor(
-      max_workers=workers,
-      mp_context=context,
-      initializer=_start_worker,
-      initargs=(data,),
-      max_tasks_per_child=RUNS_PER_WORKER)
+  pool = concurrent.futures.ProcessPoolExecutor(max_workers=workers,
+                                                mp_context=context,
+                                                initializer=_start_worker,
+                                                initargs=(data,))
   futures = [
       pool.submit(_train_in_worker, label, run) for label, run in labelled
   ]
