@@ -70,9 +70,7 @@ def stale_reason():
   return None
 
 
-# The label-noise study (5 trials: what this machine's time allows beside
-# the regimes).
-NOISE_TRIALS = 5
+NOISE_TRIALS = 10
 
 
 def _commands():
