@@ -27,7 +27,6 @@ from tf_adasamp.experiment.study import verdicts
 DATASET, MODEL = "fashion_mnist_5k", "mlp"
 NOISE_LEVELS = (0.2, 0.4)
 BASELINE = "Unif-SGD"
-CONTROLLED_AMPLITUDE = 1.0
 # Name -> (algorithm, amplitude, TrainConfig fields): the variants of a
 # trial. The controls ride on amplitude 1, where the main regime's draws
 # concentrate most without collapsing.
