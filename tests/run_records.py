@@ -1,6 +1,19 @@
-"""Comparing runs' metric records, which are exact but for their clocks."""
+"""The trainer's small runs, and comparing runs' metric records, which are
+exact but for their clocks."""
 
+from tf_adasamp.experiment.training import config as config_lib
 from tf_adasamp.experiment.training import trainer
+
+
+def tiny_config(**overrides):
+  """A TrainConfig of a few steps of the logistic model on small batches."""
+  settings = dict(model="logistic",
+                  steps=4,
+                  eval_interval=2,
+                  batch_size=16,
+                  learning_rate=0.1)
+  settings.update(overrides)
+  return config_lib.TrainConfig(**settings)
 
 
 def without_clocks(records):

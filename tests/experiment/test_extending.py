@@ -31,11 +31,6 @@ def registries(monkeypatch):
   monkeypatch.setattr(utilities, "UTILITIES", dict(utilities.UTILITIES))
 
 
-@pytest.fixture(scope="module")
-def digits():
-  return datasets.load("digits")
-
-
 def linear(input_shape, num_classes, l2):
   del l2  # unregularised
   return tf.keras.Sequential([

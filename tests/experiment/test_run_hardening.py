@@ -13,9 +13,8 @@ import pytest
 import tensorflow as tf
 
 import checkpoint_edits
+from run_records import tiny_config
 from tf_adasamp import sources
-from tf_adasamp.experiment.training import config as config_lib
-from tf_adasamp.experiment.training import datasets
 from tf_adasamp.experiment.training import disk_data
 from tf_adasamp.experiment.training import loop
 from tf_adasamp.experiment.training import run_files
@@ -24,21 +23,6 @@ ROOT = os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STEP_KEY = "step/.ATTRIBUTES/VARIABLE_VALUE"
 ITERATIONS_KEY = "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"
-
-
-@pytest.fixture(scope="module")
-def digits():
-  return datasets.load("digits")
-
-
-def tiny_config(**overrides):
-  settings = dict(model="logistic",
-                  steps=4,
-                  eval_interval=2,
-                  batch_size=16,
-                  learning_rate=0.1)
-  settings.update(overrides)
-  return config_lib.TrainConfig(**settings)
 
 
 @pytest.fixture

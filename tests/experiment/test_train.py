@@ -12,13 +12,13 @@ import pytest
 import tensorflow as tf
 
 import checkpoint_edits
+from run_records import tiny_config
 from run_records import without_clocks
 from tf_adasamp import bounds
 from tf_adasamp import utilities
 from tf_adasamp.experiment.training import components
 from tf_adasamp.experiment.training import config as config_lib
 from tf_adasamp.experiment.training import controller
-from tf_adasamp.experiment.training import datasets
 from tf_adasamp.experiment.training import loop
 from tf_adasamp.experiment.training import models
 from tf_adasamp.experiment.training import resume
@@ -30,21 +30,6 @@ from tf_adasamp.sampler import AdaptiveSampler
 
 ROOT = os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-@pytest.fixture(scope="module")
-def digits():
-  return datasets.load("digits")
-
-
-def tiny_config(**overrides):
-  settings = dict(model="logistic",
-                  steps=4,
-                  eval_interval=2,
-                  batch_size=16,
-                  learning_rate=0.1)
-  settings.update(overrides)
-  return config_lib.TrainConfig(**settings)
 
 
 @pytest.mark.parametrize("num_examples", [1, 1500, 1024])

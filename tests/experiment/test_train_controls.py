@@ -3,29 +3,20 @@
 import numpy as np
 import pytest
 
+import run_records
 from run_records import without_clocks
 from tf_adasamp import schedules
 from tf_adasamp.experiment.training import components
-from tf_adasamp.experiment.training import config as config_lib
 from tf_adasamp.experiment.training import datasets
 from tf_adasamp.experiment.training import loop
 
 
-@pytest.fixture(scope="module")
-def digits():
-  return datasets.load("digits")
-
-
 def tiny_config(**overrides):
-  settings = dict(model="logistic",
-                  steps=6,
-                  eval_interval=2,
-                  batch_size=16,
-                  learning_rate=0.1,
-                  sampling="adaptive",
-                  amplitude=1.0)
-  settings.update(overrides)
-  return config_lib.TrainConfig(**settings)
+  """A small adaptive run at amplitude 1, long enough to resume twice."""
+  return run_records.tiny_config(**{
+      **dict(steps=6, sampling="adaptive", amplitude=1.0),
+      **overrides
+  })
 
 
 def test_label_noise_flips_a_fixed_fraction_to_other_classes(digits):
