@@ -9,6 +9,9 @@
 #                    data with 20% and 40% of its labels flipped, uniform
 #                    and adaptive sampling with each control, its summary
 #                    in runs/label_noise/report
+#   make wall-time  set up, then time the main job's runs to their targets
+#                    one at a time (nothing else running), its report in
+#                    runs/wall_time/fashion_mnist_5k/wall_time.md
 #   make test    set up, then run every test: pytest and `bazel test //...`
 #   make api-docs  the API reference, from the docstrings, in build/api
 # Set-up is idempotent: a virtual environment in .venv with TensorFlow and the
@@ -36,6 +39,7 @@ FASHION_MNIST := /usr/share/datasets/fashion-mnist
 GOOGLETEST := /usr/src/googletest
 
 .PHONY: setup build-deps fashion-mnist experiment experiment-docs noise-study \
+  wall-time \
   experiment-docs-check demo api-docs test pytest \
   bazel-test format format-check clang-format clean
 
@@ -78,6 +82,10 @@ experiment-docs-check:
 noise-study: setup
 	$(PY) -m tf_adasamp.experiment.noise_study --trials=10 \
 	  --output_dir=runs/label_noise
+
+wall-time: setup
+	$(PY) -m tf_adasamp.experiment.wall_time --trials=5 \
+	  --output_dir=runs/wall_time/fashion_mnist_5k
 
 demo: setup
 	$(PY) -m tf_adasamp.experiment.demo

@@ -308,6 +308,7 @@ setup(
             "tf-adasamp-bounds = tf_adasamp.experiment.bounds_table:run",
             "tf-adasamp-demo = tf_adasamp.experiment.demo:run",
             "tf-adasamp-noise-study = tf_adasamp.experiment.noise_study:run",
+            "tf-adasamp-wall-time = tf_adasamp.experiment.wall_time:run",
         ],
     },
     zip_safe=False,

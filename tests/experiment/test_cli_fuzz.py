@@ -18,6 +18,7 @@ import tensorflow as tf
 import checkpoint_edits
 from tf_adasamp.experiment import reproduce
 from tf_adasamp.experiment import tuning
+from tf_adasamp.experiment import wall_time
 from tf_adasamp.experiment.study import presets
 from tf_adasamp.experiment.training import config as config_lib
 
@@ -123,6 +124,18 @@ def test_bounds_table_rejects_bad_flags_in_one_line(tmp_path, args, message):
   assert_fails_in_one_line(run_cli("bounds_table", args, tmp_path), message)
 
 
+@pytest.mark.parametrize("args,message", [
+    (["--trials=0"], "trials must be >= 1"),
+    (["--amplitudes=1,x"], "--amplitudes takes numbers"),
+    (["--amplitudes=-1"], "amplitude must be"),
+    ([f"--report={UNWRITABLE}/wall_time.md"], "cannot write to"),
+])
+def test_wall_time_rejects_bad_flags_in_one_line(tmp_path, args, message):
+  result = run_cli("wall_time", ["--output_dir={tmp}/runs", *args], tmp_path)
+  assert_fails_in_one_line(result, message)
+  assert not (tmp_path / "runs").exists() or not os.listdir(tmp_path / "runs")
+
+
 # Run with a command line's module name, then its arguments: whether
 # TensorFlow had loaded when the program exited.
 _LOADED_TENSORFLOW = """
@@ -147,6 +160,8 @@ finally:
     ("tuning", ["--help"]),
     ("tuning", ["--workers=x"]),
     ("demo", ["--help"]),
+    ("wall_time", ["--help"]),
+    ("wall_time", ["--trials=0"]),
 ])
 def test_command_lines_answer_help_and_bad_flags_before_tensorflow_loads(
     module, args):
@@ -167,6 +182,7 @@ def test_command_lines_answer_help_and_bad_flags_before_tensorflow_loads(
     ("train", [config_lib.TrainConfig]),
     ("reproduce", [reproduce.Options, presets.Settings]),
     ("tuning", [tuning.Options]),
+    ("wall_time", [wall_time.Options]),
 ])
 def test_help_lists_every_setting(tmp_path, module, settings):
   result = run_cli(module, ["--help"], tmp_path)

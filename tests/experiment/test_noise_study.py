@@ -78,3 +78,24 @@ def test_no_setting_shown_worse_is_called_the_least_harmful():
 
 def _test(mean):
   return verdicts.Test(mean, mean - 0.005, mean + 0.005, 0.01, 5)
+
+
+def test_wall_time_gives_the_seconds_to_each_target():
+  # Every variant learns as Unif-SGD does, but "amplitude 1, uniform floor
+  # 0.5" takes twice the seconds a step.
+  collected = {}
+  for level in noise.NOISE_LEVELS:
+    collected[level] = {
+        name: _curves(0.85, level, seed=i)
+        for i, name in enumerate(noise.VARIANTS)
+    }
+    collected[level]["amplitude 1, uniform floor 0.5"]["train_seconds"] *= 2
+  wall = noise.wall_time_markdown(collected, 5)
+  row = next(line for line in wall.splitlines()
+             if line.startswith("| amplitude 1, uniform floor 0.5 |"))
+  to_loss, to_accuracy = (
+      float(cell.split()[0]) for cell in row.split("|")[2:4])
+  assert to_loss == pytest.approx(2.0)
+  assert to_accuracy == pytest.approx(2.0, rel=0.1)
+  assert wall.count("| amplitude 1, uniform floor 0.5 |") == len(
+      noise.NOISE_LEVELS)

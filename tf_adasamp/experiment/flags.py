@@ -71,6 +71,8 @@ def define(cls, unset_defaults=False):
       flags.DEFINE_enum(field.name, default, field.metadata["choices"],
                         help_text)
     else:
+      if isinstance(default, tuple):
+        default = [f"{v:g}" for v in default]  # DEFINE_list parses strings.
       definers[_base_type(field.type)](field.name, default, help_text)
 
 

@@ -4,7 +4,7 @@ Trains the main regime with 20% and 40% of its training labels flipped:
 uniform sampling, Algorithm 1 at several amplitudes, and Algorithm 1 with
 each control (tf_adasamp.experiment.study.noise), then writes summary.md
 and flipped_share.png, which say which setting a user with noisy labels
-should choose:
+should choose, and wall_time.md, the training seconds to target:
 
   python -m tf_adasamp.experiment.noise_study --trials=10 \\
       --output_dir=runs/label_noise --report_dir=docs/experiment/label_noise
@@ -74,9 +74,12 @@ def main():
   run_files.write_atomically(
       summary,
       noise.summary_markdown(collected, settings, options.trials, command))
+  wall_time = os.path.join(report_dir, "wall_time.md")
+  run_files.write_atomically(
+      wall_time, noise.wall_time_markdown(collected, options.trials))
   figure = os.path.join(report_dir, "flipped_share.png")
   noise.plot_flipped_share(collected, figure)
-  print(f"wrote {summary}\nwrote {figure}")
+  print(f"wrote {summary}\nwrote {wall_time}\nwrote {figure}")
 
 
 def run():

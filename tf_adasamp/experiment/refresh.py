@@ -9,7 +9,9 @@ experiment` shares, so a finished main job is only reported again):
   convex  fashion_mnist with the L2 logistic regression (Corollary 1's);
   quick   digits with the paper's CNN, its step sizes set by hand;
 
-and the label-noise study (`noise_study`) on the main regime's data.
+the label-noise study (`noise_study`) on the main regime's data, and the
+main regime's wall time to target, its runs trained one at a time
+(`wall_time`).
 
 The summaries are written only from a tree whose code is committed, and
 docs/experiment/PROVENANCE.md records that commit. A summary is stale when
@@ -71,6 +73,7 @@ def stale_reason():
 
 
 NOISE_TRIALS = 10
+WALL_TIME_TRIALS = 5
 
 
 def _commands():
@@ -86,6 +89,13 @@ def _commands():
           f"--trials={NOISE_TRIALS}", "--output_dir=runs/label_noise",
           f"--report_dir={DOCS}/label_noise"
       ]))
+  commands.append(("fashion_mnist_5k/wall_time.md",
+                   "the main regime's wall time, one run at a time", [
+                       sys.executable, "-m", "tf_adasamp.experiment.wall_time",
+                       f"--trials={WALL_TIME_TRIALS}",
+                       "--output_dir=runs/wall_time/fashion_mnist_5k",
+                       f"--report={DOCS}/fashion_mnist_5k/wall_time.md"
+                   ]))
   return commands
 
 

@@ -51,27 +51,66 @@ def ratio_text(ratio):
   return text + (f" ({', '.join(never)})" if never else "")
 
 
-def _headline(tables):
-  """The adaptive variant that reaches Unif's final training loss in the
-  fewest example passes against the faster of its uniform baselines."""
+def _headline(tables, cost):
+  """The adaptive variant that reaches Unif's final training loss at the
+  least `cost` (a targets.Row field) against the faster of its uniform
+  baselines."""
   best = None
   for entry in tables[0][1]:
     if entry.collapsed or entry.name in (*presets.BASELINES,
                                          *presets.COMPETITORS):
       continue
     ratios = {
-        name: row.passes
+        name: getattr(row, cost)
         for name, row in entry.rows.items()
-        if row.passes.reached
+        if getattr(row, cost).reached
     }
     if len(ratios) < len(entry.rows):
       continue
     # Against the faster baseline the ratio is the larger.
     baseline = max(ratios, key=lambda name: ratios[name].geometric_mean)
-    if best is None or (ratios[baseline].geometric_mean
-                        < best[0].rows[best[1]].passes.geometric_mean):
+    if best is None or (ratios[baseline].geometric_mean < getattr(
+        best[0].rows[best[1]], cost).geometric_mean):
       best = (entry, baseline)
   return best
+
+
+# The goal to measure against (issue 42): the best adaptive setting reaches
+# Unif's final training loss in at most GOAL_RATIO of the best uniform
+# baseline's cost, its test accuracy there within GOAL_ACCURACY.
+GOAL_RATIO, GOAL_ACCURACY = 0.7, 0.003
+
+
+def headline_lines(tables, cost, noun):
+  """The headline: the fastest adaptive setting in `cost` (a targets.Row
+  field, called `noun`) against the faster uniform baseline, and whether it
+  meets the goal."""
+  best = _headline(tables, cost)
+  if best is None:
+    return [
+        "**Headline**: no adaptive setting reached Unif's final training "
+        "loss in every trial.", ""
+    ]
+  entry, baseline = best
+  row = entry.rows[baseline]
+  short = []
+  if getattr(row, cost).geometric_mean > GOAL_RATIO:
+    short.append(f"it needs more than {GOAL_RATIO:g}x")
+  if row.test_accuracy_at_target.mean < -GOAL_ACCURACY:
+    short.append(f"its test accuracy at the target is "
+                 f"{-100 * row.test_accuracy_at_target.mean:.2f} points below")
+  return [
+      f"**Headline**: the fastest adaptive setting, {entry.name}, reaches "
+      f"Unif's final training loss in {ratio_text(getattr(row, cost))} of "
+      f"the {noun} of {baseline}, the faster uniform baseline for it "
+      f"({ratio_text(row.steps)} of its steps); test accuracy where each "
+      f"reaches it, adaptive minus uniform: "
+      f"{interval_text(row.test_accuracy_at_target)}, and at the end of "
+      f"training {interval_text(row.final_test_accuracy)}. Our goal, at most "
+      f"{GOAL_RATIO:g}x with test accuracy within "
+      f"{100 * GOAL_ACCURACY:g} points: **{'not met' if short else 'met'}**" +
+      (f" ({' and '.join(short)})." if short else "."), ""
+  ]
 
 
 def _competitor_lines(entries):
@@ -92,61 +131,22 @@ def _competitor_lines(entries):
   return lines
 
 
-def _target_tables(curves, sweep, settings, num_classes):
+def collapse_test(num_classes):
+  """Whether a variant's curves hold a collapsed run (`verdicts.collapsed`),
+  as a function of the curves."""
 
   def collapsed(curve):
     return verdicts.collapsed(np.nan_to_num(curve["kl"]),
                               curve["train_accuracy"][:,
                                                       -1], num_classes).any()
 
-  return targets.table(curves, sweep, settings, collapsed)
-
-
-def wall_time_markdown(curves, sweep, settings, title, num_classes=10):
-  """wall_time.md: training seconds to each target, from the runs' clocks.
-
-  Beside summary.md, not in it: seconds are measured, so no two runs of the
-  experiment give the same file, while summary.md is the same byte for
-  byte.
-  """
-  lines = [
-      f"# Training seconds to target: {title}", "",
-      "From each run's own clock (`train_seconds` in its metric records: "
-      "the training calls alone, the sampler's work included, evaluations "
-      "and checkpoints not), interpolated at the step where it first "
-      "reaches the target, as a ratio to the baseline's in the same trial: "
-      "geometric mean [95% t-interval]. Each run trains with one "
-      "TensorFlow thread; the experiment trains its runs in a pool of "
-      "worker processes side by side, so a slow spell of the machine falls "
-      "on adaptive and uniform runs alike but adds noise. Measured, so "
-      "this file differs from run to run; summary.md has the steps and "
-      "example passes, which do not.", ""
-  ]
-  for label, entries in _target_tables(curves, sweep, settings, num_classes):
-    lines += [
-        f"## To {label}", "",
-        "| run | seconds, vs Unif | seconds, vs Shuffle |", "|---|---|---|"
-    ]
-    for entry in entries:
-      unif, *shuffle = entry.rows.values()
-      name = entry.name + (" (collapsed)" if entry.collapsed else "")
-      lines.append(f"| {name} | {ratio_text(unif.seconds)} | "
-                   f"{ratio_text(shuffle[0].seconds) if shuffle else '–'} |")
-    lines.append("")
-  return "\n".join(lines).rstrip("\n") + "\n"
+  return collapsed
 
 
 def time_to_target_lines(curves, sweep, settings, num_classes=10):
   """The summary's opening: each variant's cost to each target, paired
   against the uniform baselines (`targets.table`)."""
-
-  def collapsed(curve):
-    return verdicts.collapsed(np.nan_to_num(curve["kl"]),
-                              curve["train_accuracy"][:,
-                                                      -1], num_classes).any()
-
-  tables = targets.table(curves, sweep, settings, collapsed)
-  goal_ratio, goal_accuracy = 0.7, 0.003
+  tables = targets.table(curves, sweep, settings, collapse_test(num_classes))
   lines = [
       "## Time to target",
       "",
@@ -168,35 +168,7 @@ def time_to_target_lines(curves, sweep, settings, num_classes=10):
       "are ours, not the paper's.",
       "",
   ]
-  best = _headline(tables)
-  if best is None:
-    lines += [
-        "**Headline**: no adaptive setting reached Unif's final training "
-        "loss in every trial.", ""
-    ]
-  else:
-    entry, baseline = best
-    row = entry.rows[baseline]
-    fast = row.passes.geometric_mean <= goal_ratio
-    accurate = row.test_accuracy_at_target.mean >= -goal_accuracy
-    short = [] if accurate else [
-        f"its test accuracy at the target is "
-        f"{-100 * row.test_accuracy_at_target.mean:.2f} points below"
-    ]
-    if not fast:
-      short.insert(0, f"it needs more than {goal_ratio:g}x")
-    lines += [
-        f"**Headline**: the fastest adaptive setting, {entry.name}, reaches "
-        f"Unif's final training loss in {ratio_text(row.passes)} of the "
-        f"example passes of {baseline}, the faster uniform baseline for it "
-        f"({ratio_text(row.steps)} of its steps); test accuracy where each "
-        f"reaches it, adaptive minus uniform: "
-        f"{interval_text(row.test_accuracy_at_target)}, and at the end of "
-        f"training {interval_text(row.final_test_accuracy)}. Our goal, at most "
-        f"{goal_ratio:g}x with test accuracy within "
-        f"{100 * goal_accuracy:g} points: **{'not met' if short else 'met'}**" +
-        (f" ({' and '.join(short)})." if short else "."), ""
-    ]
+  lines += headline_lines(tables, "passes", "example passes")
   lines += _competitor_lines(tables[0][1])
   for label, entries in tables:
     lines += [
@@ -434,8 +406,8 @@ def summary_markdown(curves,
 
 
 def report(runs, settings, trials, title, report_dir, command, departures=()):
-  """Draws Figure 1 and writes summary.md and wall_time.md to `report_dir`;
-  returns their paths."""
+  """Draws Figure 1 and writes summary.md to `report_dir`; returns their
+  paths."""
   curves, sweep = collect(runs, settings)
   paths = plots.figure1(curves, sweep, report_dir, title=title)
   paths.append(os.path.join(report_dir, "summary.md"))
@@ -443,7 +415,4 @@ def report(runs, settings, trials, title, report_dir, command, departures=()):
     f.write(
         summary_markdown(curves, sweep, settings, trials, title, command,
                          departures))
-  paths.append(os.path.join(report_dir, "wall_time.md"))
-  with open(paths[-1], "w") as f:
-    f.write(wall_time_markdown(curves, sweep, settings, title))
   return paths

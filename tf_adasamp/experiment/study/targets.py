@@ -263,6 +263,21 @@ def table(curves, sweep, settings, collapsed=lambda curve: False):
                if name != algorithm]
   variants += [(name, curves[name], name)
                for name in (*presets.BASELINES, *presets.COMPETITORS)]
+  return entries(variants, curves, settings, collapsed)
+
+
+def entries(variants, curves, settings, collapsed=lambda curve: False):
+  """`table`'s rows for the given variants.
+
+  Args:
+    variants: [(name, curves, algorithm)] of the compared runs.
+    curves: {algorithm: curves} holding the uniform baselines.
+    settings: the presets.Settings of the runs.
+    collapsed: whether a variant's curves hold a collapsed run.
+
+  Returns:
+    [(Target label, [Entry])], one per target.
+  """
   result = []
   for index in range(3):
     entries = []
