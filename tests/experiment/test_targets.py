@@ -165,6 +165,23 @@ def test_a_method_from_the_field_gets_its_own_line_not_the_headline():
   assert "of Shuffle-SGD's example passes" in line
 
 
+def test_the_summary_weighs_the_second_forward_pass_against_its_savings():
+  curves, sweep = _study({})
+  # The sweep under the other option: amplitude 1 at 'step' is twice as
+  # fast in steps and forwards once; at 'updated' it forwards twice.
+  sweep["other_utility_at"] = "step"
+  sweep["other_curves"] = [_curve(1.0, seed=12), _curve(2.0, seed=13)]
+  summary = "\n".join(report.time_to_target_lines(curves, sweep, SETTINGS))
+  line = next(
+      l for l in summary.splitlines() if l.startswith("**Where the utility"))
+  cell = line.split("amplitude 1: ")[1]
+  at_updated, at_step = (
+      float(part.split()[0]) for part in cell.split(" against "))
+  # 1 step-ratio x (2 + 2) / (1 + 2) passes, against 0.5 x 1.
+  assert at_updated == pytest.approx(4 / 3, rel=0.05)
+  assert at_step == pytest.approx(0.5, rel=0.05)
+
+
 def test_a_collapsed_amplitude_is_shown_but_never_the_headline():
   curves, sweep = _study({1.0: 3.0})
   slowest = sweep["curves"][2]

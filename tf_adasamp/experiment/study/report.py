@@ -13,6 +13,7 @@ from tf_adasamp.experiment.study import targets
 from tf_adasamp.experiment.study import verdicts
 from tf_adasamp.experiment.study.design import collect
 from tf_adasamp.experiment.study.design import mean_over
+from tf_adasamp.experiment.training import config as config_lib
 
 
 def mean_std(values, digits=4):
@@ -113,6 +114,48 @@ def headline_lines(tables, cost, noun):
   ]
 
 
+def _utility_option_lines(entries, sweep):
+  """What Algorithm 1's utility at h_t costs against the step's own logits,
+  at each swept amplitude that ran both and does not collapse, to Unif's
+  final training loss."""
+  other = sweep.get("other_utility_at")
+  if other is None:
+    return []
+  by_name = {entry.name: entry for entry in entries}
+  cells = []
+  for amplitude in sweep["amplitude"][1:]:
+    name = f"{sweep['algorithm']}, amplitude {amplitude:g}"
+    pair = (by_name[name], by_name[f"{name}, utility at '{other}'"])
+    if any(entry.collapsed for entry in pair):
+      continue
+    # Against the baseline each reaches the target fastest, i.e. the one
+    # listed last (Shuffle where it ran).
+    baseline = list(pair[0].rows)[-1]
+    ratios = [entry.rows[baseline].passes for entry in pair]
+    if not all(ratio.reached for ratio in ratios):
+      continue
+    cells.append(f"amplitude {amplitude:g}: {ratios[0].geometric_mean:.3f} "
+                 f"at '{_main_utility_at(sweep)}' against "
+                 f"{ratios[1].geometric_mean:.3f} at '{other}'")
+  if not cells:
+    return []
+  return [
+      f"**Where the utility is computed** (example passes to Unif's final "
+      f"training loss, as a ratio to {baseline}'s): " + "; ".join(cells) +
+      ". At 'updated' the utility is Algorithm 1's, of h_t, which takes a "
+      "second forward pass over the batch; at 'step' it reuses the step's "
+      "own logits (h_{t-1}), at no cost. No cheaper exact utility at h_t "
+      "exists: every utility of the updated model needs its logits for the "
+      "batch.", ""
+  ]
+
+
+def _main_utility_at(sweep):
+  """The utility option of the sweep's main curves."""
+  return next(
+      u for u in config_lib.UTILITY_AT if u != sweep["other_utility_at"])
+
+
 def _competitor_lines(entries):
   """Where each method of `presets.COMPETITORS` stands, to Unif's final
   training loss."""
@@ -169,6 +212,7 @@ def time_to_target_lines(curves, sweep, settings, num_classes=10):
       "",
   ]
   lines += headline_lines(tables, "passes", "example passes")
+  lines += _utility_option_lines(tables[0][1], sweep)
   lines += _competitor_lines(tables[0][1])
   for label, entries in tables:
     lines += [
