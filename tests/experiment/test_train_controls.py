@@ -109,8 +109,10 @@ def test_a_final_uniform_phase_stops_concentrating_the_draws(digits):
     (dict(beta=-0.1), "beta must be in"),
     (dict(schedule_fraction=2.0), "schedule_fraction must be in"),
     (dict(label_noise=1.0), "label_noise must be in"),
-    (dict(sampling="uniform", epsilon=0.1), "need sampling 'adaptive'"),
-    (dict(sampling="reshuffle", beta=1.0), "need sampling 'adaptive'"),
+    (dict(sampling="uniform", epsilon=0.1), "^epsilon needs sampling "
+     "'adaptive'"),
+    (dict(sampling="reshuffle", epsilon=0.1,
+          beta=1.0), "^epsilon and beta need sampling 'adaptive'"),
     (dict(amplitude_schedule="cosine"), "amplitude_schedule must be one of"),
 ])
 def test_bad_controls_are_refused(overrides, message):

@@ -253,7 +253,9 @@ class TrainConfig:
     }
     used = [name for name, on in controls.items() if on]
     if used and self.sampling != "adaptive":
-      raise ValueError(f"{', '.join(used)} need sampling 'adaptive', got "
+      raise ValueError(f"{' and '.join(used)} "
+                       f"{'need' if len(used) > 1 else 'needs'} sampling "
+                       "'adaptive', got "
                        f"{self.sampling!r}")
     if self.label_noise and self.data_path is not None:
       raise ValueError("label_noise flips in-memory labels; it cannot apply "
