@@ -5,6 +5,7 @@ import pytest
 
 from tf_adasamp.experiment.study import claims
 from tf_adasamp.experiment.study import presets
+from tf_adasamp.experiment.study import report
 from tf_adasamp.experiment.study import verdicts
 
 
@@ -18,7 +19,7 @@ def synthetic(effect, trials=5, noise=0.01, final_error=0.01, seed=0):
   base = np.exp(-epochs / 4.0)
   shared = rng.normal(0, 0.2, size=(trials, 1))
   curves = {}
-  for name in presets.ALGORITHMS:
+  for name in presets.RUNS:
     adaptive = name in presets.ADAPTIVE
     own = rng.normal(0, noise, size=(trials, 1))
     shift = (effect if adaptive else 0.0) + own
@@ -31,30 +32,52 @@ def synthetic(effect, trials=5, noise=0.01, final_error=0.01, seed=0):
         "epoch": epochs,
         "train_loss": loss,
         "train_accuracy": 1 - error,
+        "test_loss": loss,
         "test_accuracy": 0.9 - loss / 4,
         "kl": kl,
         "ess_fraction": np.exp(-kl),
+        **_clocks(epochs, trials),
     }
   return curves
 
 
-def sweep_of(train_by_amplitude, test_by_amplitude, kl_by_amplitude, trials=5):
-  """A sweep whose first-half training accuracy, final test accuracy and
-  KL are flat at the given values (plus a little per-trial noise)."""
+def _clocks(epochs, trials):
+  """The runs' work and seconds, one pass of a 10-example batch a step."""
+  steps = np.tile(epochs * 10, (trials, 1))
+  return {
+      "examples_forwarded": steps * 10,
+      "examples_backpropagated": steps * 10,
+      "train_seconds": steps * 1e-3,
+  }
+
+
+def sweep_of(speed_by_amplitude,
+             test_by_amplitude,
+             kl_by_amplitude,
+             trials=5,
+             jitter=0.001):
+  """A sweep whose training loss falls at the given speeds (amplitude 0,
+  the uniform run, first) and whose test accuracy, test loss and KL are
+  flat at the given values, each with a little per-trial noise."""
   rng = np.random.default_rng(3)
   epochs = np.arange(0, 21, 1.0)
-  amplitudes = [0.0, 0.5, 1.0, 2.0][:len(train_by_amplitude)]
+  amplitudes = [0.0, 0.5, 1.0, 2.0][:len(speed_by_amplitude)]
+  shape = (trials, len(epochs))
   curves = []
-  for train, test, kl in zip(train_by_amplitude, test_by_amplitude,
+  for speed, test, kl in zip(speed_by_amplitude, test_by_amplitude,
                              kl_by_amplitude):
-    jitter = rng.normal(0, 0.001, size=(trials, 1))
+    noise = rng.normal(0, jitter, size=(trials, 1))
+    loss = np.exp(-speed * (1 + noise) * epochs / 5)
     curves.append({
+        "step": epochs * 10,
         "epoch": epochs,
-        "train_accuracy": np.full((trials, len(epochs)), train) + jitter,
-        "train_loss": np.full((trials, len(epochs)), 1 - train) - jitter,
-        "test_accuracy": np.full((trials, len(epochs)), test) - jitter,
-        "kl": np.full((trials, len(epochs)), kl),
-        "ess_fraction": np.full((trials, len(epochs)), np.exp(-kl)),
+        "train_loss": loss,
+        "train_accuracy": 1 - loss / 2,
+        "test_loss": np.full(shape, 1 - test) + noise,
+        "test_accuracy": np.full(shape, test) - noise,
+        "kl": np.full(shape, kl),
+        "ess_fraction": np.full(shape, np.exp(-kl)),
+        **_clocks(epochs, trials),
     })
   return {
       "algorithm": "AdaSamp-01-SGD",
@@ -63,8 +86,14 @@ def sweep_of(train_by_amplitude, test_by_amplitude, kl_by_amplitude, trials=5):
   }
 
 
-TRENDING = sweep_of([0.5, 0.6, 0.7, 0.8], [0.9, 0.85, 0.8, 0.75],
-                    [0.0, 0.1, 0.2, 0.3])
+def trending(trials=5):
+  """A sweep where a larger amplitude trains faster and tests worse."""
+  return sweep_of([1.0, 1.2, 1.4, 1.6], [0.9, 0.85, 0.8, 0.75],
+                  [0.0, 0.1, 0.2, 0.3],
+                  trials=trials)
+
+
+TRENDING = trending()
 
 
 @pytest.mark.parametrize("effect, expected", [(0.3, verdicts.SUPPORTED),
@@ -93,7 +122,8 @@ def test_holm_adjusts_within_a_claim():
 
 
 def test_claims_need_three_trials():
-  judged = claims.assess(synthetic(0.3, trials=2), TRENDING, 1.0, 0.5)
+  sweep = trending(2)
+  judged = claims.assess(synthetic(0.3, trials=2), sweep, 1.0, 0.5)
   assert {claim.verdict for claim in judged} == {verdicts.NO_VERDICT}
 
 
@@ -110,7 +140,7 @@ def test_early_claims_are_judged_where_sampling_stays_near_uniform():
 
 
 def test_claim_1_is_judged_at_every_swept_amplitude_that_does_not_collapse():
-  collapsing = sweep_of([0.5, 0.6, 0.7, 0.8], [0.9, 0.85, 0.8, 0.75],
+  collapsing = sweep_of([1.0, 1.2, 1.4, 1.6], [0.9, 0.85, 0.8, 0.75],
                         [0.0, 0.1, 0.2, 9.0])
   judged = claims.assess(synthetic(0.3), collapsing, 1.0, 0.5)
   labels = {c.label for c in judged[0].families[0].comparisons}
@@ -118,63 +148,215 @@ def test_claim_1_is_judged_at_every_swept_amplitude_that_does_not_collapse():
   assert "AdaSamp-01-SGD at amplitude 0.5 − Unif-SGD" in labels
   assert not any("amplitude 1 " in l or "amplitude 2 " in l for l in labels)
   # A sweep that trains slower contradicts the claim.
-  slower = sweep_of([0.5, 0.4, 0.7, 0.8], [0.9, 0.85, 0.8, 0.75],
+  slower = sweep_of([1.0, 0.8, 1.4, 1.6], [0.9, 0.85, 0.8, 0.75],
                     [0.0, 0.1, 0.2, 0.3])
   assert claims.assess(synthetic(0.3), slower, 1.0,
                        0.5)[0].verdict == verdicts.CONTRADICTED
 
 
+def with_kl(curves, kl_of_epoch, noise=0.005, seed=1, names=None):
+  """`curves` with the adaptive variants' (or `names`') KL set to
+  kl_of_epoch(epochs) plus independent noise at each evaluation."""
+  rng = np.random.default_rng(seed)
+  for name in names or presets.ADAPTIVE:
+    epochs = curves[name]["epoch"]
+    trials = len(curves[name]["kl"])
+    curves[name]["kl"] = np.clip(
+        kl_of_epoch(epochs) + rng.normal(0, noise, (trials, len(epochs))), 0,
+        None)
+  return curves
+
+
+def peak_then_decline(epochs):
+  return epochs * np.exp(-epochs / 2)
+
+
+def rise_to_the_end(epochs):
+  return 0.01 * epochs
+
+
+def flat(epochs):
+  return np.full(len(epochs), 0.1)
+
+
+def test_kl_claim_supports_an_early_peak_then_a_decline():
+  curves = with_kl(synthetic(0.3, trials=10), peak_then_decline)
+  claim = claims.assess(curves, TRENDING, 1.0, 0.5)[3]
+  assert claim.verdict == verdicts.SUPPORTED
+  comparisons = claim.families[0].comparisons
+  assert [c.verdict for c in comparisons] == [verdicts.SUPPORTED] * 4
+  assert comparisons[0].measure == "Kendall τ(epoch, KL), epochs [10, 20]"
+  # Not every trial at -1: the t-test judges it.
+  assert comparisons[0].test.low < comparisons[0].test.high
+  assert "peaks in the first 50% of training in 10/10 trials" in (
+      claim.precondition[0])
+
+
+def test_kl_claim_is_contradicted_by_a_kl_that_rises_to_the_end():
+  curves = with_kl(synthetic(0.3, trials=10), rise_to_the_end)
+  claim = claims.assess(curves, TRENDING, 1.0, 0.5)[3]
+  assert claim.verdict == verdicts.CONTRADICTED
+  assert "in 0/10 trials" in claim.precondition[0]
+
+
+def test_kl_claim_is_not_shown_on_flat_noise():
+  curves = with_kl(synthetic(0.3, trials=10), flat, noise=0.01)
+  claim = claims.assess(curves, TRENDING, 1.0, 0.5)[3]
+  assert claim.verdict == verdicts.NOT_SHOWN
+  assert {c.verdict for c in claim.families[0].comparisons
+         } == {verdicts.NOT_SHOWN}
+
+
+@pytest.mark.parametrize("last, expected",
+                         [(flat, verdicts.NOT_SHOWN),
+                          (rise_to_the_end, verdicts.CONTRADICTED)])
+def test_kl_claim_judges_each_variant_alone(last, expected):
+  # Three variants decline; the fourth's flat KL leaves the claim not
+  # shown, and only a KL that rises contradicts it.
+  curves = with_kl(synthetic(0.3, trials=10), peak_then_decline)
+  curves = with_kl(curves, last, noise=0.01, names=presets.ADAPTIVE[-1:])
+  claim = claims.assess(curves, TRENDING, 1.0, 0.5)[3]
+  assert [c.verdict for c in claim.families[0].comparisons
+         ] == [verdicts.SUPPORTED] * 3 + [expected]
+  assert claim.verdict == expected
+
+
 def test_kl_claim_needs_a_model_that_fits_its_data():
-  fits = claims.assess(synthetic(0.3), TRENDING, 1.0, 0.5)[3]
-  # The synthetic KL decays to ~2% of its peak.
+  fits = claims.assess(synthetic(0.3, trials=10), TRENDING, 1.0, 0.5)[3]
+  # The synthetic KL peaks at epoch 2 and falls at every evaluation after.
   assert fits.verdict == verdicts.SUPPORTED
   stuck = claims.assess(synthetic(0.3, final_error=0.15), TRENDING, 1.0, 0.5)[3]
   assert stuck.verdict == verdicts.NOT_TESTABLE
   assert "(above 3%; at that error" in stuck.precondition[0]
 
 
-def test_kl_claim_gives_no_verdict_from_identical_trials():
-  curves = synthetic(0.3)
-  for name in presets.ADAPTIVE:  # peaks at the last evaluation, every trial
-    curves[name]["kl"] = np.tile(curves[name]["epoch"] * 0.01, (5, 1))
-  claim = claims.assess(curves, TRENDING, 1.0, 0.5)[3]
-  assert claim.verdict == verdicts.NO_VERDICT
-  assert "zero width" in claim.families[0].comparisons[0].test.why_not
+def test_kl_claim_judges_a_decline_in_every_trial_by_the_sign_test():
+  # tau = -1 in every trial: no t-interval; the sign test's p, 2 x 0.5^5 =
+  # 0.0625 from 5 trials, is not enough, 2 x 0.5^10 is.
+  few = claims.assess(synthetic(0.3, trials=5), TRENDING, 1.0, 0.5)[3]
+  assert few.verdict == verdicts.NOT_SHOWN
+  test = few.families[0].comparisons[0].test
+  assert (test.mean, test.p) == (-1.0, pytest.approx(0.0625))
+  many = claims.assess(synthetic(0.3, trials=10), TRENDING, 1.0, 0.5)[3]
+  assert many.verdict == verdicts.SUPPORTED
 
 
-def test_amplitude_claim_on_a_trend():
+def test_amplitude_claim_judges_steps_to_target_and_final_test_accuracy():
+  claim = claims.assess(synthetic(0.3), trending(10), 1.0, 0.5)[2]
+  assert claim.verdict == verdicts.SUPPORTED
+  [family] = claim.families
+  measures = [(c.measure, c.judged) for c in family.comparisons]
+  assert measures == [
+      ("ρ(amplitude, steps to Unif-SGD's final train loss)", True),
+      ("ρ(amplitude, train accuracy averaged over the first half)", False),
+      ("ρ(amplitude, final test accuracy)", True),
+      ("ρ(amplitude, test accuracy averaged over the run)", False),
+      ("ρ(amplitude, best test accuracy)", False),
+      ("ρ(amplitude, final test loss)", False),
+  ]
+  # Holm over the two judged measures only; the others get no verdict.
+  beside = [c for c in family.comparisons if not c.judged]
+  assert {c.verdict for c in beside} == {verdicts.NO_VERDICT}
+  assert all(np.isnan(c.adjusted_p) for c in beside)
+  steps = family.comparisons[0]
+  assert list(steps.columns) == [
+      "amplitude 0", "amplitude 0.5", "amplitude 1", "amplitude 2"
+  ]
+  # The uniform run reaches its own final loss at its last evaluation; the
+  # amplitude 2 runs, 1.6 times as fast, at 1 / 1.6 of it.
+  np.testing.assert_allclose(steps.columns["amplitude 0"], 200)
+  np.testing.assert_allclose(steps.columns["amplitude 2"], 200 / 1.6, rtol=0.02)
+
+
+@pytest.mark.parametrize("speeds, expected", [
+    ([1.0, 1.2, 1.4, 1.6], verdicts.SUPPORTED),
+    ([1.0, 1.0, 1.0, 1.0], verdicts.NOT_SHOWN),
+    ([1.6, 1.4, 1.2, 1.0], verdicts.CONTRADICTED),
+])
+def test_amplitude_claim_trains_faster_only_where_the_target_comes_sooner(
+    speeds, expected):
+  sweep = sweep_of(speeds, [0.9, 0.85, 0.8, 0.75], [0.0, 0.1, 0.2, 0.3],
+                   trials=10,
+                   jitter=0.01)
+  claim = claims.assess(synthetic(0.3), sweep, 1.0, 0.5)[2]
+  steps, _, test, *_ = claim.families[0].comparisons
+  assert (steps.verdict, test.verdict) == (expected, verdicts.SUPPORTED)
+  assert claim.verdict == expected
+
+
+def test_amplitude_claim_is_not_judged_from_few_trials_at_the_bound():
+  # Every trial's rho is -1 and -1: 5 trials give the sign test's 0.0625.
   claim = claims.assess(synthetic(0.3), TRENDING, 1.0, 0.5)[2]
-  # Every trial's rho is +1 and -1: no interval, so no verdict.
-  assert claim.verdict == verdicts.NO_VERDICT
-  noisy = sweep_of([0.5, 0.62, 0.6, 0.8], [0.9, 0.85, 0.86, 0.75],
-                   [0.0, 0.1, 0.2, 0.3])
-  for curve in noisy["curves"][1:3]:  # amplitudes 0.5 and 1 trade places
-    curve["train_accuracy"][::2] = curve["train_accuracy"][::2][:, ::-1]
-  noisy["curves"][1]["train_accuracy"][::2] += 0.05
-  assert claims.assess(synthetic(0.3), noisy, 1.0,
-                       0.5)[2].verdict in (verdicts.SUPPORTED,
-                                           verdicts.NO_VERDICT)
+  assert claim.verdict == verdicts.NOT_SHOWN
+  assert claim.families[0].comparisons[0].test.mean == -1.0
+
+
+def test_amplitude_claim_shows_no_test_loss_where_runs_lack_it():
+  sweep = sweep_of([1.0, 1.2, 1.4], [0.9, 0.85, 0.8], [0.0, 0.1, 0.2])
+  for curve in sweep["curves"]:
+    del curve["test_loss"]
+  claim = claims.assess(synthetic(0.3), sweep, 1.0, 0.5)[2]
+  assert "ρ(amplitude, final test loss)" not in {
+      c.measure for c in claim.families[0].comparisons
+  }
 
 
 def test_amplitude_claim_leaves_out_collapsed_amplitudes():
   # Amplitude 2 puts the sampler on ~one example (KL near log n): its runs
-  # collapse, though their accuracy stays high.
-  sweep = sweep_of([0.5, 0.6, 0.7, 0.4], [0.9, 0.88, 0.86, 0.95],
+  # collapse, though they train fastest.
+  sweep = sweep_of([1.0, 1.2, 1.4, 3.0], [0.9, 0.88, 0.86, 0.95],
                    [0.0, 0.1, 0.2, 9.0])
-  for curve in sweep["curves"]:
-    curve["train_accuracy"] += np.random.default_rng(5).normal(
-        0, 0.02, size=curve["train_accuracy"].shape)
   claim = claims.assess(synthetic(0.3), sweep, 1.0, 0.5)[2]
   assert "collapsed: 2" in claim.precondition[0]
-  assert [f.name for f in claim.families] == [
-      "amplitudes that do not collapse", "all amplitudes (for comparison)"
+  assert [f.name for f in claim.families] == ["amplitudes that do not collapse"]
+  assert list(claim.families[0].comparisons[0].columns) == [
+      "amplitude 0", "amplitude 0.5", "amplitude 1"
   ]
-  assert claim.families[0].comparisons[0].label == "amplitudes 0, 0.5, 1"
   rows = claims.sweep_table(sweep, 10)
   assert [row["collapsed"] for row in rows] == [0, 0, 0, 5]
 
 
 def test_amplitude_claim_not_testable_with_fewer_than_three_left():
-  sweep = sweep_of([0.5, 0.6, 0.7], [0.9, 0.88, 0.86], [0.0, 5.0, 9.0])
+  sweep = sweep_of([1.0, 1.2, 1.4], [0.9, 0.88, 0.86], [0.0, 5.0, 9.0])
   claim = claims.assess(synthetic(0.3), sweep, 1.0, 0.5)[2]
   assert claim.verdict == verdicts.NOT_TESTABLE
+
+
+VERDICT_WORDS = ("supported", "contradicted", "not shown", "no verdict",
+                 "Holm p")
+
+
+def test_the_claims_table_shows_each_measure_by_amplitude():
+  judged = claims.assess(synthetic(0.3, trials=10), TRENDING, 1.0, 0.5)
+  text = "\n".join(report.claims_lines(judged))
+  assert "| amplitude 0 | amplitude 0.5 | amplitude 1 | amplitude 2 |" in text
+  assert "| beside, no verdict |" in text
+  assert "### 4. supported" in text
+
+
+def test_a_smoke_test_shows_the_claims_without_verdicts():
+  curves = with_kl(synthetic(0.3, trials=10), peak_then_decline)
+  sweep = trending(10)
+  settings = presets.preset("digits", "cnn")
+  smoke = report.summary_markdown(curves,
+                                  sweep,
+                                  settings,
+                                  10,
+                                  "synthetic",
+                                  "cmd",
+                                  dataset="digits")
+  section = smoke[smoke.index("## The paper's claims"):smoke.
+                  index("## Amplitude sweep")]
+  assert "This regime is a smoke test, not evidence" in section
+  assert presets.SMOKE_TESTS["digits"] in section
+  assert not any(word in section for word in VERDICT_WORDS)
+  assert "Kendall τ(epoch, KL)" in section  # the figures stay
+  judged = report.summary_markdown(curves,
+                                   sweep,
+                                   settings,
+                                   10,
+                                   "synthetic",
+                                   "cmd",
+                                   dataset="fashion_mnist_5k")
+  assert "### 4. supported" in judged
+  assert "smoke test" not in judged

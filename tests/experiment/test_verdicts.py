@@ -114,3 +114,46 @@ def test_spearman_is_scipys_and_zero_for_constant_input():
   assert verdicts.spearman(x,
                            y) == pytest.approx(stats.spearmanr(x, y).statistic)
   assert verdicts.spearman(x, [0.3] * 4) == 0.0
+
+
+def test_rank_test_judges_a_trend_held_in_every_trial_by_the_sign_test():
+  # -1 in every trial: the t-test has no spread; the sign test's p is
+  # 2 x 0.5^trials.
+  test = verdicts.rank_test([-1.0] * 10)
+  assert test.why_not is None
+  assert (test.mean, test.low, test.high) == (-1.0, -1.0, -1.0)
+  assert test.p == pytest.approx(2 / 1024)
+  assert verdicts.comparison_verdict(test, test.p, -1) == verdicts.SUPPORTED
+  assert verdicts.rank_test([1.0] * 5).p == pytest.approx(0.0625)
+  # Otherwise it is the t-test, and no verdict where nothing is ordered or
+  # too few trials.
+  values = [-0.9, -1.0, -0.8]
+  assert verdicts.rank_test(values) == verdicts.paired_test(values)
+  assert verdicts.rank_test([0.0] * 5).why_not
+  assert verdicts.rank_test([-1.0, -1.0]).why_not
+
+
+def test_kendall_is_scipys_and_ranks_never_last():
+  x, y = [0, 1, 2, 3], [0.5, 0.4, 0.45, 0.1]
+  assert verdicts.kendall(x,
+                          y) == pytest.approx(stats.kendalltau(x, y).statistic)
+  assert verdicts.kendall(x, [0.3] * 4) == 0.0
+  # A target never reached (inf) ranks after every finite time.
+  assert verdicts.spearman(x, [10, 20, 30, math.inf]) == pytest.approx(1.0)
+  assert verdicts.spearman(x, [math.inf] * 4) == 0.0
+
+
+def test_kl_shape_reads_an_early_peak_and_the_decline_after_half_way():
+  epochs = np.arange(0, 11, 1.0)
+  kl = np.array([
+      epochs * np.exp(-epochs / 2),  # peaks at epoch 2, then falls
+      epochs,  # rises to the end
+      np.where(epochs == 8, 1.0, 0.5),  # peaks late, flat otherwise
+  ])
+  early, tau = verdicts.kl_shape(epochs, kl)
+  np.testing.assert_array_equal(early, [True, False, False])
+  # Over epochs 5-10.
+  np.testing.assert_allclose(tau[:2], [-1.0, 1.0])
+  after = epochs >= 5
+  assert tau[2] == pytest.approx(
+      stats.kendalltau(epochs[after], kl[2, after]).statistic)

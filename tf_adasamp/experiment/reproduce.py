@@ -139,8 +139,14 @@ def main():
                                   options.trials, len(data.y_train))
   title = (f"Adaptive vs uniform sampling on {options.dataset} ({model}), "
            f"{options.trials} trials")
-  for path in report.report(runs, settings, options.trials, title, report_dir,
-                            command, departures):
+  for path in report.report(runs,
+                            settings,
+                            options.trials,
+                            title,
+                            report_dir,
+                            command,
+                            departures,
+                            dataset=options.dataset):
     print(f"wrote {path}")
 
 

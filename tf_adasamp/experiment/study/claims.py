@@ -10,32 +10,39 @@ of `verdicts`.
 Windows are in epochs. Claims 1 and 2 are judged over the first half of
 training at every amplitude that does not collapse (claim 1 over the sweep's
 too), with each adaptive variant's window of non-uniform sampling
-(`verdicts.nonuniform_window`) shown beside it; claim 3 on the sweep's amplitudes
-that do not collapse, with all of them shown beside; claim 4 only where the
-uniform counterpart fits its data.
+(`verdicts.nonuniform_window`) shown beside it; claim 3 on the sweep's
+amplitudes that do not collapse, by the measures of TREND_MEASURES; claim 4
+as a shape (`verdicts.kl_shape`), per variant, where its uniform
+counterpart fits its data.
 """
 
 import dataclasses
+from typing import Callable
 
 import numpy as np
 
 from tf_adasamp.experiment.study import presets
+from tf_adasamp.experiment.study import targets
 from tf_adasamp.experiment.study import verdicts
 from tf_adasamp.experiment.study.design import mean_over
-
-# Claim 4: the KL has decayed when its final value is below this fraction of
-# its peak.
-KL_DECAYED = 0.2
 
 
 @dataclasses.dataclass
 class Comparison:
-  """One comparison: per-trial values tested against `reference`."""
+  """One comparison: per-trial values tested against `reference`.
+
+  A comparison that is not `judged` is shown beside its family's, tested
+  but neither adjusted nor given a verdict; `ranks` marks per-trial rank
+  correlations (`verdicts.rank_test`); `columns` holds per-trial values
+  the comparison summarises, shown beside it by column."""
   label: str
   measure: str
   differences: np.ndarray
   expected_sign: int  # the paper's direction: +1 above, -1 below
   reference: float = 0.0
+  judged: bool = True
+  ranks: bool = False
+  columns: dict = dataclasses.field(default_factory=dict)
   test: verdicts.Test | None = None
   adjusted_p: float = float("nan")
   verdict: str = verdicts.NO_VERDICT
@@ -50,16 +57,17 @@ class Family:
 
 
 def judge(name, comparisons):
-  """Tests `comparisons`, adjusts their p-values together and combines
-  their verdicts; returns the Family."""
+  """Tests `comparisons`, adjusts the judged ones' p-values together and
+  combines their verdicts; returns the Family."""
   for c in comparisons:
-    c.test = verdicts.paired_test(c.differences, c.reference)
-  adjusted = verdicts.holm([c.test.p for c in comparisons])
-  for c, p in zip(comparisons, adjusted):
+    c.test = (verdicts.rank_test(c.differences)
+              if c.ranks else verdicts.paired_test(c.differences, c.reference))
+  judged = [c for c in comparisons if c.judged]
+  adjusted = verdicts.holm([c.test.p for c in judged])
+  for c, p in zip(judged, adjusted):
     c.adjusted_p = float(p)
     c.verdict = verdicts.comparison_verdict(c.test, p, c.expected_sign)
-  return Family(name, comparisons,
-                verdicts.combine(c.verdict for c in comparisons))
+  return Family(name, comparisons, verdicts.combine(c.verdict for c in judged))
 
 
 @dataclasses.dataclass
@@ -184,33 +192,79 @@ def sweep_table(sweep, num_classes):
   return rows
 
 
-def _rank_comparisons(sweep, keep):
-  """Per-trial Spearman correlations with the amplitude, over the sweep's
-  amplitudes where `keep` is True."""
+@dataclasses.dataclass(frozen=True)
+class Measure:
+  """One of claim 3's measures of a run, read from its curves."""
+  half: str  # the half of the claim it measures
+  label: str
+  metric: str  # the curve it reads
+  expected_sign: int  # of its rank correlation with the amplitude
+  judged: bool  # whether its half's verdict rests on it
+  of: Callable  # (curves, uniform's curves) -> [trials] values
+
+
+# Claim 3's measures, fixed in advance. Each half's verdict rests on its one
+# judged measure; the others are shown beside it without verdicts, since the
+# reading of "trains faster" and "tests worse" hangs on the measure picked.
+TREND_MEASURES = (
+    Measure(
+        "trains faster", "steps to {uniform}'s final train loss", "train_loss",
+        -1, True, lambda c, uniform: targets.steps_to(
+            c, targets.final_train_loss(uniform))),
+    Measure(
+        "trains faster", "train accuracy averaged over the first half",
+        "train_accuracy", +1, False, lambda c, _: mean_over(
+            c["epoch"], c["train_accuracy"], c["epoch"][-1] / 2)),
+    Measure("tests worse", "final test accuracy", "test_accuracy", -1, True,
+            lambda c, _: c["test_accuracy"][:, -1]),
+    Measure("tests worse", "test accuracy averaged over the run",
+            "test_accuracy", -1, False,
+            lambda c, _: mean_over(c["epoch"], c["test_accuracy"])),
+    Measure("tests worse", "best test accuracy", "test_accuracy", -1, False,
+            lambda c, _: c["test_accuracy"].max(axis=1)),
+    Measure("tests worse", "final test loss", "test_loss", +1, False,
+            lambda c, _: c["test_loss"][:, -1]),
+)
+
+
+def _trend_comparisons(sweep, keep):
+  """Per measure of TREND_MEASURES that the runs record: its per-trial
+  Spearman correlation with the amplitude over the sweep's amplitudes
+  where `keep` is True, with its values per amplitude beside."""
   amplitudes = np.asarray(sweep["amplitude"])[keep]
   curves = [c for c, k in zip(sweep["curves"], keep) if k]
-  half = curves[0]["epoch"][-1] / 2
-  train = np.array(
-      [mean_over(c["epoch"], c["train_accuracy"], half) for c in curves])
-  test = np.array([c["test_accuracy"][:, -1] for c in curves])
-  label = "amplitudes " + ", ".join(f"{a:g}" for a in amplitudes)
-  return [
-      Comparison(label, f"ρ(amplitude, train accuracy, epochs [0, {half:g}])",
-                 np.array([verdicts.spearman(amplitudes, t) for t in train.T]),
-                 +1),
-      Comparison(label, "ρ(amplitude, final test accuracy)",
-                 np.array([verdicts.spearman(amplitudes, t) for t in test.T]),
-                 -1)
-  ]
+  uniform = presets.counterpart(sweep["algorithm"])
+  comparisons = []
+  for m in TREND_MEASURES:
+    if not all(m.metric in c for c in curves):
+      continue
+    values = np.array([m.of(c, sweep["curves"][0]) for c in curves])
+    comparisons.append(
+        Comparison(
+            m.half,
+            f"ρ(amplitude, {m.label.format(uniform=uniform)})",
+            np.array([verdicts.spearman(amplitudes, v) for v in values.T]),
+            m.expected_sign,
+            judged=m.judged,
+            ranks=True,
+            columns={
+                f"amplitude {a:g}": v for a, v in zip(amplitudes, values)
+            }))
+  return comparisons
 
 
 def amplitude_claim(curves, sweep, num_classes):
-  """Claim 3, on the amplitudes that do not collapse; all of them beside."""
+  """Claim 3, on the amplitudes that do not collapse."""
+  uniform = presets.counterpart(sweep["algorithm"])
+  judged = " and ".join(
+      f"{'positive' if m.expected_sign > 0 else 'negative'} with the "
+      f"{m.label.format(uniform=uniform)}" for m in TREND_MEASURES if m.judged)
   text = (f"A larger amplitude trains faster but tests worse: over the sweep "
-          f"of {sweep['algorithm']} (amplitude 0 is "
-          f"{presets.counterpart(sweep['algorithm'])}), the per-trial "
-          "Spearman ρ of the amplitude with first-half training accuracy is "
-          "positive and with final test accuracy negative.")
+          f"of {sweep['algorithm']} (amplitude 0 is {uniform}), at the "
+          "amplitudes that do not collapse, the per-trial Spearman ρ of the "
+          f"amplitude is {judged}; the target is {uniform}'s final training "
+          "loss in the same trial. The other measures are shown beside, "
+          "without verdicts.")
   rows = sweep_table(sweep, num_classes)
   keep = np.array([row["collapsed"] == 0 for row in rows])
   dropped = [f"{row['amplitude']:g}" for row in rows if row["collapsed"]]
@@ -222,45 +276,50 @@ def amplitude_claim(curves, sweep, num_classes):
   claim = Claim(text, [], precondition, fit_lines(curves), keep.sum() >= 3)
   if keep.sum() >= 3:
     claim.families.append(
-        judge("amplitudes that do not collapse", _rank_comparisons(sweep,
-                                                                   keep)))
-  if len(keep) >= 3 and dropped:
-    claim.families.append(
-        judge("all amplitudes (for comparison)",
-              _rank_comparisons(sweep, np.ones(len(keep), bool))))
+        judge("amplitudes that do not collapse",
+              _trend_comparisons(sweep, keep)))
   return claim
 
 
 def kl_claim(curves, amplitude, decay):
-  """Claim 4, for the adaptive variants whose uniform counterpart fits its
-  data."""
+  """Claim 4, per adaptive variant whose uniform counterpart fits its
+  data: the shape of its KL curves (`verdicts.kl_shape`)."""
+  early_part = f"the first {verdicts.EARLY_PEAK:.0%} of training"
   text = ("The conditional KL(Q_t ‖ P_t) rises early, then decays toward 0 "
           "as the empirical risk converges: for each AdaSamp variant, the "
-          f"final KL is below {KL_DECAYED:g} × the trial's peak.")
+          f"KL peaks in {early_part} and then declines, "
+          "its per-trial Kendall τ with time over the rest of training "
+          "below 0.")
   precondition, comparisons = [], []
   for name in presets.ADAPTIVE:
     error = _final_error(curves[presets.counterpart(name)])
     fits = error <= verdicts.FIT_ERROR
+    epochs = curves[name]["epoch"]
+    kl = np.nan_to_num(curves[name]["kl"])
+    early, tau = verdicts.kl_shape(epochs, kl)
+    peaks = kl.max(axis=1)
+    final = np.divide(kl[:, -1],
+                      peaks,
+                      out=np.zeros_like(peaks),
+                      where=peaks > 0)
     precondition.append(
-        f"{name}: {presets.counterpart(name)}'s final training error "
+        f"{name}: the KL peaks in {early_part} in {early.sum()}/"
+        f"{len(early)} trials (the mean curve peaks at epoch "
+        f"{epochs[int(np.argmax(kl.mean(axis=0)))]:g}) and ends at "
+        f"{final.mean():.3f} × the trial's peak; "
+        f"{presets.counterpart(name)}'s final training error "
         f"{100 * error:.2f}% ({'at most' if fits else 'above'} "
         f"{100 * verdicts.FIT_ERROR:g}%; at that error the 0-1 utility's KL "
         f"settles near {verdicts.kl_floor(error, amplitude, decay):.4f} nats"
         ")" + ("" if fits else ": not testable"))
-    if not fits:
-      continue
-    kl = np.nan_to_num(curves[name]["kl"])
-    peaks = kl.max(axis=1)
-    peak_epoch = curves[name]["epoch"][int(np.argmax(kl.mean(axis=0)))]
-    comparisons.append(
-        Comparison(name, f"final KL / peak KL (mean peak at epoch "
-                   f"{peak_epoch:g})",
-                   np.divide(kl[:, -1],
-                             peaks,
-                             out=np.zeros_like(peaks),
-                             where=peaks > 0),
-                   -1,
-                   reference=KL_DECAYED))
+    if fits:
+      since = verdicts.EARLY_PEAK * epochs[-1]
+      comparisons.append(
+          Comparison(name, f"Kendall τ(epoch, KL), epochs [{since:g}, "
+                     f"{epochs[-1]:g}]",
+                     tau,
+                     -1,
+                     ranks=True))
   claim = Claim(text, [], precondition, testable=bool(comparisons))
   if comparisons:
     claim.families.append(judge("variants whose model fits", comparisons))

@@ -22,8 +22,8 @@ from tf_adasamp.experiment.study import presets
 from tf_adasamp.experiment.training import config as config_lib
 from tf_adasamp.experiment.training import run_files
 
-CURVE_METRICS = ("train_loss", "train_accuracy", "test_accuracy", "kl",
-                 "ess_fraction", "examples_forwarded",
+CURVE_METRICS = ("train_loss", "train_accuracy", "test_loss", "test_accuracy",
+                 "kl", "ess_fraction", "examples_forwarded",
                  "examples_backpropagated", "train_seconds")
 # Logged by runs of the logistic model only (training.loop).
 CERTIFICATE_METRICS = ("zero_one_gap", "corollary1_bound")

@@ -124,6 +124,12 @@ class Target:
   values: np.ndarray
 
 
+def final_train_loss(baseline):
+  """The Target of `baseline`'s own final training loss in each trial."""
+  return Target("the baseline's final train loss", "train_loss", True,
+                baseline["train_loss"][:, -1])
+
+
 def targets(baseline, train_accuracy, test_accuracy):
   """The three targets of a comparison with `baseline`'s curves.
 
@@ -138,8 +144,7 @@ def targets(baseline, train_accuracy, test_accuracy):
   """
   trials = len(baseline["train_loss"])
   return [
-      Target("the baseline's final train loss", "train_loss", True,
-             baseline["train_loss"][:, -1]),
+      final_train_loss(baseline),
       Target(f"train accuracy {train_accuracy:g}", "train_accuracy", False,
              np.full(trials, train_accuracy)),
       Target(f"test accuracy {test_accuracy:g}", "test_accuracy", False,
@@ -178,11 +183,7 @@ def compare(curve, baseline, target):
   Returns:
     A Row.
   """
-  reach = [[
-      first_reach(c["step"], values, goal, target.lower_is_better)
-      for values, goal in zip(c[target.metric], target.values)
-  ]
-           for c in (curve, baseline)]
+  reach = [steps_to(c, target) for c in (curve, baseline)]
   passes = [[
       step * _passes_per_step(c, trial) if math.isfinite(step) else math.inf
       for trial, step in enumerate(steps)
@@ -204,6 +205,15 @@ def compare(curve, baseline, target):
       final_test_accuracy=verdicts.paired_test(curve["test_accuracy"][:, -1] -
                                                baseline["test_accuracy"][:,
                                                                          -1]))
+
+
+def steps_to(curve, target):
+  """[trials] steps at which `curve`'s runs first reach `target`, trial
+  for trial (inf: never)."""
+  return np.array([
+      first_reach(curve["step"], values, goal, target.lower_is_better)
+      for values, goal in zip(curve[target.metric], target.values)
+  ])
 
 
 def _passes_per_step(curve, trial):

@@ -2,14 +2,17 @@
 
 A comparison is a set of paired per-trial differences (adaptive minus its
 uniform counterpart in the same trial, or one trial's rank correlation),
-tested against a reference value with a one-sample t-test. Within a claim
-the comparisons' p-values are adjusted by Holm's method, and:
+tested against a reference value with a one-sample t-test (`paired_test`;
+`rank_test` for rank correlations). Within a claim the comparisons'
+p-values are adjusted by Holm's method, and:
 
   supported / contradicted  a comparison's adjusted p is below ALPHA, with
                             the mean on the paper's / the other side;
   not shown                 its adjusted p is ALPHA or more;
   no verdict                fewer than MIN_TRIALS trials, or every trial
-                            equal (an interval of zero width).
+                            equal (an interval of zero width), except a
+                            rank correlation equal in every trial, which
+                            the exact sign test judges.
 
 A claim is contradicted if any of its comparisons is, supported if all of
 them are, without a verdict if any comparison has none, and not shown
@@ -65,6 +68,21 @@ def paired_test(differences, reference=0.0):
   interval = result.confidence_interval(CONFIDENCE)
   return Test(mean, float(interval.low), float(interval.high),
               float(result.pvalue), len(values), reference)
+
+
+def rank_test(correlations):
+  """`paired_test` of per-trial rank correlations against 0; where every
+  trial is equal and not 0, the exact two-sided sign test's p, and the
+  interval the single value."""
+  # A rank correlation is bounded: a trend that holds in every trial gives
+  # -1 (or +1) in each, the strongest evidence a trial can give, where the
+  # t-test has no spread to scale by.
+  test = paired_test(correlations)
+  if test.why_not and test.trials >= MIN_TRIALS and test.mean != 0:
+    return dataclasses.replace(test,
+                               p=min(1.0, 2 * 0.5**test.trials),
+                               why_not=None)
+  return test
 
 
 def holm(p_values):
@@ -175,11 +193,54 @@ def nonuniform_window(epochs, mean_kl):
   return float(start), float(end)
 
 
-def spearman(x, y):
-  """Spearman's rank correlation (scipy's), 0 where either side is
-  constant (no order to correlate)."""
+def _rank_correlation(statistic, x, y):
+  """`statistic` (scipy's spearmanr or kendalltau) of x and y, 0 where
+  either side is constant (no order to correlate); inf ranks last."""
   # pylint: disable=import-outside-toplevel
   from scipy import stats
-  if np.ptp(x) == 0 or np.ptp(y) == 0:
+  if np.ptp(stats.rankdata(x)) == 0 or np.ptp(stats.rankdata(y)) == 0:
     return 0.0
-  return float(stats.spearmanr(x, y).statistic)
+  return float(statistic(x, y).statistic)
+
+
+def spearman(x, y):
+  """Spearman's rank correlation (scipy's), 0 where either side is
+  constant."""
+  # pylint: disable=import-outside-toplevel
+  from scipy import stats
+  return _rank_correlation(stats.spearmanr, x, y)
+
+
+def kendall(x, y):
+  """Kendall's tau-b (scipy's), 0 where either side is constant."""
+  # pylint: disable=import-outside-toplevel
+  from scipy import stats
+  return _rank_correlation(stats.kendalltau, x, y)
+
+
+# Claim 4's shape, per trial: the KL rises early, its largest value at an
+# evaluation in the first EARLY_PEAK of training, then declines: Kendall's
+# tau of the KL with time over the rest of training is below 0. The decline
+# is read over that fixed window, not from each trial's own peak: a window
+# that opens at a maximum leans tau toward a decline even on flat noise.
+EARLY_PEAK = 0.5
+
+
+def kl_shape(epochs, kl):
+  """Claim 4's shape of each trial's KL curve.
+
+  Args:
+    epochs: [E] the evaluations' epochs.
+    kl: [trials, E] KL(Q_t || P_t) at those evaluations (NaN read as 0).
+
+  Returns:
+    (early, tau): [trials] bool, whether the trial's KL peaks in the first
+    EARLY_PEAK of training; [trials] Kendall's tau of the KL with the epoch
+    over the evaluations from there to the end.
+  """
+  epochs = np.asarray(epochs, dtype=float)
+  kl = np.nan_to_num(np.asarray(kl, dtype=float))
+  split = EARLY_PEAK * epochs[-1]
+  early = epochs[np.argmax(kl, axis=1)] <= split
+  after = epochs >= split
+  return early, np.array([kendall(epochs[after], k[after]) for k in kl])
