@@ -183,3 +183,117 @@ def test_heaviest_lists_the_most_probable_examples_relative_to_uniform():
   uniform = diagnostics.heaviest(
       tf.fill([4], tf.constant(-np.log(4.0), tf.float64)), 4)[1]
   np.testing.assert_allclose(uniform, np.ones(4))
+
+
+def heaviest_events(log_dir):
+  """{tag: (step, value)} of the heaviest examples' summaries under
+  `log_dir`: the table's text, the images decoded to uint8 [k, H, W, C]."""
+  found = {}
+  for path in tf.io.gfile.glob(f"{log_dir}/events.*"):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      for value in event.summary.value:
+        strings = value.tensor.string_val
+        if value.metadata.plugin_data.plugin_name == "text":
+          found[value.tag] = (event.step, strings[0].decode())
+        else:  # width, height, then one PNG per image
+          found[value.tag] = (
+              event.step,
+              np.stack([tf.io.decode_png(png).numpy() for png in strings[2:]]))
+  return found
+
+
+def heaviest_table(indices, relative, labels):
+  return "\n".join([
+      "| rank | index | label | n·q |", "|---|---|---|---|",
+      *(f"| {rank} | {index} | {label} | {weight:.4g} |"
+        for rank, (index, label,
+                   weight) in enumerate(zip(indices, labels, relative), 1))
+  ])
+
+
+@pytest.mark.parametrize("in_function", [False, True])
+@pytest.mark.parametrize("channels", [None, 1, 3])
+def test_heaviest_summary_writes_the_heaviest_images_and_their_table(
+    tmp_path, in_function, channels):
+  rng = np.random.default_rng(2)
+  n, k = 30, 5
+  log_q = np.log(rng.dirichlet(np.ones(n)))
+  shape = (n, 4, 6) if channels is None else (n, 4, 6, channels)
+  images = rng.integers(0, 256, shape).astype(np.uint8)
+  labels = rng.integers(0, 3, n).astype(np.int32)
+  names = ["cat", "dog", "emu"]
+  write = diagnostics.heaviest_summary
+  arguments = (log_q, images, labels)
+  if in_function:
+    write = tf.function(write)
+    arguments = tuple(tf.constant(a) for a in arguments)
+  writer = tf.summary.create_file_writer(str(tmp_path))
+  with writer.as_default():
+    assert bool(write(*arguments, k=k, step=7, class_names=names))
+  writer.flush()
+  expected = np.argsort(-log_q, kind="stable")[:k]
+  found = heaviest_events(tmp_path)
+  assert set(found) == {"sampler/heaviest/images", "sampler/heaviest/table"}
+  step, table = found["sampler/heaviest/table"]
+  assert step == 7
+  assert table == heaviest_table(expected, n * np.exp(log_q[expected]),
+                                 [names[label] for label in labels[expected]])
+  step, written = found["sampler/heaviest/images"]
+  assert step == 7
+  np.testing.assert_array_equal(written.reshape(images[expected].shape),
+                                images[expected])
+
+
+def test_heaviest_summary_reads_a_samplers_distribution(tmp_path):
+  sampler = tf_adasamp.AdaptiveSampler(12, amplitude=2.0, decay=0.5, seed=0)
+  sampler.update([3, 7, 9], [1.0, 0.5, 2.0])
+  images = np.linspace(0, 1, 12 * 9, dtype=np.float32).reshape(12, 3, 3, 1)
+  labels = np.arange(12) % 4
+  writer = tf.summary.create_file_writer(str(tmp_path))
+  with writer.as_default(step=2):
+    diagnostics.heaviest_summary(sampler, images, labels, k=3)
+  writer.flush()
+  indices, relative = diagnostics.heaviest(
+      diagnostics.log_probabilities(sampler), 3)
+  np.testing.assert_array_equal(indices, [9, 3, 7])
+  step, table = heaviest_events(tmp_path)["sampler/heaviest/table"]
+  assert step == 2
+  assert table == heaviest_table(indices.numpy(), relative.numpy(),
+                                 labels[[9, 3, 7]])
+
+
+def test_heaviest_summary_without_a_writer_writes_nothing(tmp_path):
+  assert not bool(
+      diagnostics.heaviest_summary(
+          np.zeros(4), np.zeros((4, 2, 2)), np.zeros(4, np.int32), k=2, step=0))
+
+
+@pytest.mark.parametrize("k,images,labels,error,message", [
+    (0, (6, 2, 2), (6,), ValueError, "k must be >= 1"),
+    (7, (6, 2, 2), (6,), ValueError, r"k must be in \[1, 6\]"),
+    (2.0, (6, 2, 2), (6,), TypeError, "k must be an int"),
+    (2, (5, 2, 2), (6,), ValueError, "images must hold the 6 examples"),
+    (2, (6, 2, 2), (4,), ValueError, "labels must hold the 6 examples"),
+    (2, (6, 2, 2, 2), (6,), ValueError, r"\[n, H, W, C\] with C 1, 3 or 4"),
+    (2, (6, 4), (6,), ValueError, r"\[n, H, W, C\] with C 1, 3 or 4"),
+])
+def test_heaviest_summary_refuses_bad_arguments(tmp_path, k, images, labels,
+                                                error, message):
+  writer = tf.summary.create_file_writer(str(tmp_path))
+  with writer.as_default(step=0), pytest.raises(error, match=message):
+    diagnostics.heaviest_summary(np.zeros(6), np.zeros(images),
+                                 np.zeros(labels, np.int32), k)
+  writer.flush()
+  assert not heaviest_events(tmp_path)
+
+
+def test_heaviest_refuses_bad_counts_and_takes_a_length_known_when_run():
+  with pytest.raises(ValueError, match=r"k must be in \[1, 3\]"):
+    diagnostics.heaviest(tf.zeros([3], tf.float64), 4)
+  with pytest.raises(ValueError, match="must be a vector"):
+    diagnostics.heaviest(tf.zeros([3, 1], tf.float64), 1)
+  # Of a length known only when it runs.
+  top = tf.function(lambda log_q: diagnostics.heaviest(log_q, 2),
+                    input_signature=[tf.TensorSpec([None], tf.float64)])
+  np.testing.assert_array_equal(
+      top(tf.constant([0.1, 0.5, 0.3], tf.float64))[0], [1, 2])

@@ -22,11 +22,18 @@ The quantities, keyed by their names in `TAGS`:
 `compute` returns them as a dict, `write` writes such a dict to the default
 `tf.summary` writer under `TAGS`, so every writer (the experiment's trainer,
 `tf_adasamp.keras.SamplingTensorBoard`) uses the same names.
+
+What the sampler favours: `heaviest` gives the k examples it draws most with
+their n q_i, and `heaviest_summary` writes them to TensorBoard (their images
+and a table of their labels and weights) under `HEAVIEST_TAG`.
 """
 
 import math
 
+import numpy as np
 import tensorflow as tf
+
+from tf_adasamp import _validation
 
 # Quantity -> its TensorBoard tag. `log_n_probability` is a histogram, the
 # rest are scalars.
@@ -39,6 +46,9 @@ TAGS = {
     "log_n_probability": "sampler/log_n_probability",
 }
 HISTOGRAMS = frozenset({"log_n_probability"})
+# `heaviest_summary`'s default name: its images are written under
+# HEAVIEST_TAG + "/images", its table under HEAVIEST_TAG + "/table".
+HEAVIEST_TAG = "sampler/heaviest"
 
 
 def log_probabilities(sampler):
@@ -80,12 +90,121 @@ def heaviest(log_q, k):
     k: how many, an int in [1, n].
 
   Returns:
-    (indices, relative): int64 [k] example indices, most probable first,
-    and float64 [k] their probabilities relative to uniform's, n q_i.
+    (indices, relative): int64 [k] example indices, most probable first
+    (the lower index first among equals), and float64 [k] their
+    probabilities relative to uniform's, n q_i.
+
+  Raises:
+    TypeError: if `k` is not an int.
+    ValueError: if `log_q` is not a vector, or `k` is below 1 or (where n
+      is static) above n.
   """
+  log_q = tf.convert_to_tensor(log_q)
+  if log_q.shape.rank != 1:
+    raise ValueError(f"log_q must be a vector, got shape {log_q.shape}")
+  _check_count(k, log_q.shape[0])
   values, indices = tf.math.top_k(log_q, k=k)
   n = tf.cast(tf.size(log_q), tf.float64)
   return tf.cast(indices, tf.int64), n * tf.exp(tf.cast(values, tf.float64))
+
+
+def heaviest_summary(distribution,
+                     images,
+                     labels,
+                     k=16,
+                     step=None,
+                     name=HEAVIEST_TAG,
+                     class_names=None):
+  """Writes the `k` examples the sampler draws most to TensorBoard.
+
+  Under `name`/images, their images, most probable first (one image
+  summary of k samples); under `name`/table, a markdown table of each
+  one's rank, index, label and n q_i, its probability relative to
+  uniform's 1 / n (`heaviest`). As `tf.summary.image` does, it writes to
+  the default `tf.summary` writer, and nothing without one. Only the k
+  chosen rows of `images` and `labels` are read: a NumPy array is indexed
+  on the host (when executing eagerly), not copied whole into a tensor.
+
+  For example, in a custom training loop over `x_train`, `y_train`:
+
+    writer = tf.summary.create_file_writer("logs/train")
+    with writer.as_default(step=step):
+      tf_adasamp.diagnostics.heaviest_summary(sampler, x_train, y_train)
+
+  Args:
+    distribution: an `AdaptiveSampler` (read by `log_probabilities`, so
+      with its floor epsilon), or the [n] log probabilities log q_i of the
+      n examples.
+    images: the n examples' images, [n, H, W, C] with C 1, 3 or 4, or
+      [n, H, W] for grayscale: floats in [0, 1] or uint8, as
+      `tf.summary.image` takes them; a tensor or a NumPy array.
+    labels: the n examples' integer class ids, [n].
+    k: how many examples, an int in [1, n].
+    step: the summary step; None for the writer's default step.
+    name: the tags' prefix.
+    class_names: optional names of the class ids, shown in the table in
+      place of the ids.
+
+  Returns:
+    True if the summaries were written, False if there is no default
+    writer (a bool tensor, as `tf.summary.image` returns).
+
+  Raises:
+    TypeError: if `k` is not an int.
+    ValueError: if n is not static, `k` is not in [1, n], `images` or
+      `labels` do not hold n examples, or `images` is not of a shape above.
+  """
+  log_q = (log_probabilities(distribution) if hasattr(
+      distribution, "num_examples") else tf.convert_to_tensor(distribution))
+  n = _num_examples(log_q)
+  _check_count(k, n)
+  image_shape = tuple(images.shape)
+  if len(image_shape) not in (3, 4) or (len(image_shape) == 4 and
+                                        image_shape[-1] not in (1, 3, 4)):
+    raise ValueError("images must be [n, H, W] or [n, H, W, C] with C 1, 3 "
+                     f"or 4, got shape {image_shape}")
+  for argument, shape in (("images", image_shape), ("labels",
+                                                    tuple(labels.shape))):
+    if shape[0] != n:
+      raise ValueError(f"{argument} must hold the {n} examples of the "
+                       f"distribution, got shape {shape}")
+  indices, relative = heaviest(log_q, k)
+  chosen = _rows(images, indices)
+  if len(image_shape) == 3:
+    chosen = chosen[..., tf.newaxis]
+  label_ids = tf.cast(_rows(labels, indices), tf.int64)
+  label_text = (tf.gather(tf.constant(list(class_names)), label_ids)
+                if class_names is not None else tf.strings.as_string(label_ids))
+  rows = tf.strings.join([
+      "| ",
+      tf.strings.as_string(tf.range(1, k + 1)), " | ",
+      tf.strings.as_string(indices), " | ", label_text, " | ",
+      tf.strings.as_string(relative, precision=4, shortest=True), " |"
+  ])
+  table = tf.strings.reduce_join(tf.concat(
+      [["| rank | index | label | n·q |", "|---|---|---|---|"], rows], 0),
+                                 separator="\n")
+  description = (f"The {k} examples the sampler draws most, most probable "
+                 "first; n·q is an example's probability relative to "
+                 "uniform's 1/n.")
+  written = tf.summary.image(f"{name}/images",
+                             chosen,
+                             step=step,
+                             max_outputs=k,
+                             description=description)
+  return tf.logical_and(
+      written,
+      tf.summary.text(f"{name}/table",
+                      table,
+                      step=step,
+                      description=description))
+
+
+def _rows(values, indices):
+  """values[indices]: a NumPy array indexed on the host where eager."""
+  if isinstance(values, np.ndarray) and tf.executing_eagerly():
+    return tf.constant(values[indices.numpy()])
+  return tf.gather(values, indices)
 
 
 def kl_divergence(log_q):
@@ -249,7 +368,15 @@ def write(values, step=None):
 
 
 def _num_examples(log_q):
-  n = log_q.shape[0]
-  if n is None:
-    raise ValueError("log_q must have a static length n")
-  return n
+  shape = tf.TensorShape(log_q.shape)
+  if shape.rank != 1 or shape[0] is None:
+    raise ValueError("log_q must be a vector of static length n, got shape "
+                     f"{shape}")
+  return shape[0]
+
+
+def _check_count(k, n):
+  """Refuses a count `k` of examples out of n (None: not known yet)."""
+  _validation.positive_int(k, "k")
+  if n is not None and k > n:
+    raise ValueError(f"k must be in [1, {n}], the number of examples; got {k}")

@@ -75,7 +75,7 @@ class FakeEvaluator:
     self.steps.append(step)
     loss = math.nan if step == self._nan_loss_at else 1.0 / (1 + step)
     record = {"step": step, "train_loss": loss}
-    return Evaluation(record=record, log_n_probability=np.zeros(1))
+    return Evaluation(record=record, log_probabilities=np.zeros(1))
 
 
 def make_controller(trainer,

@@ -1,6 +1,7 @@
 """The experiment: plan, runner, figures and summary, and its command line."""
 
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import numpy as np
 import pytest
 
 from tf_adasamp.experiment.study import design
+from tf_adasamp.experiment.study import plots
 from tf_adasamp.experiment.study import pool
 from tf_adasamp.experiment.study import presets
 from tf_adasamp.experiment.study import report
@@ -100,8 +102,13 @@ def test_plan_refuses_a_uniform_sweep_algorithm(tmp_path):
     design.plan(settings, 1, str(tmp_path), "digits")
 
 
+# TINY at a step size where no swept amplitude collapses in its 4 steps, so
+# that the report draws the heaviest examples too.
+TINY_STUDY = dataclasses.replace(TINY, sgd_learning_rate=1.0)
+
+
 def _tiny_study(directory, data, stale_file=None):
-  runs = design.plan(TINY,
+  runs = design.plan(TINY_STUDY,
                      trials=1,
                      output_dir=str(directory / "runs"),
                      dataset="digits",
@@ -110,8 +117,8 @@ def _tiny_study(directory, data, stale_file=None):
     os.makedirs(runs[0].config.output_dir)
     open(os.path.join(runs[0].config.output_dir, stale_file), "w").close()
   pool.run_all(runs, data)
-  departures = presets.departures("digits", "logistic", TINY, 1, 1500)
-  report.report(runs, TINY, 1, "tiny", str(directory / "report"), "cmd",
+  departures = presets.departures("digits", "logistic", TINY_STUDY, 1, 1500)
+  report.report(runs, TINY_STUDY, 1, "tiny", str(directory / "report"), "cmd",
                 departures)
   return runs
 
@@ -125,8 +132,14 @@ def test_a_tiny_study_twice_gives_byte_identical_summaries(tmp_path, capsys):
   assert first == (tmp_path / "second" / "report" / "summary.md").read_bytes()
   assert not os.path.exists(os.path.join(runs[0].config.output_dir, stale))
   summary = first.decode()
-  for name in ["train_loss", "train_accuracy", "amplitude", "kl", "figure1"]:
+  for name in [
+      "train_loss", "train_accuracy", "amplitude", "kl", "figure1", "heaviest"
+  ]:
     assert (tmp_path / "first" / "report" / f"{name}.png").stat().st_size
+  # The figure of the heaviest examples, named where the summary ends.
+  assert summary.endswith("\n")
+  assert summary.splitlines()[-3:-1] == ["## What the sampler looks at", ""]
+  assert summary.splitlines()[-1].startswith("[heaviest.png](heaviest.png)")
   for algorithm in presets.ALGORITHMS:
     assert f"| {algorithm} |" in summary
   # The departures and the rules come first; one trial gives no verdict.
@@ -138,9 +151,99 @@ def test_a_tiny_study_twice_gives_byte_identical_summaries(tmp_path, capsys):
   pool.run_all(runs, data)
   assert capsys.readouterr().out.count("skipped") == len(runs)
   # Every algorithm of a trial starts from the same model.
-  curves, _ = design.collect(runs, TINY)
+  curves, _ = design.collect(runs, TINY_STUDY)
   first_losses = [curve["train_loss"][:, 0] for curve in curves.values()]
   np.testing.assert_array_equal(np.ptp(first_losses, axis=0), 0)
+
+
+def _heaviest_study(directory, records_of):
+  """A planned study whose sweep runs of trial 0 hold the records
+  `records_of(amplitude)`, and its sweep: amplitude 1 collapses (its KL
+  leaves an effective support of exp(-5) n)."""
+  runs = design.plan(TINY, 2, str(directory), "digits", model="logistic")
+  for run in runs:
+    if run.algorithm == TINY.sweep_algorithm and run.trial == 0:
+      os.makedirs(run.config.output_dir)
+      with open(os.path.join(run.config.output_dir, "metrics.jsonl"), "w") as f:
+        f.writelines(
+            json.dumps(record) + "\n" for record in records_of(run.amplitude))
+  sweep = {
+      "algorithm":
+          TINY.sweep_algorithm,
+      "amplitude": [0.0, 0.5, 1.0],
+      "curves": [{
+          "kl": np.full((2, 3), kl),
+          "train_accuracy": np.full((2, 3), 0.9),
+          "ess_fraction": np.full((2, 3), 0.5)
+      } for kl in (0.0, 0.1, 5.0)]
+  }
+  return runs, sweep
+
+
+def _records_with_heaviest(amplitude):
+  weights = [[float(16 - rank) * amplitude for rank in range(16)],
+             [2.0] * 16]  # a tie
+  return [{
+      "step": 0,
+      "kl": 0.0,
+      "heaviest": [[i, 1.0] for i in range(16)]
+  }, {
+      "step": 2,
+      "kl": 0.3,
+      "heaviest": [[100 + 3 * i, w] for i, w in enumerate(weights[0])]
+  }, {
+      "step": 4,
+      "kl": 0.1,
+      "heaviest": [[i * 7, w] for i, w in enumerate(weights[1])]
+  }]
+
+
+def test_heaviest_figure_shows_the_heaviest_images_at_the_kl_peak_and_end(
+    tmp_path, monkeypatch):
+  digits = datasets.load("digits")
+  runs, sweep = _heaviest_study(tmp_path, _records_with_heaviest)
+  drawn = []
+  monkeypatch.setattr(plots, "heaviest_grid",
+                      lambda rows, path, title: drawn.append(rows))
+  lines = report.heaviest_figure(runs, TINY, sweep, str(tmp_path))
+  # Amplitude 1 collapsed: only 0.5's rows, at the KL's peak then the end.
+  [rows] = drawn
+  assert [heading for heading, _, _ in rows] == [
+      "amplitude 0.5, at the KL's peak (step 2, KL 0.3 nats)",
+      "amplitude 0.5, at the end (step 4, KL 0.1 nats)"
+  ]
+  for (_, images, captions), indices, weights in zip(
+      rows, ([100 + 3 * i for i in range(16)], [7 * i for i in range(16)]),
+      ([8 - rank / 2 for rank in range(16)], [2.0] * 16)):
+    np.testing.assert_array_equal(images, digits.x_train[indices])
+    assert captions == [
+        f"{label}\n{weight:.3g}×"
+        for label, weight in zip(digits.y_train[indices], weights)
+    ]
+  assert lines[0] == "## What the sampler looks at"
+  [text] = lines[2:]
+  assert text.startswith("[heaviest.png](heaviest.png) shows the 16 training "
+                         "images AdaSamp-01-SGD draws most in trial 0")
+  assert "at amplitudes 0.5 (the swept ones that do not collapse)" in text
+  assert "the largest n·q is 8 (amplitude 0.5, at the KL's peak)" in text
+  assert text.endswith("At amplitude 0.5 a row's 16 weights tie, so it shows "
+                       "16 of a larger set weighted alike.")
+  monkeypatch.undo()
+  report.heaviest_figure(runs, TINY, sweep, str(tmp_path))
+  assert (tmp_path / "heaviest.png").stat().st_size
+
+
+def test_heaviest_figure_is_left_out_for_runs_without_heaviest_examples(
+    tmp_path):
+  # Runs from before the trainer recorded their heaviest examples.
+  def records_of(amplitude):
+    return [{
+        key: value for key, value in record.items() if key != "heaviest"
+    } for record in _records_with_heaviest(amplitude)]
+
+  runs, sweep = _heaviest_study(tmp_path, records_of)
+  assert report.heaviest_figure(runs, TINY, sweep, str(tmp_path)) == []
+  assert not (tmp_path / "heaviest.png").exists()
 
 
 def test_the_runner_raises_a_workers_error(tmp_path):

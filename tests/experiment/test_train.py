@@ -163,6 +163,8 @@ def test_train_records_every_eval_interval(digits, sampling):
       "misclassified_mass", "learning_rate", "kl_bound", "kl_bound_general",
       "zero_one_gap", *trainer.CLOCKS
   }  # zero_one_gap for logistic
+  if sampling == "adaptive":
+    metrics.add("heaviest")
   assert set(records[0]) == metrics
   # Corollary 1 needs T >= 1 steps, unique_per_batch a step since the last.
   assert set(records[-1]) == metrics | {"corollary1_bound", "unique_per_batch"}
@@ -177,6 +179,50 @@ def test_train_records_every_eval_interval(digits, sampling):
   assert 1 <= records[-1]["unique_per_batch"] <= 16
   if sampling == "adaptive":
     assert records[-1]["ess_fraction"] < 1
+
+
+@pytest.mark.parametrize("sampling", ["uniform", "reshuffle", "adaptive"])
+def test_adaptive_records_list_the_heaviest_examples(digits, sampling):
+  records = loop.train(tiny_config(sampling=sampling, steps=6), data=digits)
+  if sampling != "adaptive":
+    assert not any("heaviest" in record for record in records)
+    return
+  # Uniform at step 0: every n q_i is 1, the lower index first.
+  assert records[0]["heaviest"] == [[index, 1.0] for index in range(16)]
+  for record in records[1:]:
+    indices, weights = zip(*record["heaviest"])
+    assert len(set(indices)) == 16
+    assert all(isinstance(i, int) and 0 <= i < 1500 for i in indices)
+    assert list(weights) == sorted(weights, reverse=True)
+    assert all(float(f"{w:.4g}") == w for w in weights)
+    assert weights[0] == pytest.approx(1500 * record["max_probability"],
+                                       rel=1e-3)
+
+
+def test_tensorboard_shows_the_heaviest_examples_the_record_lists(
+    digits, tmp_path):
+  records = loop.train(tiny_config(output_dir=str(tmp_path)), data=digits)
+  tables, images = {}, {}
+  for path in (tmp_path / "tensorboard" / "train").iterdir():
+    for event in tf.compat.v1.train.summary_iterator(str(path)):
+      for value in event.summary.value:
+        if value.tag == "sampler/heaviest/table":
+          tables[event.step] = value.tensor.string_val[0].decode()
+        elif value.tag == "sampler/heaviest/images":
+          images[event.step] = [
+              tf.io.decode_png(png).numpy()
+              for png in value.tensor.string_val[2:]
+          ]
+  assert sorted(tables) == sorted(images) == [r["step"] for r in records]
+  for record in records:
+    rows = tables[record["step"]].splitlines()[2:]
+    shown = [[int(cell) for cell in row.split("|")[2:4]] for row in rows]
+    indices = [index for index, _ in record["heaviest"]]
+    assert shown == [[index, digits.y_train[index]] for index in indices]
+    expected = tf.image.convert_image_dtype(digits.x_train[indices],
+                                            tf.uint8,
+                                            saturate=True)
+    np.testing.assert_array_equal(np.stack(images[record["step"]]), expected)
 
 
 def test_multi_worker_runs_resume_from_the_last_checkpoint_all_have(tmp_path):
@@ -210,7 +256,10 @@ def test_uniform_and_adaptive_runs_start_from_the_same_model(digits):
                        data=digits)
   adaptive = loop.train(tiny_config(sampling="adaptive", model="cnn"),
                         data=digits)
-  assert uniform[0] == adaptive[0]
+  # Their first records differ only in the adaptive run's heaviest examples.
+  assert uniform[0] == {
+      key: value for key, value in adaptive[0].items() if key != "heaviest"
+  }
 
 
 @pytest.mark.skipif(
@@ -234,6 +283,8 @@ def test_resumed_run_matches_uninterrupted_run(digits, tmp_path):
   assert without_clocks(resumed) == without_clocks(whole)
   assert without_clocks(run_files.read_metrics(str(
       tmp_path / "stopped"))) == without_clocks(whole)
+  # Q_t's heaviest examples too, read back from metrics.jsonl.
+  assert all(len(record["heaviest"]) == 16 for record in whole)
 
 
 @pytest.mark.parametrize("sampling,utility_at,forward_passes",
@@ -274,7 +325,12 @@ def test_a_run_compiled_by_xla_trains_as_one_not_compiled_and_resumes_exactly(
   assert [r["step"] for r in whole] == [r["step"] for r in plain]
   for compiled, not_compiled in zip(whole, without_clocks(plain)):
     for name, value in not_compiled.items():
-      assert compiled[name] == pytest.approx(value, rel=1e-4, abs=1e-6), name
+      if name == "heaviest":  # Near-ties may trade places; the weights, to
+        # their 4 digits, in order.
+        assert [w for _, w in compiled[name]
+               ] == pytest.approx([w for _, w in value], rel=2e-3)
+      else:
+        assert compiled[name] == pytest.approx(value, rel=1e-4, abs=1e-6), name
   stopped = dict(settings,
                  output_dir=str(tmp_path / "stopped"),
                  jit_compile=True)
@@ -586,6 +642,9 @@ def test_tensorboard_has_train_and_validation_runs_and_the_samplers_view(
   assert {tag for tag, plugins in train.items() if plugins == {"scalars"}
          } == expected
   assert train["sampler/log_n_probability"] == {"histograms"}
+  # An adaptive run's heaviest examples (tiny_config's sampling).
+  assert train["sampler/heaviest/images"] == {"images"}
+  assert train["sampler/heaviest/table"] == {"text"}
 
 
 @pytest.mark.parametrize("sampling", ["uniform", "adaptive"])

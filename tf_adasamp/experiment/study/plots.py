@@ -9,7 +9,8 @@
 
 Curves are the mean over trials with a band of +-1 standard deviation.
 Colour says the utility (uniform sampling in grey), line style the update
-rule.
+rule. Beside them, `heaviest_grid` draws the training images the sampler
+favours (heaviest.png).
 """
 
 import functools
@@ -175,3 +176,35 @@ def figure1(curves, sweep, out_dir, title=""):
   fig.savefig(paths[-1], dpi=100)
   plt.close(fig)
   return paths
+
+
+def heaviest_grid(rows, path, title=""):
+  """Draws rows of training images, each tile under its caption, to `path`.
+
+  Args:
+    rows: [(heading, images, captions)]: each row's heading, its images
+      ([k, H, W, C] floats in [0, 1], C 1 or 3) and one caption per image.
+    path: the PNG file to write.
+    title: the figure's title.
+  """
+  columns = max(len(images) for _, images, _ in rows)
+  fig = plt.figure(figsize=(0.95 * columns + 0.3, 1.65 * len(rows) + 0.5),
+                   constrained_layout=True)
+  for subfigure, (heading, images,
+                  captions) in zip(np.atleast_1d(fig.subfigures(len(rows), 1)),
+                                   rows):
+    subfigure.suptitle(heading, x=0.005, ha="left", fontsize="medium")
+    axes = subfigure.subplots(1, columns, squeeze=False)[0]
+    for ax, image, caption in zip(axes, images, captions):
+      ax.imshow(np.squeeze(image, -1) if image.shape[-1] == 1 else image,
+                cmap="gray_r" if image.shape[-1] == 1 else None,
+                vmin=0,
+                vmax=1,
+                interpolation="nearest")
+      ax.set_title(caption, fontsize="x-small", linespacing=1.1)
+    for ax in axes:
+      ax.axis("off")
+  if title:
+    fig.suptitle(title)
+  fig.savefig(path, dpi=100)
+  plt.close(fig)

@@ -2,6 +2,7 @@
 with time to target (`targets`), then the departures from the paper and the
 verdict rules, then judges each of the paper's four claims (`claims`)."""
 
+import collections
 import os
 
 import numpy as np
@@ -14,6 +15,7 @@ from tf_adasamp.experiment.study import verdicts
 from tf_adasamp.experiment.study.design import collect
 from tf_adasamp.experiment.study.design import mean_over
 from tf_adasamp.experiment.training import config as config_lib
+from tf_adasamp.experiment.training import run_files
 
 
 def mean_std(values, digits=4):
@@ -503,10 +505,13 @@ def report(runs,
            command,
            departures=(),
            dataset=None):
-  """Draws Figure 1 and writes summary.md to `report_dir`; returns their
-  paths."""
+  """Draws Figure 1 and heaviest.png (where the runs list their heaviest
+  examples) and writes summary.md to `report_dir`; returns their paths."""
   curves, sweep = collect(runs, settings)
   paths = plots.figure1(curves, sweep, report_dir, title=title)
+  heaviest_lines = heaviest_figure(runs, settings, sweep, report_dir)
+  if heaviest_lines:
+    paths.append(os.path.join(report_dir, HEAVIEST_FIGURE))
   paths.append(os.path.join(report_dir, "summary.md"))
   with open(paths[-1], "w") as f:
     f.write(
@@ -518,4 +523,99 @@ def report(runs,
                          command,
                          departures,
                          dataset=dataset))
+    if heaviest_lines:
+      f.write("\n" + "\n".join(heaviest_lines) + "\n")
   return paths
+
+
+# What the sampler looks at: the training images that an adaptive run's
+# records list as its heaviest (`evaluator.heaviest_pairs`).
+HEAVIEST_FIGURE = "heaviest.png"
+HEAVIEST_TRIAL = 0
+
+
+def heaviest_figure(runs, settings, sweep, report_dir):
+  """Draws HEAVIEST_FIGURE: the heaviest training images of the sweep's
+  algorithm in trial HEAVIEST_TRIAL, at each swept amplitude that does not
+  collapse, at the evaluation where its KL peaks and at the last.
+
+  Returns:
+    The summary's section about it, as lines; none (and no figure) where
+    those runs' records do not list their heaviest examples (runs from
+    before the trainer recorded them).
+  """
+  found = {}
+  for run in runs:
+    if (run.algorithm == settings.sweep_algorithm and
+        run.trial == HEAVIEST_TRIAL and
+        run.config.utility_at == settings.utility_at and
+        run.amplitude in settings.sweep_amplitudes):
+      records = run_files.read_metrics(run.config.output_dir)
+      if records and all("heaviest" in record for record in records):
+        found[run.amplitude] = (run.config, records)
+  if not found:
+    return []
+  # Loads TensorFlow, which the report needs only here.
+  from tf_adasamp.experiment.training import loop  # pylint: disable=import-outside-toplevel
+  data = loop.training_data(next(iter(found.values()))[0])
+  names = getattr(data, "class_names", None)
+  amplitudes = [
+      row["amplitude"]
+      for row in claims_lib.sweep_table(sweep, data.num_classes)
+      if row["amplitude"] in found and not row["collapsed"]
+  ]
+  if not amplitudes:
+    return []
+  rows, labels_shown, tied, heaviest = [], [], [], None
+  for amplitude in amplitudes:
+    records = found[amplitude][1]
+    peak = records[int(np.argmax([record["kl"] for record in records]))]
+    for when, record in (("the KL's peak", peak), ("the end", records[-1])):
+      indices, weights = zip(*record["heaviest"])
+      images, labels = _training_examples_at(data, indices)
+      labels = [names[label] if names else str(label) for label in labels]
+      labels_shown += labels
+      rows.append((
+          f"amplitude {amplitude:g}, at {when} (step "
+          f"{record['step']}, KL {record['kl']:.3g} nats)", images,
+          [f"{label}\n{weight:.3g}×" for label, weight in zip(labels, weights)
+          ]))
+      if heaviest is None or weights[0] > heaviest[0]:
+        heaviest = (weights[0], amplitude, when)
+      if len(set(weights)) == 1:
+        tied.append(amplitude)
+  count = len(rows[0][1])
+  plots.heaviest_grid(
+      rows,
+      os.path.join(report_dir, HEAVIEST_FIGURE),
+      title=f"{settings.sweep_algorithm}, trial {HEAVIEST_TRIAL}: the {count} "
+      "training images it draws most; under each, its label and n·q, its "
+      "probability relative to uniform's 1/n")
+  common = ", ".join(
+      f"{label} ({number})"
+      for label, number in collections.Counter(labels_shown).most_common(3))
+  tied = sorted(set(tied))
+  tie = (f" At amplitude{'s' if len(tied) > 1 else ''} "
+         f"{', '.join(f'{a:g}' for a in tied)} a row's {count} weights tie, "
+         f"so it shows {count} of a larger set weighted alike." if tied else "")
+  return [
+      "## What the sampler looks at",
+      "",
+      f"[{HEAVIEST_FIGURE}]({HEAVIEST_FIGURE}) shows the {count} training "
+      f"images {settings.sweep_algorithm} draws most in trial "
+      f"{HEAVIEST_TRIAL}, at the evaluation where its KL peaks and at the "
+      f"last, at amplitudes {', '.join(f'{a:g}' for a in amplitudes)} (the "
+      "swept ones that do not collapse), each with its label and n·q, its "
+      "probability relative to uniform's. The classes seen most among its "
+      f"{len(labels_shown)} tiles: {common}; the largest n·q is "
+      f"{heaviest[0]:.3g} (amplitude {heaviest[1]:g}, at {heaviest[2]})." + tie,
+  ]
+
+
+def _training_examples_at(data, indices):
+  """The training (images, labels) at `indices`, in their order (given
+  all n indices, `training_examples` returns the n in the data's order)."""
+  order = np.argsort(indices)
+  images, labels = data.training_examples(np.asarray(indices)[order])
+  back = np.argsort(order)
+  return images[back], labels[back]

@@ -241,15 +241,16 @@ def checkpoint_manager_in(output_dir, checkpoint):
   return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=2)
 
 
-def summaries_in(output_dir):
-  """The summaries.Summaries of a run, in `output_dir`/tensorboard/.
+def summaries_in(output_dir, data=None):
+  """The summaries.Summaries of a run, in `output_dir`/tensorboard/, over
+  its `data` (see Summaries).
 
   Raises:
     run_files.RunError: the directory cannot be written.
   """
   log_dir = os.path.join(output_dir, "tensorboard")
   with _io_errors_name(log_dir):
-    return summaries.Summaries(log_dir)
+    return summaries.Summaries(log_dir, data)
 
 
 @contextlib.contextmanager

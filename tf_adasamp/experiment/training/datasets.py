@@ -51,6 +51,11 @@ FASHION_MNIST_FILES = ("train-images-idx3-ubyte.gz",
 FASHION_MNIST_INSTALL = "apt-get install -y dataset-fashion-mnist"
 # Where tensorflow_datasets downloads CIFAR-10 from.
 CIFAR10_HOST = ("www.cs.toronto.edu", 443)
+# The names of the class ids, from the data sets' own documentation.
+FASHION_MNIST_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+                         "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot")
+CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog",
+                   "frog", "horse", "ship", "truck")
 
 
 class DatasetUnavailableError(RuntimeError):
@@ -63,6 +68,8 @@ class Dataset:
 
   `flipped`, where labels were flipped (`with_label_noise`): a bool [n]
   mask of the training examples whose label is not their true one.
+  `class_names`, where the data set names its classes: the name of each
+  class id.
   """
   name: str
   x_train: np.ndarray
@@ -71,6 +78,7 @@ class Dataset:
   y_test: np.ndarray
   num_classes: int
   flipped: np.ndarray | None = None
+  class_names: tuple | None = None
 
   @property
   def image_shape(self):
@@ -189,7 +197,8 @@ def load_fashion_mnist(source_dir=None):
                  y_train.astype(np.int32),
                  images(x_test),
                  y_test.astype(np.int32),
-                 num_classes=10)
+                 num_classes=10,
+                 class_names=FASHION_MNIST_CLASSES)
 
 
 def subset(data, name, train_size, test_size, seed):
@@ -205,8 +214,13 @@ def subset(data, name, train_size, test_size, seed):
 
   train = pick(train_size, len(data.y_train))
   test = pick(test_size, len(data.y_test))
-  return Dataset(name, data.x_train[train], data.y_train[train],
-                 data.x_test[test], data.y_test[test], data.num_classes)
+  return Dataset(name,
+                 data.x_train[train],
+                 data.y_train[train],
+                 data.x_test[test],
+                 data.y_test[test],
+                 data.num_classes,
+                 class_names=data.class_names)
 
 
 def with_label_noise(data, fraction, seed=LABEL_NOISE_SEED):
@@ -260,9 +274,13 @@ def validation_split(data, size, seed):
                      f"validation examples out of {n}")
   order = np.random.default_rng(seed).permutation(n)
   held, kept = np.sort(order[:count]), np.sort(order[count:])
-  return Dataset(f"{data.name} (validation split)", data.x_train[kept],
-                 data.y_train[kept], data.x_train[held], data.y_train[held],
-                 data.num_classes)
+  return Dataset(f"{data.name} (validation split)",
+                 data.x_train[kept],
+                 data.y_train[kept],
+                 data.x_train[held],
+                 data.y_train[held],
+                 data.num_classes,
+                 class_names=data.class_names)
 
 
 def network_reachable(address, timeout=2.0):
@@ -309,7 +327,11 @@ def load_cifar10(data_dir=None):
           "or point --data_dir at a directory where `tfds build cifar10` has "
           "prepared it.") from None
     train, test = read(download=True)
-  return Dataset("cifar10", *train, *test, num_classes=10)
+  return Dataset("cifar10",
+                 *train,
+                 *test,
+                 num_classes=10,
+                 class_names=CIFAR10_CLASSES)
 
 
 def _as_arrays(split, chunk=10000):

@@ -13,7 +13,10 @@ divergence bounds (`bound_metrics`); and the trainer's clocks
 the run began and the examples they forwarded and back-propagated. Under
 label noise, also clean_train_loss and clean_train_accuracy (on the
 examples whose labels are clean) and flipped_mass (Q_t's mass on the
-flipped ones).
+flipped ones). An adaptive run's records end with heaviest: the
+`HEAVIEST_COUNT` examples Q_t favours most, most probable first, as
+[[index, n q_i], ...] with n q_i (the probability relative to uniform's)
+to 4 significant digits (`heaviest_pairs`).
 """
 
 import dataclasses
@@ -32,14 +35,16 @@ DIAGNOSTIC_KEYS = {
     "misclassified_mass": "misclassified_mass",
     "unique_per_batch": "distinct_draws",
 }
+# How many of the examples Q_t favours most an adaptive run's records list.
+HEAVIEST_COUNT = 16
 
 
 @dataclasses.dataclass(frozen=True)
 class Evaluation:
-  """record: the metric record (JSON-ready scalars); log_n_probability:
-  log(n q_i) of every example, for a histogram."""
+  """record: the metric record (JSON-ready); log_probabilities: log q_i of
+  every example, float64 [n]."""
   record: dict
-  log_n_probability: np.ndarray
+  log_probabilities: np.ndarray
 
 
 class Evaluator:
@@ -71,6 +76,7 @@ class Evaluator:
     train_loss, train_accuracy, misclassified = self._split_metrics(
         *data.training_examples(self._evaluated))
     test_loss, test_accuracy, _ = self._split_metrics(data.x_test, data.y_test)
+    log_q = diagnostics.log_probabilities(self._sampler)
     sampler_view = diagnostics.compute(self._sampler)
     sampler_view["misclassified_mass"] = self._misclassified_mass(misclassified)
     record = {
@@ -94,7 +100,9 @@ class Evaluator:
         bound_metrics(self._tracker.read(), config.l2, self._lipschitz))
     if config.model == "logistic":
       record["zero_one_gap"] = train_accuracy - test_accuracy
-    return Evaluation(record, sampler_view["log_n_probability"].numpy())
+    if config.sampling == "adaptive":
+      record["heaviest"] = heaviest_pairs(log_q)
+    return Evaluation(record, log_q.numpy())
 
   def _noise_metrics(self):
     """Under label noise: the loss and accuracy on the evaluated examples
@@ -120,6 +128,16 @@ class Evaluator:
                       self._evaluated)
     scale = self._data.num_train / len(self._evaluated)
     return scale * diagnostics.misclassified_mass(log_q, misclassified)
+
+
+def heaviest_pairs(log_q, count=HEAVIEST_COUNT):
+  """[[index, n q_i], ...] of the `count` examples (all, where fewer) that
+  Q_t favours most, most probable first (`diagnostics.heaviest`), n q_i to
+  4 significant digits: short in a record, and the same after a JSON round
+  trip."""
+  indices, relative = diagnostics.heaviest(log_q, min(count, len(log_q)))
+  return [[int(index), float(f"{weight:.4g}")]
+          for index, weight in zip(indices.numpy(), relative.numpy())]
 
 
 def train_eval_indices(num_examples, size, seed=0):

@@ -75,10 +75,7 @@ def train(config, data=None, progress=False, stop_requested=None):
       to resume from), diverged (DivergedError; the last checkpoint is kept)
       or lost a worker of its cluster.
   """
-  if data is None:
-    data = load_data(config)
-  if config.label_noise:
-    data = datasets.with_label_noise(data, config.label_noise)
+  data = training_data(config, data)
   num_examples = data.num_train
   if config.batch_size > num_examples:
     raise run_files.RunError(f"batch_size {config.batch_size} is larger "
@@ -106,6 +103,16 @@ def train(config, data=None, progress=False, stop_requested=None):
     controller.start(steps)
     bar = ProgressBar(steps, config.sampling) if progress else None
     return controller.train_and_evaluate(steps, bar)
+
+
+def training_data(config, data=None):
+  """The data a run of `config` trains on: `data`, else `load_data`'s, with
+  its labels flipped where config.label_noise says."""
+  if data is None:
+    data = load_data(config)
+  if config.label_noise:
+    data = datasets.with_label_noise(data, config.label_noise)
+  return data
 
 
 def load_data(config):
@@ -207,18 +214,18 @@ def _build(config, data, strategy, common_step=None, stop_requested=None):
       interval_distinct_draws=trainer.interval_distinct_draws,
       **trainer.clocks)
   evaluator = Evaluator(model, sampler, optimizer, tracker, data, config)
-  return _controller(config, trainer, evaluator, checkpoint, sampler,
+  return _controller(config, trainer, evaluator, checkpoint, sampler, data,
                      common_step, stop_requested)
 
 
-def _controller(config, trainer, evaluator, checkpoint, sampler, common_step,
-                stop_requested):
+def _controller(config, trainer, evaluator, checkpoint, sampler, data,
+                common_step, stop_requested):
   """The run's Controller; `common_step` as in `_agree_on_checkpoint`."""
   multi_worker = config.strategy == "multi_worker"
   manager = summaries = resume_from = None
   if config.output_dir:
     manager = checkpoint_manager_in(config.output_dir, checkpoint)
-    summaries = summaries_in(config.output_dir)
+    summaries = summaries_in(config.output_dir, data)
     if multi_worker:
       resume_from = common_step
     elif config.resume:

@@ -4,7 +4,9 @@ Two runs, as `keras.callbacks.TensorBoard` writes them: `train` (the whole
 training set's loss and accuracy, the sampler's diagnostics, the learning
 rate and the bounds) and `validation` (the held-out split's loss and
 accuracy), so the two splits' curves overlay. The sampler's tags are
-`tf_adasamp.diagnostics.TAGS`; docs/experiment.md lists every tag.
+`tf_adasamp.diagnostics.TAGS`, and an adaptive run's heaviest examples
+(images and table) are under `tf_adasamp.diagnostics.HEAVIEST_TAG`;
+docs/tensorboard.md lists every tag.
 """
 
 import os
@@ -33,10 +35,18 @@ SCALAR_TAGS = {
 
 
 class Summaries:
-  """Writes evaluations to `log_dir`/train and `log_dir`/validation."""
+  """Writes evaluations to `log_dir`/train and `log_dir`/validation.
 
-  def __init__(self, log_dir):
+  Given the run's in-memory `data` (a datasets.Dataset), an evaluation
+  whose record lists its heaviest examples (an adaptive run's) also writes
+  their images and table (`diagnostics.heaviest_summary`) into `train`;
+  the training images of a disk_data.DiskDataset stay on disk, and its
+  runs write none.
+  """
+
+  def __init__(self, log_dir, data=None):
     self.log_dir = log_dir
+    self._data = data if hasattr(data, "x_train") else None
     self._writers = {
         run: tf.summary.create_file_writer(os.path.join(log_dir, run))
         for run in RUNS
@@ -56,8 +66,15 @@ class Summaries:
         for key, name in evaluator.DIAGNOSTIC_KEYS.items()
         if key in record
     }
-    sampler_view["log_n_probability"] = evaluation.log_n_probability
+    log_q = evaluation.log_probabilities
+    sampler_view["log_n_probability"] = diagnostics.log_n_probability(log_q)
     with self._writers["train"].as_default(step=step):
       diagnostics.write(sampler_view)
+      if "heaviest" in record and self._data is not None:
+        diagnostics.heaviest_summary(log_q,
+                                     self._data.x_train,
+                                     self._data.y_train,
+                                     k=len(record["heaviest"]),
+                                     class_names=self._data.class_names)
     for writer in self._writers.values():
       writer.flush()
