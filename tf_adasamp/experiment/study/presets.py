@@ -61,6 +61,12 @@ class Settings:
       (), "Comma-separated step sizes of the four adaptive algorithms, in "
       "the order AdaSamp-01-SGD, AdaSamp-L1-SGD, AdaSamp-01-AdaGrad, "
       "AdaSamp-L1-AdaGrad; empty: their uniform counterparts'.")
+  baseline_learning_rates: tuple = option(
+      (), "Comma-separated etas of the baselines, in the order of "
+      "presets.BASELINES; empty: their update rules'.")
+  baseline_lr_decays: tuple = option(
+      (), "Comma-separated gammas of the baselines (0 for AdaGrad ones), "
+      "in the order of presets.BASELINES; empty: their update rules'.")
   sweep_algorithm: str = option(
       "AdaSamp-01-SGD", "Adaptive algorithm whose "
       "amplitude is swept.")
@@ -85,13 +91,25 @@ class Settings:
       eta, gamma = self.sgd_learning_rate, self.sgd_lr_decay
     else:
       eta, gamma = self.adagrad_learning_rate, 0.0
-    if self.adaptive_learning_rates and algorithm in ADAPTIVE:
-      if len(self.adaptive_learning_rates) != len(ADAPTIVE):
-        raise ValueError(
-            f"adaptive_learning_rates needs {len(ADAPTIVE)} values (one per "
-            f"adaptive algorithm), got {self.adaptive_learning_rates}")
-      eta = float(self.adaptive_learning_rates[ADAPTIVE.index(algorithm)])
+    if algorithm in ADAPTIVE:
+      eta = self._own("adaptive_learning_rates", ADAPTIVE, algorithm, eta)
+    elif algorithm in BASELINES:
+      eta = self._own("baseline_learning_rates", tuple(BASELINES), algorithm,
+                      eta)
+      gamma = self._own("baseline_lr_decays", tuple(BASELINES), algorithm,
+                        gamma)
     return eta, gamma
+
+  def _own(self, field, names, algorithm, default):
+    """`algorithm`'s entry of the per-algorithm tuple `field` (one value
+    per name of `names`), or `default` where the tuple is empty."""
+    values = getattr(self, field)
+    if not values:
+      return default
+    if len(values) != len(names):
+      raise ValueError(f"{field} needs {len(names)} values (one per "
+                       f"algorithm of {', '.join(names)}), got {values}")
+    return float(values[names.index(algorithm)])
 
 
 # The model each data set runs by default.
@@ -204,9 +222,10 @@ TUNING = {
         _CROSS_VALIDATED + " Step sizes with uniform sampling, shared by "
         "the adaptive variants; one amplitude and decay for all four.",
     ("fashion_mnist_5k", "mlp"):
-        _CROSS_VALIDATED + " Step sizes with uniform sampling, then "
-        "amplitude and decay, then each adaptive variant's own step size at "
-        "that amplitude and decay.",
+        _CROSS_VALIDATED + " Step sizes with uniform sampling (each "
+        "baseline's its own), then amplitude and decay (the largest "
+        "amplitude within one standard error of the best), then each "
+        "adaptive variant's own step size at that amplitude and decay.",
     ("fashion_mnist", "cnn"):
         ("Cross-validated on the GPU by benchmarks/gpu_cnn_study.sh, on "
          "validation splits of the training images: `python -m "
