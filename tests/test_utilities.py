@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import tf_adasamp
 from tf_adasamp import utilities
 
 LABELS = np.array([0, 2, 1])
@@ -30,7 +31,37 @@ def test_cross_entropy_is_finite_when_true_class_has_zero_probability():
   assert np.isfinite(values[2]) and values[2] > 700
 
 
-@pytest.mark.parametrize("name", ["zero_one", "l1", "cross_entropy"])
+def test_log_cross_entropy_is_finite_when_the_prediction_is_certain():
+  probs = np.array([[0.7, 0.2, 0.1], [1.0, 0.0, 0.0]])
+  values = utilities.log_cross_entropy([0, 0], probs).numpy()
+  assert values[0] == pytest.approx(np.log(-np.log(0.7)))
+  # -log 1 = 0, floored at the smallest normal float64.
+  assert values[1] == pytest.approx(np.log(np.finfo(np.float64).tiny))
+
+
+def test_log_cross_entropy_draws_in_proportion_to_the_loss():
+  """Amplitude 1 turns the first update's utilities into weights equal to
+  the losses; with a floor epsilon the draws are (1 - epsilon) of the
+  loss-proportional distribution plus epsilon of the uniform one."""
+  rng = np.random.default_rng(0)
+  n, epsilon = 6, 1 / 3
+  logits = rng.normal(size=(n, 4))
+  labels = rng.integers(0, 4, n)
+  sampler = tf_adasamp.AdaptiveSampler(n,
+                                       amplitude=1.0,
+                                       decay=0.001,
+                                       epsilon=epsilon)
+  sampler.update(np.arange(n),
+                 utilities.from_logits("log_cross_entropy", labels, logits))
+  losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels,
+                                                          logits).numpy()
+  np.testing.assert_allclose(sampler.probabilities(),
+                             (1 - epsilon) * losses / losses.sum() +
+                             epsilon / n,
+                             rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(utilities.UTILITIES))
 def test_utilities_accept_column_labels_and_float32(name):
   utility = utilities.get(name)
   values = utility(LABELS[:, None], PROBS.astype(np.float32))
@@ -44,7 +75,7 @@ def test_get_accepts_callable_and_rejects_unknown_name():
     utilities.get("hinge")
 
 
-@pytest.mark.parametrize("name", ["zero_one", "l1", "cross_entropy"])
+@pytest.mark.parametrize("name", sorted(utilities.UTILITIES))
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_from_logits_is_the_utility_of_the_softmax(name, dtype):
   rng = np.random.default_rng(0)
@@ -56,6 +87,13 @@ def test_from_logits_is_the_utility_of_the_softmax(name, dtype):
   if name == "zero_one":
     np.testing.assert_array_equal(values, expected)
     assert 0 < expected.mean() < 1
+  elif name == "log_cross_entropy":
+    # Compared as losses: the log magnifies a loss's round-off near 0.
+    eps = np.finfo(dtype).eps
+    np.testing.assert_allclose(np.exp(values),
+                               np.exp(expected),
+                               rtol=64 * eps,
+                               atol=4 * eps)
   else:
     # Up to round-off: a few ulps of the values, or of 1 near 0.
     eps = np.finfo(dtype).eps
@@ -87,7 +125,7 @@ def test_from_logits_checks_labels_as_the_utilities_do():
     utilities.from_logits("l1", [3], np.zeros([1, 3]))
 
 
-@pytest.mark.parametrize("name", ["zero_one", "l1", "cross_entropy"])
+@pytest.mark.parametrize("name", sorted(utilities.UTILITIES))
 def test_utilities_take_bfloat16_as_mixed_precision_gives_them(name):
   # NumPy's finfo does not know bfloat16, which cross-entropy's floor needs.
   values = utilities.get(name)(LABELS, tf.cast(PROBS, tf.bfloat16))

@@ -142,7 +142,41 @@ def cross_entropy(labels: TensorLike, probs: TensorLike) -> tf.Tensor:
   return -tf.math.log(tf.maximum(p, _smallest_normal(p.dtype)))
 
 
-UTILITIES = {"zero_one": zero_one, "l1": l1, "cross_entropy": cross_entropy}
+def log_cross_entropy(labels: TensorLike, probs: TensorLike) -> tf.Tensor:
+  """The log of the cross-entropy, log(-log p(y)), for loss-proportional draws.
+
+  Under it `AdaptiveSampler`'s weight of an example is its cross-entropy at
+  its last visit to the power amplitude (times its older weight to the power
+  decay): amplitude 1 with a decay near 0 draws in proportion to the loss,
+  the importance sampling of Katharopoulos & Fleuret (ICML 2018), whose
+  additive smoothing is the sampler's `epsilon` and whose unbiased weights
+  are `beta=1`. The cross-entropy is floored at the dtype's smallest normal
+  number, so that a certain prediction gives a finite utility.
+
+  Args:
+    labels: [B] (or [B, 1]) integer class indices, or [B, C] one-hot rows.
+    probs: [B, C] predicted class probabilities.
+
+  Returns:
+    [B] utilities, of `probs`' dtype.
+
+  Raises:
+    ValueError: if `probs` has a static rank other than 2.
+    tf.errors.InvalidArgumentError: if a label is outside [0, C).
+  """
+  return _log_floored(cross_entropy(labels, probs))
+
+
+def _log_floored(loss):
+  return tf.math.log(tf.maximum(loss, _smallest_normal(loss.dtype)))
+
+
+UTILITIES = {
+    "zero_one": zero_one,
+    "l1": l1,
+    "cross_entropy": cross_entropy,
+    "log_cross_entropy": log_cross_entropy
+}
 
 
 def register_utility(name: str, utility: Utility | None = None) -> Callable:
@@ -172,7 +206,8 @@ def get(utility: str | Utility) -> Utility:
   """Looks a utility function up by name.
 
   Args:
-    utility: a name in `UTILITIES` ("zero_one", "l1", "cross_entropy"), or
+    utility: a name in `UTILITIES` ("zero_one", "l1", "cross_entropy",
+      "log_cross_entropy"), or
       a callable (labels, probs) -> [B] utilities.
 
   Returns:
@@ -231,10 +266,15 @@ def _cross_entropy_from_logits(labels, logits):
   return tf.minimum(loss, -np.log(_smallest_normal(loss.dtype)))
 
 
+def _log_cross_entropy_from_logits(labels, logits):
+  return _log_floored(_cross_entropy_from_logits(labels, logits))
+
+
 # The utilities above, each computed from checked labels and the logits;
 # any other utility is called on the softmax.
 _FROM_LOGITS = {
     zero_one: _mistakes,
     l1: _l1_from_logits,
-    cross_entropy: _cross_entropy_from_logits
+    cross_entropy: _cross_entropy_from_logits,
+    log_cross_entropy: _log_cross_entropy_from_logits
 }

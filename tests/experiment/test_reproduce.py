@@ -34,9 +34,10 @@ def test_plan_runs_each_algorithm_per_trial_with_the_trial_seed(tmp_path):
                      output_dir=str(tmp_path),
                      dataset="digits",
                      model="logistic")
-  # Six algorithms, the reshuffling baseline and the sweep's one new
-  # amplitude (1.0 is shared, and amplitude 0 is Unif-SGD), per trial.
-  assert len(runs) == 2 * (7 + 1)
+  # Six algorithms, the reshuffling baseline, importance sampling and the
+  # sweep's one new amplitude (1.0 is shared, and amplitude 0 is Unif-SGD),
+  # per trial.
+  assert len(runs) == 2 * (8 + 1)
   assert len({run.config.output_dir for run in runs}) == len(runs)
   for run in runs:
     assert run.config.seed == run.trial
@@ -48,10 +49,24 @@ def test_plan_runs_each_algorithm_per_trial_with_the_trial_seed(tmp_path):
          } == {0.5, 1.0}
 
 
+def test_plan_runs_importance_sampling_with_its_own_sampler(tmp_path):
+  runs = design.plan(TINY, 1, str(tmp_path), "digits", model="logistic")
+  config = next(run.config for run in runs if run.algorithm == "IS-SGD")
+  # Loss-proportional draws from the step's own losses, a third uniform,
+  # unbiased weights; whatever the adaptive algorithms' amplitude.
+  assert (config.sampling, config.utility,
+          config.utility_at) == ("adaptive", "log_cross_entropy", "step")
+  assert (config.amplitude, config.epsilon, config.beta) == (1.0, 1 / 3, 1.0)
+  assert config.output_dir.endswith("IS-SGD/seed0")
+
+
 def test_plan_sweeps_both_utility_options_where_asked(tmp_path):
   settings = dataclasses.replace(TINY, sweep_both_utilities=True)
   runs = design.plan(settings, 1, str(tmp_path), "digits", model="logistic")
-  step = [run for run in runs if run.config.utility_at == "step"]
+  step = [
+      run for run in runs
+      if run.config.utility_at == "step" and run.algorithm in presets.ADAPTIVE
+  ]
   assert sorted(run.amplitude for run in step) == [0.5, 1.0]
   assert all(run.algorithm == "AdaSamp-01-SGD" and
              run.config.output_dir.endswith(f"a{run.amplitude:g}-step/seed0")
@@ -71,7 +86,8 @@ def test_plan_gives_adaptive_algorithms_their_own_step_sizes(tmp_path):
       "AdaSamp-01-AdaGrad": 0.4,
       "AdaSamp-L1-AdaGrad": 0.5,
       "Unif-AdaGrad": 0.1,
-      "Shuffle-SGD": 0.1
+      "Shuffle-SGD": 0.1,
+      "IS-SGD": 0.1
   }
   with pytest.raises(ValueError, match="needs 4 values"):
     design.plan(dataclasses.replace(TINY, adaptive_learning_rates=(0.2,)), 1,

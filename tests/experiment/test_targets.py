@@ -122,11 +122,10 @@ def test_the_table_compares_every_variant_with_its_baselines():
   assert set(entries) == {
       "AdaSamp-01-SGD, amplitude 0.1", "AdaSamp-01-SGD, amplitude 1",
       "AdaSamp-L1-SGD, amplitude 0.1", "AdaSamp-01-AdaGrad, amplitude 0.1",
-      "AdaSamp-L1-AdaGrad, amplitude 0.1", "Shuffle-SGD"
+      "AdaSamp-L1-AdaGrad, amplitude 0.1", "Shuffle-SGD", "IS-SGD"
   }
-  assert list(entries["AdaSamp-01-SGD, amplitude 1"].rows) == [
-      "Unif-SGD", "Shuffle-SGD"
-  ]
+  for name in ("AdaSamp-01-SGD, amplitude 1", "IS-SGD"):
+    assert list(entries[name].rows) == ["Unif-SGD", "Shuffle-SGD"]
   assert list(
       entries["AdaSamp-L1-AdaGrad, amplitude 0.1"].rows) == ["Unif-AdaGrad"]
   fastest = entries["AdaSamp-01-SGD, amplitude 1"].rows
@@ -151,6 +150,18 @@ def test_the_headline_takes_the_fastest_against_the_faster_baseline(
   summary = "\n".join(report.time_to_target_lines(curves, sweep, SETTINGS))
   assert "of the example passes of Shuffle-SGD" in summary
   assert "**not met**" in summary
+
+
+def test_a_method_from_the_field_gets_its_own_line_not_the_headline():
+  # IS-SGD is 3x as fast as the uniform baselines, amplitude 1 only 1.2x.
+  curves, sweep = _study({"IS-SGD": 3.0, 1.0: 1.2})
+  summary = "\n".join(report.time_to_target_lines(curves, sweep, SETTINGS))
+  headline = next(l for l in summary.splitlines() if "Headline" in l)
+  assert "the fastest adaptive setting, AdaSamp-" in headline
+  line = next(l for l in summary.splitlines() if l.startswith("**IS-SGD**"))
+  assert line.startswith("**IS-SGD** reaches Unif's final training loss in "
+                         "0.33")
+  assert "of Shuffle-SGD's example passes" in line
 
 
 def test_a_collapsed_amplitude_is_shown_but_never_the_headline():

@@ -1,7 +1,8 @@
 """The paper's experiment (London, NIPS 2017, section "Experiments"): its runs.
 
-The six algorithms of `presets.ALGORITHMS` and the baselines of
-`presets.BASELINES` for a number of trials, plus a sweep of the amplitude of one of them: `plan` lists the runs
+The six algorithms of `presets.ALGORITHMS`, the baselines of
+`presets.BASELINES` and the methods of `presets.COMPETITORS` for a number of
+trials, plus a sweep of the amplitude of one algorithm: `plan` lists the runs
 (`pool.run_all` trains them) and `collect` reads their metrics back as
 the curves that `claims`, `report` and `plots` take.
 
@@ -62,6 +63,7 @@ def run_config(settings, algorithm, amplitude, trial, run_dir, **fields):
                  output_dir=run_dir,
                  resume=True)
   options.update(fields)
+  options.update(presets.COMPETITOR_SAMPLERS.get(algorithm, {}))
   return config_lib.TrainConfig(**options)
 
 
@@ -74,9 +76,10 @@ def plan(settings, trials, output_dir, dataset, data_dir=None, model="cnn"):
   runs = {}
 
   def add(algorithm, amplitude, trial, utility_at=settings.utility_at):
-    uniform = algorithm not in presets.ADAPTIVE
-    amplitude = 0.0 if uniform else amplitude
-    name = algorithm if uniform else f"{algorithm}-a{amplitude:g}"
+    # The algorithms without an amplitude to sweep run once a trial.
+    once = algorithm not in presets.ADAPTIVE
+    amplitude = 0.0 if once else amplitude
+    name = algorithm if once else f"{algorithm}-a{amplitude:g}"
     if utility_at != settings.utility_at:
       name += f"-{utility_at}"
     run_dir = os.path.join(output_dir, name, f"seed{trial}")
@@ -135,11 +138,16 @@ def collect(runs, settings):
     return curves_of(by_key[(algorithm, amplitude, utility_at)])
 
   curves = {
-      algorithm:
-          curve(algorithm,
-                settings.amplitude if algorithm in presets.ADAPTIVE else 0.0)
-      for algorithm in presets.RUNS
+      algorithm: curve(algorithm, settings.amplitude)
+      for algorithm in presets.ADAPTIVE
   }
+  # The others run once a trial, each with its own settings.
+  curves.update({
+      algorithm: curves_of([run for run in runs if run.algorithm == algorithm])
+      for algorithm in presets.RUNS
+      if algorithm not in presets.ADAPTIVE
+  })
+  curves = {algorithm: curves[algorithm] for algorithm in presets.RUNS}
   amplitudes = [0.0, *settings.sweep_amplitudes]
   sweep = {
       "algorithm":

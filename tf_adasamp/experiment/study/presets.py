@@ -26,7 +26,26 @@ ADAPTIVE = tuple(name for name, (sampling, _, _) in ALGORITHMS.items()
 BASELINES = {
     "Shuffle-SGD": ("reshuffle", "zero_one", "sgd"),
 }
-RUNS = {**ALGORITHMS, **BASELINES}
+# Methods from the field, timed to target against the same uniform baselines
+# as the adaptive algorithms, on this library's sampler: IS-SGD is
+# loss-proportional importance sampling (Katharopoulos & Fleuret, ICML 2018).
+# Each draws in proportion to the cross-entropy at the example's last visit
+# (the step's own, no extra pass), smoothed as their
+# AdaptiveAdditiveSmoothingSampler with its 0.5 (a third of the draws
+# uniform), and weighs each loss by 1 / (n q_i) so that the gradient stays
+# unbiased; with that, Unif-SGD's step size.
+COMPETITORS = {
+    "IS-SGD": ("adaptive", "log_cross_entropy", "sgd"),
+}
+COMPETITOR_SAMPLERS = {
+    "IS-SGD":
+        dict(amplitude=1.0,
+             decay=0.001,
+             epsilon=1 / 3,
+             beta=1.0,
+             utility_at="step"),
+}
+RUNS = {**ALGORITHMS, **BASELINES, **COMPETITORS}
 # The decay recorded for uniform runs, which do not use it.
 UNIFORM_DECAY = 0.5
 

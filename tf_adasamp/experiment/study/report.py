@@ -56,7 +56,8 @@ def _headline(tables):
   fewest example passes against the faster of its uniform baselines."""
   best = None
   for entry in tables[0][1]:
-    if entry.collapsed or entry.name in presets.BASELINES:
+    if entry.collapsed or entry.name in (*presets.BASELINES,
+                                         *presets.COMPETITORS):
       continue
     ratios = {
         name: row.passes
@@ -71,6 +72,24 @@ def _headline(tables):
                         < best[0].rows[best[1]].passes.geometric_mean):
       best = (entry, baseline)
   return best
+
+
+def _competitor_lines(entries):
+  """Where each method of `presets.COMPETITORS` stands, to Unif's final
+  training loss."""
+  lines = []
+  for entry in entries:
+    if entry.name not in presets.COMPETITORS:
+      continue
+    ratios = " and ".join(f"{ratio_text(row.passes)} of {baseline}'s"
+                          for baseline, row in entry.rows.items())
+    unif = next(iter(entry.rows.values()))
+    lines += [
+        f"**{entry.name}** reaches Unif's final training loss in {ratios} "
+        "example passes; test accuracy at the target minus Unif's: "
+        f"{interval_text(unif.test_accuracy_at_target)}.", ""
+    ]
+  return lines
 
 
 def _target_tables(curves, sweep, settings, num_classes):
@@ -135,7 +154,12 @@ def time_to_target_lines(curves, sweep, settings, num_classes=10):
       "the same trial: geometric mean over trials [95% t-interval of the "
       "mean log ratio]. Baselines: Unif (with replacement, the paper's) and "
       "Shuffle (a fresh permutation each epoch, what `tf.data`'s shuffle "
-      "gives). *Steps* counts training steps; *example passes* counts "
+      "gives). IS-SGD is loss-proportional importance sampling "
+      "(Katharopoulos & Fleuret, ICML 2018) on this library's sampler: "
+      "draws in proportion to each example's cross-entropy at its last "
+      "visit, a third of them uniform (their additive smoothing), each loss "
+      "weighed by 1 / (n q_i) (unbiased). *Steps* counts training steps; "
+      "*example passes* counts "
       "forward passes as 1 and backward passes as "
       f"{targets.BACKWARD_COST:g} per example, so it charges Algorithm 1's "
       "second forward pass at h_t (utility at 'updated'). Crossings are "
@@ -173,6 +197,7 @@ def time_to_target_lines(curves, sweep, settings, num_classes=10):
         f"{100 * goal_accuracy:g} points: **{'not met' if short else 'met'}**" +
         (f" ({' and '.join(short)})." if short else "."), ""
     ]
+  lines += _competitor_lines(tables[0][1])
   for label, entries in tables:
     lines += [
         f"### To {label}", "",

@@ -233,7 +233,8 @@ def table(curves, sweep, settings, collapsed=lambda curve: False):
 
   The variants: the sweep's algorithm at each amplitude (under both utility
   options where the sweep ran both), the other adaptive algorithms at the
-  preset amplitude, and the baselines of `presets.BASELINES`. Each is
+  preset amplitude, the baselines of `presets.BASELINES` and the methods
+  of `presets.COMPETITORS`. Each is
   compared with its update rule's with-replacement Unif and, where one
   runs, its reshuffling baseline. The first target is the with-replacement
   Unif's final training loss in each trial, so every row of a table chases
@@ -260,7 +261,8 @@ def table(curves, sweep, settings, collapsed=lambda curve: False):
   variants += [(f"{name}, amplitude {settings.amplitude:g}", curves[name], name)
                for name in presets.ADAPTIVE
                if name != algorithm]
-  variants += [(name, curves[name], name) for name in presets.BASELINES]
+  variants += [(name, curves[name], name)
+               for name in (*presets.BASELINES, *presets.COMPETITORS)]
   result = []
   for index in range(3):
     entries = []

@@ -38,7 +38,7 @@ class Registered(collections.abc.Sequence):
 
 # tf_adasamp.utilities' own utilities, named here so that the command lines
 # offer them without importing it (and TensorFlow).
-BUILT_IN_UTILITIES = ("zero_one", "l1", "cross_entropy")
+BUILT_IN_UTILITIES = ("zero_one", "l1", "cross_entropy", "log_cross_entropy")
 
 
 def _utility_names():
