@@ -227,20 +227,19 @@ def test_the_summary_names_the_command_that_reproduces_it(tmp_path):
 
 
 def test_plan_gives_baselines_their_own_step_sizes(tmp_path):
-  names = tuple(presets.BASELINES)
-  settings = dataclasses.replace(
-      TINY,
-      baseline_learning_rates=tuple(0.2 + 0.1 * i for i in range(len(names))),
-      baseline_lr_decays=tuple(
-          0.001 * (presets.RUNS[name][2] == "sgd") for name in names))
+  names = presets.ALTERNATIVES
+  gammas = tuple(0.001 * (presets.RUNS[name][2] == "sgd") for name in names)
+  settings = dataclasses.replace(TINY,
+                                 baseline_learning_rates=tuple(
+                                     0.2 + 0.1 * i for i in range(len(names))),
+                                 baseline_lr_decays=gammas)
   runs = design.plan(settings, 1, str(tmp_path), "digits", model="logistic")
   rates = {
       run.algorithm: (run.config.learning_rate, run.config.lr_decay)
       for run in runs
   }
   for i, name in enumerate(names):
-    assert rates[name] == pytest.approx(
-        (0.2 + 0.1 * i, 0.001 * (presets.RUNS[name][2] == "sgd")))
+    assert rates[name] == pytest.approx((0.2 + 0.1 * i, gammas[i]))
   # The others keep their update rules'.
   assert rates["Unif-SGD"] == (0.1, 0.01)
   assert rates["AdaSamp-01-SGD"] == (0.1, 0.01)

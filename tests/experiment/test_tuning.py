@@ -42,7 +42,7 @@ def test_tuning_reads_validation_splits_never_the_test_set(tmp_path, digits):
   for row in results["step_sizes"]:
     assert len(row["final"]) == 2
     assert all(np.isfinite(row["final"]))  # validation, not the NaN test
-  assert set(results["chosen_baseline_step_sizes"]) == set(presets.BASELINES)
+  assert set(results["chosen_baseline_step_sizes"]) == set(presets.ALTERNATIVES)
   # One stage-2 setting for each of the four adaptive algorithms.
   assert sorted(r["algorithm"] for r in results["amplitude_decay"]) == sorted(
       tuning.ADAPTIVE)
@@ -59,12 +59,12 @@ def test_tuning_reads_validation_splits_never_the_test_set(tmp_path, digits):
           tuned.sgd_lr_decay] == results["chosen_step_sizes"]["sgd"]
   assert list(tuned.adaptive_learning_rates
              ) == results["chosen_adaptive_learning_rates"]
-  for name in presets.BASELINES:
+  for name in presets.ALTERNATIVES:
     assert list(tuned.learning_rate(
         name)) == results["chosen_baseline_step_sizes"][name]
   text = tuning.markdown(results, "cmd")
   for section in ("## Stage 1", "## Stage 2", "## Choice", "## Stage 3",
-                  "Chosen (in bold)", *presets.BASELINES):
+                  "Chosen (in bold)", *presets.ALTERNATIVES):
     assert section in text
 
 
@@ -121,30 +121,22 @@ def test_a_larger_amplitude_beyond_one_standard_error_is_not_chosen():
 def test_an_amplitude_significantly_worse_than_uniform_is_not_chosen():
   # 3 is the best time-averaged, but every algorithm ends 0.01 below
   # uniform (t-interval below 0): set aside, 0.3 is the best, 1 the choice.
-  results = _stage2_results({
-      0.3: 0.0020,
-      1.0: 0.0015,
-      3.0: 0.0030
-  },
-                            final={3.0: -0.01})
+  gains = {0.3: 0.0020, 1.0: 0.0015, 3.0: 0.0030}
+  results = _stage2_results(gains, final={3.0: -0.01})
   summary = tuning.setting_summary(results)
   assert len(summary[(3.0, 0.5)]["worse"]) == len(tuning.ADAPTIVE)
   assert tuning.chosen(results) == (1.0, 0.5)
-  table = "\n".join(tuning._choice_lines(results))  # pylint: disable=protected-access
-  assert "| **1** | **0.5** | **+0.0015** | **0.0007** | **none** | **yes** |" in table
+  # pylint: disable-next=protected-access
+  table = "\n".join(tuning._choice_lines(results))
+  assert ("| **1** | **0.5** | **+0.0015** | **0.0007** | **none** | **yes** |"
+          in table)
   assert "| 0.3 | 0.5 | +0.0020 | 0.0007 | none | best |" in table
   assert "| 3 | 0.5 | +0.0030 | 0.0007 | AdaSamp-01-SGD (final)" in table
 
 
 def test_where_every_setting_is_worse_the_rule_runs_over_all():
-  results = _stage2_results({
-      0.3: 0.0020,
-      1.0: 0.0015
-  },
-                            final={
-                                0.3: -0.01,
-                                1.0: -0.01
-                            })
+  gains = {0.3: 0.0020, 1.0: 0.0015}
+  results = _stage2_results(gains, final={0.3: -0.01, 1.0: -0.01})
   assert tuning.chosen(results) == (1.0, 0.5)
 
 
@@ -162,7 +154,7 @@ def test_tuned_settings_take_the_choices_and_keep_old_results_working():
   assert old.baseline_learning_rates == preset.baseline_learning_rates
   results["chosen_baseline_step_sizes"] = {
       name: [0.6 + i, 0.01 * (presets.RUNS[name][2] == "sgd")]
-      for i, name in enumerate(presets.BASELINES)
+      for i, name in enumerate(presets.ALTERNATIVES)
   }
   tuned = tuning.tuned_settings(preset, results)
   assert (tuned.amplitude, tuned.decay) == (1.0, 0.5)

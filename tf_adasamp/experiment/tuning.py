@@ -7,11 +7,12 @@ training split, trains on the rest with seed s, and measures accuracy on the
 held-out part. The test split is never read, and the tuning seeds (100 and
 up by default) are not the reported trials' seeds (0 to trials - 1).
 
-  stage 1  step sizes, with uniform sampling and for each baseline of
-           presets.BASELINES: every SGD (eta, gamma) and every AdaGrad step
-           size of the grid, for each algorithm of that update rule; the
-           highest validation accuracy averaged over the run (area under
-           the curve divided by its length) wins.
+  stage 1  step sizes, with uniform sampling and for each method users
+           would run instead (presets.ALTERNATIVES: the baselines and the
+           methods from the field): every SGD (eta, gamma) and every AdaGrad
+           step size of the grid, for each algorithm of that update rule;
+           the highest validation accuracy averaged over the run (area
+           under the curve divided by its length) wins.
   stage 2  amplitude and decay, at the winning step sizes: every (amplitude,
            decay) of the grid for the four adaptive algorithms, each against
            its uniform counterpart of the same seed (stage 1's winner):
@@ -60,9 +61,9 @@ from tf_adasamp.experiment.training import run_files
 PROGRAM = "tf-adasamp-tuning"
 FLAGS = flags.FLAGS
 ADAPTIVE = presets.ADAPTIVE
-BASELINES = presets.BASELINES
+ALTERNATIVES = presets.ALTERNATIVES
 # The algorithms whose step sizes stage 1 tunes, uniform ones first.
-STAGE1 = ("Unif-SGD", "Unif-AdaGrad", *BASELINES)
+STAGE1 = ("Unif-SGD", "Unif-AdaGrad", *ALTERNATIVES)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -214,8 +215,8 @@ def tuned_settings(settings, results):
   baselines = {}
   if own is not None:
     baselines = dict(
-        baseline_learning_rates=tuple(own[name][0] for name in BASELINES),
-        baseline_lr_decays=tuple(own[name][1] for name in BASELINES))
+        baseline_learning_rates=tuple(own[name][0] for name in ALTERNATIVES),
+        baseline_lr_decays=tuple(own[name][1] for name in ALTERNATIVES))
   return dataclasses.replace(settings,
                              sgd_learning_rate=sgd_eta,
                              sgd_lr_decay=sgd_gamma,
@@ -252,7 +253,9 @@ def _stage1(options, seeds, base, train, results):
                  utility=utility,
                  optimizer=rule,
                  learning_rate=eta,
-                 lr_decay=gamma) for seed in seeds
+                 lr_decay=gamma,
+                 **presets.COMPETITOR_SAMPLERS.get(algorithm, {}))
+            for seed in seeds
         ] for eta, gamma in grids[rule]
     }
   train("stage 1, step sizes", [
@@ -279,7 +282,7 @@ def _stage1(options, seeds, base, train, results):
       presets.RUNS[name][2]: list(winners[name][0]) for name in STAGE1[:2]
   }
   results["chosen_baseline_step_sizes"] = {
-      name: list(winners[name][0]) for name in BASELINES
+      name: list(winners[name][0]) for name in ALTERNATIVES
   }
   return {presets.RUNS[name][2]: winners[name] for name in STAGE1[:2]}
 
@@ -493,7 +496,7 @@ def markdown(results, command):
 
 def _stage1_winner(results, algorithm):
   """Stage 1's [eta, gamma] for `algorithm`."""
-  if algorithm in BASELINES:
+  if algorithm in ALTERNATIVES:
     return results["chosen_baseline_step_sizes"][algorithm]
   return results["chosen_step_sizes"][presets.RUNS[algorithm][2]]
 

@@ -33,7 +33,7 @@ BASELINES = {
 # (the step's own, no extra pass), smoothed as their
 # AdaptiveAdditiveSmoothingSampler with its 0.5 (a third of the draws
 # uniform), and weighs each loss by 1 / (n q_i) so that the gradient stays
-# unbiased; with that, Unif-SGD's step size.
+# unbiased.
 COMPETITORS = {
     "IS-SGD": ("adaptive", "log_cross_entropy", "sgd"),
 }
@@ -46,6 +46,9 @@ COMPETITOR_SAMPLERS = {
              utility_at="step"),
 }
 RUNS = {**ALGORITHMS, **BASELINES, **COMPETITORS}
+# The methods users would run instead of Algorithm 1, each tuned for its own
+# step size as the uniform ones are (Settings.baseline_learning_rates).
+ALTERNATIVES = (*BASELINES, *COMPETITORS)
 # The decay recorded for uniform runs, which do not use it.
 UNIFORM_DECAY = 0.5
 
@@ -81,11 +84,13 @@ class Settings:
       "the order AdaSamp-01-SGD, AdaSamp-L1-SGD, AdaSamp-01-AdaGrad, "
       "AdaSamp-L1-AdaGrad; empty: their uniform counterparts'.")
   baseline_learning_rates: tuple = option(
-      (), "Comma-separated etas of the baselines, in the order of "
-      "presets.BASELINES; empty: their update rules'.")
+      (), "Comma-separated etas of the baselines and the methods from the "
+      f"field, in the order {', '.join(ALTERNATIVES)}; empty: their update "
+      "rules'.")
   baseline_lr_decays: tuple = option(
-      (), "Comma-separated gammas of the baselines (0 for AdaGrad ones), "
-      "in the order of presets.BASELINES; empty: their update rules'.")
+      (), "Comma-separated gammas of the baselines and the methods from "
+      f"the field (0 for AdaGrad ones), in the order "
+      f"{', '.join(ALTERNATIVES)}; empty: their update rules'.")
   sweep_algorithm: str = option(
       "AdaSamp-01-SGD", "Adaptive algorithm whose "
       "amplitude is swept.")
@@ -112,11 +117,9 @@ class Settings:
       eta, gamma = self.adagrad_learning_rate, 0.0
     if algorithm in ADAPTIVE:
       eta = self._own("adaptive_learning_rates", ADAPTIVE, algorithm, eta)
-    elif algorithm in BASELINES:
-      eta = self._own("baseline_learning_rates", tuple(BASELINES), algorithm,
-                      eta)
-      gamma = self._own("baseline_lr_decays", tuple(BASELINES), algorithm,
-                        gamma)
+    elif algorithm in ALTERNATIVES:
+      eta = self._own("baseline_learning_rates", ALTERNATIVES, algorithm, eta)
+      gamma = self._own("baseline_lr_decays", ALTERNATIVES, algorithm, gamma)
     return eta, gamma
 
   def _own(self, field, names, algorithm, default):
