@@ -29,9 +29,9 @@ def test_the_gpu_scale_is_the_papers_protocol(tmp_path):
   assert settings.steps * settings.batch_size / 60000 >= 20
   assert settings.eval_interval == 600  # an evaluation each epoch
   assert sorted({run.trial for run in runs}) == list(range(10))
-  # Six algorithms, the reshuffling baseline, and the sweep's other
-  # amplitudes, per trial.
-  assert len(runs) == 10 * (7 + len(settings.sweep_amplitudes) - 1)
+  # Six algorithms, the reshuffling baseline, importance sampling and the
+  # sweep's other amplitudes, per trial.
+  assert len(runs) == 10 * (8 + len(settings.sweep_amplitudes) - 1)
   assert set(settings.sweep_amplitudes) == {0.1, 0.3, 1.0, 3.0}
   assert all(run.config.model == "cnn" and run.config.jit_compile and
              run.config.train_eval_size == 10000 for run in runs)
@@ -99,10 +99,10 @@ def test_the_cpu_smoke_studys_archive_recomputes_its_summary(tmp_path):
   archive = report_dir / cnn_study.ARCHIVE
   summary = (report_dir / "summary.md").read_text()
   assert (report_dir / "figure1.png").exists()
-  # 2 trials x (6 algorithms + the reshuffling baseline + the sweep's one
-  # other amplitude), and the settings line.
+  # 2 trials x (6 algorithms + the reshuffling baseline + importance
+  # sampling + the sweep's one other amplitude), and the settings line.
   header, settings, runs = cnn_study.read_archive(archive, tmp_path / "read")
-  assert len(runs) == 16 and header["trials"] == 2
+  assert len(runs) == 18 and header["trials"] == 2
   assert settings == cnn_study.settings_for("cpu_smoke")
   assert all(run_records_end_at(run, settings.steps) for run in runs)
   assert cnn_study.summary_from_archive(archive) == summary

@@ -327,3 +327,25 @@ def test_the_summary_names_the_command_that_reproduces_it(tmp_path):
   assert ("Produced by `python -m tf_adasamp.experiment.reproduce "
           "--dataset=digits --model=logistic --trials=1 --steps=4 "
           "--eval_interval=2`.") in summary
+
+
+def test_plan_gives_baselines_their_own_step_sizes(tmp_path):
+  names = presets.ALTERNATIVES
+  gammas = tuple(0.001 * (presets.RUNS[name][2] == "sgd") for name in names)
+  settings = dataclasses.replace(TINY,
+                                 baseline_learning_rates=tuple(
+                                     0.2 + 0.1 * i for i in range(len(names))),
+                                 baseline_lr_decays=gammas)
+  runs = design.plan(settings, 1, str(tmp_path), "digits", model="logistic")
+  rates = {
+      run.algorithm: (run.config.learning_rate, run.config.lr_decay)
+      for run in runs
+  }
+  for i, name in enumerate(names):
+    assert rates[name] == pytest.approx((0.2 + 0.1 * i, gammas[i]))
+  # The others keep their update rules'.
+  assert rates["Unif-SGD"] == (0.1, 0.01)
+  assert rates["AdaSamp-01-SGD"] == (0.1, 0.01)
+  with pytest.raises(ValueError, match="baseline_learning_rates needs"):
+    design.plan(dataclasses.replace(TINY, baseline_learning_rates=(0.2,) * 9),
+                1, str(tmp_path), "digits")

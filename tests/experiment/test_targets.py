@@ -89,6 +89,7 @@ def test_compare_charges_the_second_forward_pass():
 
 
 SETTINGS = dataclasses.replace(presets.preset("fashion_mnist_5k", "mlp"),
+                               amplitude=0.1,
                                sweep_amplitudes=(0.1, 1.0),
                                train_accuracy_target=0.8,
                                test_accuracy_target=0.7)

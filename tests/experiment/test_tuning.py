@@ -1,8 +1,9 @@
-"""Tuning by cross-validation: validation splits, both stages, the choice."""
+"""Tuning by cross-validation: validation splits, the stages, the choice."""
 
 import dataclasses
 
 import numpy as np
+import pytest
 
 from tf_adasamp.experiment import tuning
 from tf_adasamp.experiment.study import design
@@ -10,8 +11,8 @@ from tf_adasamp.experiment.study import presets
 from tf_adasamp.experiment.training import datasets
 
 
-def test_tuning_reads_validation_splits_never_the_test_set(tmp_path):
-  full = datasets.load("digits")
+def test_tuning_reads_validation_splits_never_the_test_set(tmp_path, digits):
+  full = digits
   # A test split that would give accuracy 0 or garbage if it were read.
   poisoned = dataclasses.replace(full,
                                  x_test=full.x_test[:1] * np.nan,
@@ -33,25 +34,38 @@ def test_tuning_reads_validation_splits_never_the_test_set(tmp_path):
                                  eval_interval=2,
                                  batch_size=16)
   results = tuning.tune(options, poisoned, settings, log=lambda _: None)
-  # Two SGD step sizes and one AdaGrad step size, each over both seeds.
-  assert len(results["step_sizes"]) == 3
+  # Two SGD step sizes and one AdaGrad step size for each algorithm of the
+  # rule (uniform ones and baselines), each over both seeds.
+  grid = {"sgd": 2, "adagrad": 1}
+  assert len(results["step_sizes"]) == sum(
+      grid[presets.RUNS[name][2]] for name in tuning.STAGE1)
   for row in results["step_sizes"]:
     assert len(row["final"]) == 2
     assert all(np.isfinite(row["final"]))  # validation, not the NaN test
+  assert set(results["chosen_baseline_step_sizes"]) == set(presets.ALTERNATIVES)
   # One stage-2 setting for each of the four adaptive algorithms.
   assert sorted(r["algorithm"] for r in results["amplitude_decay"]) == sorted(
       tuning.ADAPTIVE)
-  best, safe = tuning.chosen(results)
-  assert best == (1.0, 0.5)
+  assert tuning.chosen(results) == (1.0, 0.5)
   # Stage 3: each adaptive algorithm at its rule's step size and twice it.
   assert len(results["adaptive_step_sizes"]) == 2 * len(tuning.ADAPTIVE)
   chosen_sgd = results["chosen_step_sizes"]["sgd"][0]
   assert results["chosen_adaptive_learning_rates"][0] in (chosen_sgd,
                                                           2 * chosen_sgd)
+  # The JSON's settings are the chosen ones, not the preset's.
+  tuned = presets.Settings(**results["settings"])
+  assert (tuned.amplitude, tuned.decay) == (1.0, 0.5)
+  assert [tuned.sgd_learning_rate,
+          tuned.sgd_lr_decay] == results["chosen_step_sizes"]["sgd"]
+  assert list(tuned.adaptive_learning_rates
+             ) == results["chosen_adaptive_learning_rates"]
+  for name in presets.ALTERNATIVES:
+    assert list(tuned.learning_rate(
+        name)) == results["chosen_baseline_step_sizes"][name]
   text = tuning.markdown(results, "cmd")
-  for section in ("## Stage 1", "## Stage 2", "## Stage 3", "Best mean"):
+  for section in ("## Stage 1", "## Stage 2", "## Choice", "## Stage 3",
+                  "Chosen (in bold)", *presets.ALTERNATIVES):
     assert section in text
-  assert len(safe) <= 1
 
 
 def test_validation_data_differs_per_seed():
@@ -60,3 +74,92 @@ def test_validation_data_differs_per_seed():
   second = tuning._validation_data(full, 300, design.Run("a", 0, 101, None))  # pylint: disable=protected-access
   assert len(first.y_test) == 300
   assert not np.array_equal(first.y_test, second.y_test)
+
+
+# Per-seed noise of the synthetic stage 2 below: its standard error over the
+# 5 seeds is 0.0016 / sqrt(5) = 0.0007.
+NOISE = np.array([-0.002, -0.001, 0.0, 0.001, 0.002])
+
+
+def _stage2_results(gains, final=None):
+  """Tuning results whose stage 2 has each adaptive algorithm gain
+  gains[amplitude] + NOISE over uniform (time-averaged), and
+  final[amplitude] + NOISE at the end (0 where not given)."""
+  final = final or {}
+  return {
+      "amplitude_decay": [{
+          "amplitude": amplitude,
+          "decay": 0.5,
+          "algorithm": algorithm,
+          "auc_difference": (gain + NOISE).tolist(),
+          "final_difference": (final.get(amplitude, 0.0) + NOISE).tolist(),
+          "max_kl": [0.0] * len(NOISE)
+      } for amplitude, gain in gains.items() for algorithm in tuning.ADAPTIVE]
+  }
+
+
+def test_setting_summary_gives_the_standard_error_over_seeds():
+  summary = tuning.setting_summary(_stage2_results({0.3: 0.002}))
+  entry = summary[(0.3, 0.5)]
+  assert entry["mean"] == pytest.approx(0.002)
+  assert entry["se"] == pytest.approx(np.std(NOISE, ddof=1) / np.sqrt(5))
+  assert entry["worse"] == []
+
+
+def test_a_larger_amplitude_within_one_standard_error_is_chosen():
+  # The best is 0.3 (+0.0020); 1 is 0.0005 below it, within its SE 0.0007.
+  results = _stage2_results({0.1: 0.0010, 0.3: 0.0020, 1.0: 0.0015})
+  assert tuning.chosen(results) == (1.0, 0.5)
+
+
+def test_a_larger_amplitude_beyond_one_standard_error_is_not_chosen():
+  # 1 is 0.0009 below the best, more than its SE 0.0007; 3 further still.
+  results = _stage2_results({0.1: 0.0010, 0.3: 0.0020, 1.0: 0.0011, 3.0: 0})
+  assert tuning.chosen(results) == (0.3, 0.5)
+
+
+def test_an_amplitude_significantly_worse_than_uniform_is_not_chosen():
+  # 3 is the best time-averaged, but every algorithm ends 0.01 below
+  # uniform (t-interval below 0): set aside, 0.3 is the best, 1 the choice.
+  gains = {0.3: 0.0020, 1.0: 0.0015, 3.0: 0.0030}
+  results = _stage2_results(gains, final={3.0: -0.01})
+  summary = tuning.setting_summary(results)
+  assert len(summary[(3.0, 0.5)]["worse"]) == len(tuning.ADAPTIVE)
+  assert tuning.chosen(results) == (1.0, 0.5)
+  # pylint: disable-next=protected-access
+  table = "\n".join(tuning._choice_lines(results))
+  assert ("| **1** | **0.5** | **+0.0015** | **0.0007** | **none** | **yes** |"
+          in table)
+  assert "| 0.3 | 0.5 | +0.0020 | 0.0007 | none | best |" in table
+  assert "| 3 | 0.5 | +0.0030 | 0.0007 | AdaSamp-01-SGD (final)" in table
+
+
+def test_where_every_setting_is_worse_the_rule_runs_over_all():
+  gains = {0.3: 0.0020, 1.0: 0.0015}
+  results = _stage2_results(gains, final={0.3: -0.01, 1.0: -0.01})
+  assert tuning.chosen(results) == (1.0, 0.5)
+
+
+def test_tuned_settings_take_the_choices_and_keep_old_results_working():
+  results = {
+      "chosen_step_sizes": {
+          "sgd": [0.3, 0.001],
+          "adagrad": [0.1, 0.0]
+      },
+      "stage3_setting": [1.0, 0.5],
+      "chosen_adaptive_learning_rates": [0.15, 0.3, 0.1, 0.2],
+  }
+  preset = presets.preset("fashion_mnist_5k", "mlp")
+  old = tuning.tuned_settings(preset, results)
+  assert old.baseline_learning_rates == preset.baseline_learning_rates
+  results["chosen_baseline_step_sizes"] = {
+      name: [0.6 + i, 0.01 * (presets.RUNS[name][2] == "sgd")]
+      for i, name in enumerate(presets.ALTERNATIVES)
+  }
+  tuned = tuning.tuned_settings(preset, results)
+  assert (tuned.amplitude, tuned.decay) == (1.0, 0.5)
+  assert tuned.learning_rate("Unif-SGD") == (0.3, 0.001)
+  assert tuned.learning_rate("AdaSamp-01-SGD") == (0.15, 0.001)
+  assert tuned.learning_rate("AdaSamp-L1-AdaGrad") == (0.2, 0.0)
+  for name, step_size in results["chosen_baseline_step_sizes"].items():
+    assert list(tuned.learning_rate(name)) == step_size

@@ -38,6 +38,7 @@ from absl import logging
 
 from tf_adasamp import _validation
 from tf_adasamp.experiment import flags as flags_lib
+from tf_adasamp.experiment import tuning
 from tf_adasamp.experiment.flags import option
 from tf_adasamp.experiment.study import design
 from tf_adasamp.experiment.study import pool
@@ -127,22 +128,11 @@ def settings_for(scale, tuned=None, epochs=None, num_train=60000):
   if tuned is None:
     return settings
   with open(tuned) as f:
-    chosen = json.load(f)
-  (sgd_eta, sgd_gamma), (adagrad_eta,
-                         _) = (chosen["chosen_step_sizes"]["sgd"],
-                               chosen["chosen_step_sizes"]["adagrad"])
-  amplitude, decay = chosen["stage3_setting"]
-  if amplitude not in settings.sweep_amplitudes:
-    raise ValueError(f"tuned amplitude {amplitude:g} is not among the "
-                     f"sweep's {settings.sweep_amplitudes}")
-  return dataclasses.replace(settings,
-                             sgd_learning_rate=sgd_eta,
-                             sgd_lr_decay=sgd_gamma,
-                             adagrad_learning_rate=adagrad_eta,
-                             amplitude=amplitude,
-                             decay=decay,
-                             adaptive_learning_rates=tuple(
-                                 chosen["chosen_adaptive_learning_rates"]))
+    settings = tuning.tuned_settings(settings, json.load(f))
+  if settings.amplitude not in settings.sweep_amplitudes:
+    raise ValueError(f"tuned amplitude {settings.amplitude:g} is not among "
+                     f"the sweep's {settings.sweep_amplitudes}")
+  return settings
 
 
 def load_data(scale):

@@ -7,27 +7,28 @@ training split, trains on the rest with seed s, and measures accuracy on the
 held-out part. The test split is never read, and the tuning seeds (100 and
 up by default) are not the reported trials' seeds (0 to trials - 1).
 
-  stage 1  step sizes, with uniform sampling: every SGD (eta, gamma) and
-           every AdaGrad step size of the grid; the highest validation
-           accuracy averaged over the run (area under the curve divided by
-           its length) wins.
+  stage 1  step sizes, with uniform sampling and for each method users
+           would run instead (presets.ALTERNATIVES: the baselines and the
+           methods from the field): every SGD (eta, gamma) and every AdaGrad
+           step size of the grid, for each algorithm of that update rule;
+           the highest validation accuracy averaged over the run (area
+           under the curve divided by its length) wins.
   stage 2  amplitude and decay, at the winning step sizes: every (amplitude,
            decay) of the grid for the four adaptive algorithms, each against
            its uniform counterpart of the same seed (stage 1's winner):
            paired differences of the time-averaged and of the final
-           validation accuracy, with 95% t-intervals.
+           validation accuracy, with 95% t-intervals; `chosen` picks one.
   stage 3  each adaptive algorithm's own step size, at the chosen amplitude
            and decay: its update rule's winning step size times each of
            --adaptive_lr_factors (and 1, stage 2's run), by the highest
            time-averaged validation accuracy.
 
-It writes a markdown report (and the same numbers as JSON beside it) naming
-the stage-2 setting with the best mean time-averaged gain, the settings for
-which no algorithm is worse than uniform sampling at 95% confidence, and
-each adaptive algorithm's step size (the experiment's preset):
+It writes a markdown report (and the same numbers as JSON beside it, whose
+`settings` block is the preset with the chosen values) naming each
+algorithm's step size, the amplitude and the decay:
 
   python -m tf_adasamp.experiment.tuning --dataset=fashion_mnist_5k \\
-      --seeds=100,101,102 --validation_size=1000 --decays=0.5 \\
+      --seeds=100,101,102,103,104 --validation_size=1000 --decays=0.5 \\
       --output_dir=runs/tuning/fashion_mnist_5k \\
       --report=docs/experiment/tuning/fashion_mnist_5k.md
 
@@ -60,6 +61,9 @@ from tf_adasamp.experiment.training import run_files
 PROGRAM = "tf-adasamp-tuning"
 FLAGS = flags.FLAGS
 ADAPTIVE = presets.ADAPTIVE
+ALTERNATIVES = presets.ALTERNATIVES
+# The algorithms whose step sizes stage 1 tunes, uniform ones first.
+STAGE1 = ("Unif-SGD", "Unif-AdaGrad", *ALTERNATIVES)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,69 +180,114 @@ def tune(options, full_data, settings, log=print):
                                 resume=True)
   data = functools.partial(_validation_data, full_data, options.validation_size)
 
-  def train(runs):
+  def train(stage, runs):
+    log(f"{stage}: {len(runs)} runs")
     start = time.time()
     pool.run_all(runs, data, workers=options.workers)
-    log(f"{len(runs)} runs in {time.time() - start:.0f} s")
+    log(f"{stage}: {len(runs)} runs in {time.time() - start:.0f} s")
 
-  results = {
-      "options": dataclasses.asdict(options),
-      "settings": dataclasses.asdict(settings),
-  }
-  baselines = _stage1(options, seeds, base, train, results)
-  stage2 = _stage2(options, seeds, base, train, results, baselines)
-  _stage3(options, base, train, results, baselines, stage2)
+  results = {"options": dataclasses.asdict(options)}
+  uniform = _stage1(options, seeds, base, train, results)
+  stage2 = _stage2(options, seeds, base, train, results, uniform)
+  _stage3(options, base, train, results, uniform, stage2)
+  results["settings"] = dataclasses.asdict(tuned_settings(settings, results))
   return results
 
 
+def tuned_settings(settings, results):
+  """Settings with the tuning's choices.
+
+  Args:
+    settings: presets.Settings to start from.
+    results: tune's results, or its JSON file read back.
+
+  Returns:
+    `settings` with the chosen step sizes (the baselines' too where the
+    results have them), amplitude and decay.
+  """
+  (sgd_eta, sgd_gamma), (adagrad_eta,
+                         _) = (results["chosen_step_sizes"]["sgd"],
+                               results["chosen_step_sizes"]["adagrad"])
+  amplitude, decay = results["stage3_setting"]
+  # Results of a tuning before the baselines had their own step sizes
+  # leave the settings' own.
+  own = results.get("chosen_baseline_step_sizes")
+  baselines = {}
+  if own is not None:
+    baselines = dict(
+        baseline_learning_rates=tuple(own[name][0] for name in ALTERNATIVES),
+        baseline_lr_decays=tuple(own[name][1] for name in ALTERNATIVES))
+  return dataclasses.replace(settings,
+                             sgd_learning_rate=sgd_eta,
+                             sgd_lr_decay=sgd_gamma,
+                             adagrad_learning_rate=adagrad_eta,
+                             amplitude=amplitude,
+                             decay=decay,
+                             adaptive_learning_rates=tuple(
+                                 results["chosen_adaptive_learning_rates"]),
+                             **baselines)
+
+
 def _stage1(options, seeds, base, train, results):
-  """Step sizes with uniform sampling; {rule: ((eta, gamma), runs)}."""
-  candidates = {
+  """Step sizes of the uniform algorithms and the baselines; {algorithm:
+  ((eta, gamma), runs at those)}."""
+  grids = {
       "sgd": [(eta, gamma)
               for eta in floats(options.sgd_learning_rates)
               for gamma in floats(options.sgd_lr_decays)],
       "adagrad": [(eta, 0.0) for eta in floats(options.adagrad_learning_rates)]
   }
-  stage1 = {rule: {} for rule in candidates}
-  for rule, grid in candidates.items():
-    for eta, gamma in grid:
-      name = f"{rule}-eta{eta:g}-gamma{gamma:g}"
-      stage1[rule][(eta, gamma)] = [
-          _run(f"Unif-{'SGD' if rule == 'sgd' else 'AdaGrad'}",
-               seed,
-               os.path.join(options.output_dir, "stage1", name),
-               base,
-               sampling="uniform",
-               optimizer=rule,
-               learning_rate=eta,
-               lr_decay=gamma) for seed in seeds
-      ]
-  train([
-      run for runs in stage1.values() for group in runs.values()
-      for run in group
+  stage1 = {}
+  for algorithm in STAGE1:
+    sampling, utility, rule = presets.RUNS[algorithm]
+    # Uniform runs keep the directories of the tuning before the baselines.
+    prefix = rule if sampling == "uniform" else algorithm
+    stage1[algorithm] = {
+        (eta, gamma): [
+            _run(algorithm,
+                 seed,
+                 os.path.join(options.output_dir, "stage1",
+                              f"{prefix}-eta{eta:g}-gamma{gamma:g}"),
+                 base,
+                 sampling=sampling,
+                 utility=utility,
+                 optimizer=rule,
+                 learning_rate=eta,
+                 lr_decay=gamma,
+                 **presets.COMPETITOR_SAMPLERS.get(algorithm, {}))
+            for seed in seeds
+        ] for eta, gamma in grids[rule]
+    }
+  train("stage 1, step sizes", [
+      run for grid in stage1.values() for runs in grid.values() for run in runs
   ])
-  results["step_sizes"], results["chosen_step_sizes"] = [], {}
-  baselines = {}
-  for rule, grid in stage1.items():
-    best = None
+  results["step_sizes"] = []
+  winners = {}
+  for algorithm, grid in stage1.items():
+    rows = {}
     for (eta, gamma), runs in grid.items():
       scores = np.array([_scores(run)[:2] for run in runs])
-      row = {
-          "rule": rule,
+      rows[(eta, gamma)] = {
+          "algorithm": algorithm,
+          "rule": presets.RUNS[algorithm][2],
           "eta": eta,
           "gamma": gamma,
           "auc": scores[:, 0].tolist(),
           "final": scores[:, 1].tolist()
       }
-      results["step_sizes"].append(row)
-      if best is None or scores[:, 0].mean() > np.mean(best[1]["auc"]):
-        best = ((eta, gamma), row, runs)
-    results["chosen_step_sizes"][rule] = list(best[0])
-    baselines[rule] = (best[0], best[2])
-  return baselines
+    results["step_sizes"] += rows.values()
+    best = max(rows.items(), key=lambda item: np.mean(item[1]["auc"]))[0]
+    winners[algorithm] = (best, grid[best])
+  results["chosen_step_sizes"] = {
+      presets.RUNS[name][2]: list(winners[name][0]) for name in STAGE1[:2]
+  }
+  results["chosen_baseline_step_sizes"] = {
+      name: list(winners[name][0]) for name in ALTERNATIVES
+  }
+  return {presets.RUNS[name][2]: winners[name] for name in STAGE1[:2]}
 
 
-def _stage2(options, seeds, base, train, results, baselines):
+def _stage2(options, seeds, base, train, results, uniform):
   """Amplitude and decay of the adaptive algorithms against uniform;
   {(amplitude, decay, algorithm): runs}."""
   count = options.stage2_seeds or len(seeds)
@@ -246,7 +295,7 @@ def _stage2(options, seeds, base, train, results, baselines):
   for amplitude in floats(options.amplitudes):
     for decay in floats(options.decays):
       for algorithm in ADAPTIVE:
-        eta, gamma = baselines[presets.ALGORITHMS[algorithm][2]][0]
+        eta, gamma = uniform[presets.ALGORITHMS[algorithm][2]][0]
         stage2[(amplitude, decay, algorithm)] = [
             _adaptive_run(
                 algorithm, seed,
@@ -254,13 +303,14 @@ def _stage2(options, seeds, base, train, results, baselines):
                              f"{algorithm}-a{amplitude:g}-d{decay:g}"), base,
                 eta, gamma, amplitude, decay) for seed in seeds[:count]
         ]
-  train([run for runs in stage2.values() for run in runs])
+  train("stage 2, amplitude and decay",
+        [run for runs in stage2.values() for run in runs])
   results["stage2_seeds"] = seeds[:count]
   results["amplitude_decay"] = []
   for (amplitude, decay, algorithm), runs in stage2.items():
     rule = presets.ALGORITHMS[algorithm][2]
     ours = np.array([_scores(run) for run in runs])
-    theirs = np.array([_scores(run)[:2] for run in baselines[rule][1][:count]])
+    theirs = np.array([_scores(run)[:2] for run in uniform[rule][1][:count]])
     results["amplitude_decay"].append({
         "amplitude": amplitude,
         "decay": decay,
@@ -272,13 +322,13 @@ def _stage2(options, seeds, base, train, results, baselines):
   return stage2
 
 
-def _stage3(options, base, train, results, baselines, stage2):
+def _stage3(options, base, train, results, uniform, stage2):
   """Each adaptive algorithm's own step size at the chosen amplitude and
   decay."""
-  (amplitude, decay), _ = chosen(results)
+  amplitude, decay = chosen(results)
   grid, new_runs = {}, []
   for algorithm in ADAPTIVE:
-    (eta, gamma), _ = baselines[presets.ALGORITHMS[algorithm][2]]
+    (eta, gamma), _ = uniform[presets.ALGORITHMS[algorithm][2]]
     grid[(algorithm, eta)] = stage2[(amplitude, decay, algorithm)]
     for factor in floats(options.adaptive_lr_factors):
       grid[(algorithm, eta * factor)] = [
@@ -290,7 +340,7 @@ def _stage3(options, base, train, results, baselines, stage2):
           for run in grid[(algorithm, eta)]
       ]
       new_runs += grid[(algorithm, eta * factor)]
-  train(new_runs)
+  train("stage 3, adaptive step sizes", new_runs)
   results["stage3_setting"] = [amplitude, decay]
   results["adaptive_step_sizes"] = [{
       "algorithm": algorithm,
@@ -306,27 +356,75 @@ def _stage3(options, base, train, results, baselines, stage2):
   ]
 
 
-def _settings_summary(results):
-  """Per (amplitude, decay): mean time-averaged gain over the algorithms,
-  and whether any algorithm is worse than uniform at 95% confidence."""
-  summary = {}
+def setting_summary(results):
+  """Stage 2's settings as `chosen` compares them.
+
+  Args:
+    results: tune's results, or its JSON file read back.
+
+  Returns:
+    {(amplitude, decay): {"gains": per seed, the Δ time-averaged validation
+    accuracy averaged over the adaptive algorithms; "mean" and "se" (its
+    standard error) of those over the seeds; "worse": the algorithms worse
+    than uniform at 95% confidence, time-averaged or final}}.
+  """
+  gains, worse = {}, {}
   for row in results["amplitude_decay"]:
     key = (row["amplitude"], row["decay"])
-    entry = summary.setdefault(key, {"gains": [], "worse": []})
-    entry["gains"].append(np.mean(row["auc_difference"]))
+    gains.setdefault(key, []).append(row["auc_difference"])
+    worse.setdefault(key, [])
     for metric in ("auc_difference", "final_difference"):
-      test = verdicts.paired_test(row[metric])
-      if test.high < 0:  # the interval excludes 0 below it
-        entry["worse"].append(f"{row['algorithm']} ({metric.split('_')[0]})")
+      if verdicts.paired_test(row[metric]).high < 0:  # excludes 0 below it
+        worse[key].append(f"{row['algorithm']} ({metric.split('_')[0]})")
+  summary = {}
+  for key, rows in gains.items():
+    per_seed = np.mean(rows, axis=0)
+    summary[key] = {
+        "gains": per_seed.tolist(),
+        "mean": float(per_seed.mean()),
+        "se": (float(per_seed.std(ddof=1) /
+                     np.sqrt(len(per_seed))) if len(per_seed) > 1 else 0.0),
+        "worse": worse[key]
+    }
   return summary
 
 
 def chosen(results):
-  """(the best (amplitude, decay) by mean time-averaged gain, the settings
-  with no algorithm worse than uniform at 95% confidence)."""
-  summary = _settings_summary(results)
-  best = max(summary, key=lambda key: np.mean(summary[key]["gains"]))
-  return best, [key for key, entry in summary.items() if not entry["worse"]]
+  """Stage 2's (amplitude, decay): the largest amplitude within one standard
+  error of the best, among the settings with no algorithm worse than
+  uniform.
+
+  A setting's gain is, per tuning seed, the time-averaged validation
+  accuracy of each adaptive algorithm minus that of its uniform counterpart
+  (same seed), averaged over the four algorithms. Settings where an
+  algorithm is worse than uniform at 95% confidence (time-averaged or
+  final) are set aside, unless every setting is. Of the others the one with
+  the highest mean gain over the seeds is the best; at its decay, the
+  largest amplitude whose mean gain is at least the best's minus the
+  best's standard error over the seeds is chosen: of the settings the
+  seeds cannot tell apart from the best, the strongest adaptation.
+
+  Args:
+    results: tune's results (or its JSON file read back).
+
+  Returns:
+    (amplitude, decay).
+  """
+  _, within = _within_one_se(setting_summary(results))
+  return max(within, key=lambda key: key[0])
+
+
+def _within_one_se(summary):
+  """(the best setting, the settings within one standard error of it at
+  its decay) of `summary`, by `chosen`'s rule."""
+  safe = [key for key, entry in summary.items() if not entry["worse"]]
+  candidates = safe or list(summary)
+  best = max(candidates, key=lambda key: summary[key]["mean"])
+  floor = summary[best]["mean"] - summary[best]["se"]
+  return best, [
+      key for key in candidates
+      if key[1] == best[1] and summary[key]["mean"] >= floor
+  ]
 
 
 def _interval(values):
@@ -352,27 +450,27 @@ def markdown(results, command):
       "is the area under the validation-accuracy curve divided by its "
       "length (it rewards learning early as well as ending high).",
       "",
-      "## Stage 1: step sizes (uniform sampling)",
+      "## Stage 1: step sizes (uniform sampling and the baselines)",
       "",
-      "| update rule | eta | gamma | validation accuracy, time-averaged | "
-      "final validation accuracy |",
-      "|---|---|---|---|---|",
+      "| algorithm | update rule | eta | gamma | validation accuracy, "
+      "time-averaged | final validation accuracy |",
+      "|---|---|---|---|---|---|",
   ]
   for row in results["step_sizes"]:
-    winner = [row["eta"],
-              row["gamma"]] == results["chosen_step_sizes"][row["rule"]]
     cells = [
-        row["rule"], f"{row['eta']:g}", f"{row['gamma']:g}",
+        row["algorithm"], row["rule"], f"{row['eta']:g}", f"{row['gamma']:g}",
         report.mean_std(row["auc"]),
         report.mean_std(row["final"])
     ]
-    if winner:
+    if [row["eta"], row["gamma"]] == _stage1_winner(results, row["algorithm"]):
       cells = [f"**{cell}**" for cell in cells]
     lines.append("| " + " | ".join(cells) + " |")
   lines += [
       "",
-      "(mean ± std over the seeds; the winner of each update rule in bold:"
-      " SGD's step size is eta / (1 + gamma t).)",
+      "(mean ± std over the seeds; the winner of each algorithm in bold:"
+      " SGD's step size is eta / (1 + gamma t). The adaptive algorithms "
+      "start from their uniform counterpart's; the baselines keep their "
+      "own.)",
       "",
       "## Stage 2: amplitude and decay (adaptive minus uniform, same seed)",
       "",
@@ -396,27 +494,51 @@ def markdown(results, command):
   return "\n".join(lines) + "\n"
 
 
+def _stage1_winner(results, algorithm):
+  """Stage 1's [eta, gamma] for `algorithm`."""
+  if algorithm in ALTERNATIVES:
+    return results["chosen_baseline_step_sizes"][algorithm]
+  return results["chosen_step_sizes"][presets.RUNS[algorithm][2]]
+
+
 def _choice_lines(results):
-  best, safe = chosen(results)
+  summary = setting_summary(results)
+  choice = chosen(results)
+  best, within = _within_one_se(summary)
+  floor = summary[best]["mean"] - summary[best]["se"]
   lines = [
       "",
       "## Choice",
       "",
-      "| amplitude | decay | mean Δ time-averaged (4 algorithms) | "
-      "worse than uniform at 95% |",
-      "|---|---|---|---|",
+      "Per seed, the Δ time-averaged validation accuracy averaged over the "
+      "four adaptive algorithms; its mean and standard error (SE) over the "
+      "seeds. Rule (`tuning.chosen`): among the settings with no algorithm "
+      "worse than uniform at 95% (time-averaged or final), the largest "
+      "amplitude whose mean is within one SE of the best mean (at the "
+      "best's decay)." +
+      ("" if any(not entry["worse"] for entry in summary.values()) else
+       " No setting is free of an algorithm worse than uniform: the rule "
+       "ran over all of them."),
+      "",
+      "| amplitude | decay | mean Δ time-averaged (4 algorithms) | SE | "
+      "worse than uniform at 95% | within 1 SE of the best |",
+      "|---|---|---|---|---|---|",
   ]
-  for key, entry in _settings_summary(results).items():
-    lines.append(f"| {key[0]:g} | {key[1]:g} | "
-                 f"{np.mean(entry['gains']):+.4f} | "
-                 f"{', '.join(entry['worse']) or 'none'} |")
+  for key, entry in summary.items():
+    cells = [
+        f"{key[0]:g}", f"{key[1]:g}", f"{entry['mean']:+.4f}",
+        f"{entry['se']:.4f}", ", ".join(entry["worse"]) or "none",
+        ("best" if key == best else "yes") if key in within else "no"
+    ]
+    if key == choice:
+      cells = [f"**{cell}**" for cell in cells]
+    lines.append("| " + " | ".join(cells) + " |")
   return lines + [
       "",
-      f"- Best mean time-averaged gain: amplitude {best[0]:g}, decay "
-      f"{best[1]:g}.",
-      "- No algorithm worse than uniform (time-averaged or final): " +
-      (", ".join(f"amplitude {a:g} / decay {d:g}" for a, d in safe) or "none") +
-      ".",
+      f"- Best mean: amplitude {best[0]:g}, decay {best[1]:g} "
+      f"({summary[best]['mean']:+.4f}, SE {summary[best]['se']:.4f}; within "
+      f"one SE: at least {floor:+.4f}).",
+      f"- Chosen (in bold): amplitude {choice[0]:g}, decay {choice[1]:g}.",
   ]
 
 
@@ -426,7 +548,7 @@ def _stage3_lines(results):
       "",
       "## Stage 3: each adaptive algorithm's step size",
       "",
-      f"At amplitude {amplitude:g} and decay {decay:g} (stage 2's best); "
+      f"At amplitude {amplitude:g} and decay {decay:g} (stage 2's choice); "
       "time-averaged validation accuracy, mean ± std over the stage-2 seeds; "
       "the winner of each algorithm in bold.",
       "",

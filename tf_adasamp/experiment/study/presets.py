@@ -33,7 +33,7 @@ BASELINES = {
 # (the step's own, no extra pass), smoothed as their
 # AdaptiveAdditiveSmoothingSampler with its 0.5 (a third of the draws
 # uniform), and weighs each loss by 1 / (n q_i) so that the gradient stays
-# unbiased; with that, Unif-SGD's step size.
+# unbiased.
 COMPETITORS = {
     "IS-SGD": ("adaptive", "log_cross_entropy", "sgd"),
 }
@@ -46,6 +46,9 @@ COMPETITOR_SAMPLERS = {
              utility_at="step"),
 }
 RUNS = {**ALGORITHMS, **BASELINES, **COMPETITORS}
+# The methods users would run instead of Algorithm 1, each tuned for its own
+# step size as the uniform ones are (Settings.baseline_learning_rates).
+ALTERNATIVES = (*BASELINES, *COMPETITORS)
 # The decay recorded for uniform runs, which do not use it.
 UNIFORM_DECAY = 0.5
 
@@ -80,6 +83,14 @@ class Settings:
       (), "Comma-separated step sizes of the four adaptive algorithms, in "
       "the order AdaSamp-01-SGD, AdaSamp-L1-SGD, AdaSamp-01-AdaGrad, "
       "AdaSamp-L1-AdaGrad; empty: their uniform counterparts'.")
+  baseline_learning_rates: tuple = option(
+      (), "Comma-separated etas of the baselines and the methods from the "
+      f"field, in the order {', '.join(ALTERNATIVES)}; empty: their update "
+      "rules'.")
+  baseline_lr_decays: tuple = option(
+      (), "Comma-separated gammas of the baselines and the methods from "
+      f"the field (0 for AdaGrad ones), in the order "
+      f"{', '.join(ALTERNATIVES)}; empty: their update rules'.")
   sweep_algorithm: str = option(
       "AdaSamp-01-SGD", "Adaptive algorithm whose "
       "amplitude is swept.")
@@ -104,13 +115,23 @@ class Settings:
       eta, gamma = self.sgd_learning_rate, self.sgd_lr_decay
     else:
       eta, gamma = self.adagrad_learning_rate, 0.0
-    if self.adaptive_learning_rates and algorithm in ADAPTIVE:
-      if len(self.adaptive_learning_rates) != len(ADAPTIVE):
-        raise ValueError(
-            f"adaptive_learning_rates needs {len(ADAPTIVE)} values (one per "
-            f"adaptive algorithm), got {self.adaptive_learning_rates}")
-      eta = float(self.adaptive_learning_rates[ADAPTIVE.index(algorithm)])
+    if algorithm in ADAPTIVE:
+      eta = self._own("adaptive_learning_rates", ADAPTIVE, algorithm, eta)
+    elif algorithm in ALTERNATIVES:
+      eta = self._own("baseline_learning_rates", ALTERNATIVES, algorithm, eta)
+      gamma = self._own("baseline_lr_decays", ALTERNATIVES, algorithm, gamma)
     return eta, gamma
+
+  def _own(self, field, names, algorithm, default):
+    """`algorithm`'s entry of the per-algorithm tuple `field` (one value
+    per name of `names`), or `default` where the tuple is empty."""
+    values = getattr(self, field)
+    if not values:
+      return default
+    if len(values) != len(names):
+      raise ValueError(f"{field} needs {len(names)} values (one per "
+                       f"algorithm of {', '.join(names)}), got {values}")
+    return float(values[names.index(algorithm)])
 
 
 # The model each data set runs by default.
@@ -149,22 +170,28 @@ PRESETS = {
                  test_accuracy_target=0.825,
                  sweep_amplitudes=(0.1, 0.3, 1.0, 3.0, 10.0)),
     # The main job: 3000 steps, 60 epochs of the 5000 training images, long
-    # enough for uniform sampling to fit them. Step sizes, amplitude and
-    # decay from `python -m tf_adasamp.experiment.tuning`
-    # (docs/experiment/tuning/fashion_mnist_5k.md).
+    # enough for uniform sampling to fit them. Every step size (Shuffle-SGD's
+    # and IS-SGD's too), amplitude and decay from `python -m
+    # tf_adasamp.experiment.tuning` on 5 seeds
+    # (docs/experiment/tuning/fashion_mnist_5k.md): amplitude 0.3 is the
+    # largest within one standard error of the best mean validation gain
+    # (amplitude 0.1's, which the seeds cannot tell from 0); 3 is worse than
+    # uniform for all four algorithms.
     ("fashion_mnist_5k", "mlp"):
         Settings(steps=3000,
                  eval_interval=100,
                  sgd_learning_rate=0.3,
                  sgd_lr_decay=0.001,
                  adagrad_learning_rate=0.1,
-                 amplitude=0.1,
+                 amplitude=0.3,
                  decay=0.5,
                  train_accuracy_target=0.97,
                  test_accuracy_target=0.84,
                  sweep_both_utilities=True,
                  sweep_amplitudes=(0.1, 0.3, 1.0, 3.0, 10.0),
-                 adaptive_learning_rates=(0.3, 0.3, 0.1, 0.1)),
+                 adaptive_learning_rates=(0.3, 0.3, 0.1, 0.1),
+                 baseline_learning_rates=(0.3, 0.3),
+                 baseline_lr_decays=(0.001, 0.001)),
     # The paper's CNN on all 60000 training images: 12000 steps, 20 epochs,
     # an evaluation each epoch; on a GPU (tf_adasamp.experiment.cnn_study).
     # Step sizes, amplitude and decay are starting points that the device
@@ -223,9 +250,10 @@ TUNING = {
         _CROSS_VALIDATED + " Step sizes with uniform sampling, shared by "
         "the adaptive variants; one amplitude and decay for all four.",
     ("fashion_mnist_5k", "mlp"):
-        _CROSS_VALIDATED + " Step sizes with uniform sampling, then "
-        "amplitude and decay, then each adaptive variant's own step size at "
-        "that amplitude and decay.",
+        _CROSS_VALIDATED + " Step sizes with uniform sampling (each "
+        "baseline's its own), then amplitude and decay (the largest "
+        "amplitude within one standard error of the best), then each "
+        "adaptive variant's own step size at that amplitude and decay.",
     ("fashion_mnist", "cnn"):
         ("Cross-validated on the GPU by benchmarks/gpu_cnn_study.sh, on "
          "validation splits of the training images: `python -m "
