@@ -111,7 +111,7 @@ class AdaptiveSampling:
   """A tf.data stage that draws batches from an `AdaptiveSampler`.
 
   Example:
-    sampler = tf_adasamp.AdaptiveSampler(len(x), amplitude=0.1, decay=0.5,
+    sampler = tf_adasamp.AdaptiveSampler(len(x), amplitude=1.0, decay=0.5,
                                          seed=0)
     stage = tf_adasamp.data.AdaptiveSampling(sampler, batch_size=100)
     dataset = stage.dataset((x, y)).prefetch(tf.data.AUTOTUNE)

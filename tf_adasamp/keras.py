@@ -51,7 +51,7 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
   """Trains `model` with `fit` on adaptive batches.
 
   Example:
-    sampler = tf_adasamp.AdaptiveSampler(len(x), amplitude=0.1, decay=0.5)
+    sampler = tf_adasamp.AdaptiveSampler(len(x), amplitude=1.0, decay=0.5)
     stage = tf_adasamp.data.AdaptiveSampling(sampler, batch_size=32)
     trainer = tf_adasamp.keras.AdaptiveSamplingModel(model, stage, "l1")
     trainer.compile(optimizer="adam",

@@ -124,7 +124,7 @@ class AdaptiveSampler(tf.Module):
   """Draws example indices from Algorithm 1's adaptive distribution Q_t.
 
   Example, one training step (no host round-trip inside `tf.function`):
-    sampler = tf_adasamp.AdaptiveSampler(len(x), amplitude=0.1, decay=0.5,
+    sampler = tf_adasamp.AdaptiveSampler(len(x), amplitude=1.0, decay=0.5,
                                          seed=0)
     indices = sampler.sample(100)
     ... forward/backward on tf.gather(x, indices) ...

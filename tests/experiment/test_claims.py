@@ -77,6 +77,11 @@ def sweep_of(speed_by_amplitude,
         "test_accuracy": np.full(shape, test) - noise,
         "kl": np.full(shape, kl),
         "ess_fraction": np.full(shape, np.exp(-kl)),
+        # Of 100 examples, the heaviest exp(kl) times uniform's 1/100; the
+        # misclassified ones drawn 1 + kl times their share.
+        "max_probability": np.full(shape,
+                                   np.exp(kl) / 100),
+        "misclassified_mass": (1 + kl) * loss / 2,
         **_clocks(epochs, trials),
     })
   return {
@@ -360,3 +365,13 @@ def test_a_smoke_test_shows_the_claims_without_verdicts():
                                    dataset="fashion_mnist_5k")
   assert "### 4. supported" in judged
   assert "smoke test" not in judged
+
+
+def test_the_sweep_shows_the_mechanism_beside_the_kl():
+  # Amplitudes 0, 0.5, 1 and 2 at KL 0, 0.1, 0.2 and 0.3.
+  lines = report.sweep_lines(trending(), num_classes=10)
+  rows = [line.split(" | ") for line in lines if line.startswith("| ")][1:]
+  focus = [float(row[3]) for row in rows]
+  largest = [float(row[4]) for row in rows]
+  np.testing.assert_allclose(focus, [1.0, 1.1, 1.2, 1.3], rtol=1e-3)
+  np.testing.assert_allclose(largest, np.exp([0.0, 0.1, 0.2, 0.3]), rtol=5e-3)

@@ -23,8 +23,9 @@ from tf_adasamp.experiment.training import config as config_lib
 from tf_adasamp.experiment.training import run_files
 
 CURVE_METRICS = ("train_loss", "train_accuracy", "test_loss", "test_accuracy",
-                 "kl", "ess_fraction", "examples_forwarded",
-                 "examples_backpropagated", "train_seconds")
+                 "kl", "ess_fraction", "max_probability", "misclassified_mass",
+                 "examples_forwarded", "examples_backpropagated",
+                 "train_seconds")
 # Logged by runs of the logistic model only (training.loop).
 CERTIFICATE_METRICS = ("zero_one_gap", "corollary1_bound")
 

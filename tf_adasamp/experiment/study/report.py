@@ -360,15 +360,31 @@ def sweep_lines(sweep, num_classes):
       f"## Amplitude sweep ({sweep['algorithm']}; 0 is "
       f"{presets.counterpart(sweep['algorithm'])})",
       "",
-      "| amplitude | | max KL | lowest n·exp(−KL) / n | lowest ESS / n | "
+      "The mechanism beside the KL: at the evaluation where a trial's KL "
+      "peaks, the share of the draws on the examples the model gets wrong "
+      "over their share under uniform sampling (the training error), and "
+      "the largest probability of an example relative to uniform's 1/n "
+      "over the run (mean over trials).",
+      "",
+      "| amplitude | | max KL | misclassified draws / uniform's, at the "
+      "KL's peak | largest n·q | lowest n·exp(−KL) / n | lowest ESS / n | "
       "final train acc | collapsed runs | final test acc |",
-      "|---|---|---|---|---|---|---|---|",
+      "|---|---|---|---|---|---|---|---|---|---|",
   ]
   rows = claims_lib.sweep_table(sweep, num_classes)
+  # Uniform sampling's largest probability is 1/n.
+  uniform_q = sweep["curves"][0]["max_probability"][0, -1]
   for row, curve in zip(rows, sweep["curves"]):
     label = "degenerate (collapsed)" if row["collapsed"] else ""
+    peak = np.nanargmax(np.nan_to_num(curve["kl"], nan=-1.0), axis=1)
+    trials = np.arange(len(peak))
+    error = 1 - curve["train_accuracy"][trials, peak]
+    with np.errstate(divide="ignore", invalid="ignore"):
+      focus = np.nanmean(curve["misclassified_mass"][trials, peak] / error)
+    largest = curve["max_probability"].max(axis=1).mean() / uniform_q
     lines.append(
         f"| {row['amplitude']:g} | {label} | {mean_std(row['max_kl'], 3)} | "
+        f"{focus:.3g} | {largest:.3g} | "
         f"{row['min_support']:.3g} | {row['min_ess']:.3g} | "
         f"{mean_std(row['final_train'])} | "
         f"{row['collapsed']}/{row['trials']} | "
@@ -481,8 +497,7 @@ def summary_markdown(curves,
       f"evaluation every {settings.eval_interval} steps; step sizes " +
       ", ".join(f"{name} {settings.learning_rate(name)[0]:g}" +
                 (f" / (1 + {settings.learning_rate(name)[1]:g} t)" if settings.
-                 learning_rate(name)[1] else "")
-                for name in presets.ALGORITHMS) +
+                 learning_rate(name)[1] else "") for name in presets.RUNS) +
       f"; amplitude {settings.amplitude:g}, decay {settings.decay:g}, "
       f"utility at '{settings.utility_at}'. Trial k runs every algorithm "
       "with seed k.",

@@ -116,8 +116,10 @@ class TrainConfig:
       "in Algorithm 1 (a second forward pass); step: reuse the step's own "
       "forward pass (h_{t-1}, dropout on), cheaper.",
       choices=UTILITY_AT)
-  amplitude: float = option(0.1, "Amplitude alpha >= 0 of the weight "
-                            "update.")
+  amplitude: float = option(
+      1.0, "Amplitude alpha >= 0 of the weight update; 1, where the "
+      "experiment's runs reached uniform sampling's final training loss "
+      "soonest without collapsing (docs/guide.md).")
   decay: float = option(0.5, "Decay lambda in (0, 1) of the weight update.")
   epsilon: float = option(
       0.0, "Uniform floor in [0, 1]: draws from (1 - epsilon) Q_t + epsilon "
