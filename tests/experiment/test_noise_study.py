@@ -34,6 +34,7 @@ def _curves(final_accuracy, flipped_share, trials=5, seed=0):
       "step": STEPS,
       "epoch": STEPS / 20,
       "test_accuracy": accuracy,
+      "test_loss": 1 - accuracy,
       "clean_train_loss": loss,
       "train_loss": loss,
       "flipped_mass": np.full((trials, 11), flipped_share),

@@ -58,6 +58,8 @@ def _curve(speed, trials=5, forward_passes=1, seed=0):
           accuracy,
       "test_accuracy":
           accuracy - 0.1,
+      "test_loss":
+          loss + 0.2,
       "kl":
           np.zeros_like(loss),
       "ess_fraction":
@@ -84,6 +86,10 @@ def test_compare_charges_the_second_forward_pass():
   assert row.seconds.geometric_mean == pytest.approx(0.5 * 2 / 1.5, rel=0.05)
   assert row.seconds.geometric_mean == pytest.approx(0.5 * 2 / 1.5, rel=0.05)
   assert row.steps.reached == 5
+  # Test loss tracks train loss here: equal where both reach the target,
+  # lower at the end for the faster run.
+  assert row.test_loss_at_target.mean == pytest.approx(0, abs=0.01)
+  assert row.final_test_loss.mean < -0.1
   slow = targets.compare(uniform, fast, target)
   assert slow.steps.geometric_mean == pytest.approx(2.0, rel=0.05)
 

@@ -436,7 +436,7 @@ def test_deterministic_resumed_run_on_the_gpu_matches_uninterrupted_run(
 def test_resume_refuses_a_run_of_other_settings(digits, tmp_path):
   loop.train(tiny_config(output_dir=str(tmp_path)), data=digits)
   with pytest.raises(run_files.RunExistsError,
-                     match="amplitude: 0.1 there, 2.0 here"):
+                     match="amplitude: 1.0 there, 2.0 here"):
     loop.train(tiny_config(output_dir=str(tmp_path), resume=True,
                            amplitude=2.0),
                data=digits)

@@ -221,8 +221,9 @@ def time_to_target_lines(curves, sweep, settings, num_classes=10):
         f"### To {label}", "",
         "| run | steps, vs Unif | steps, vs Shuffle | example passes, vs Unif "
         "| example passes, vs Shuffle | test accuracy at the target, minus "
-        "Unif's | final test accuracy, minus Unif's |",
-        "|---|---|---|---|---|---|---|"
+        "Unif's | final test accuracy, minus Unif's | test loss at the "
+        "target, minus Unif's | final test loss, minus Unif's |",
+        "|---|---|---|---|---|---|---|---|---|"
     ]
     # At a held-out target both runs hold the target's accuracy.
     at_target = ((lambda row: "– (the target)") if "test accuracy" in label else
@@ -236,7 +237,9 @@ def time_to_target_lines(curves, sweep, settings, num_classes=10):
                    f"{ratio_text(unif.passes)} | "
                    f"{ratio_text(shuffled.passes) if shuffled else '–'} | "
                    f"{at_target(unif)} | "
-                   f"{interval_text(unif.final_test_accuracy)} |")
+                   f"{interval_text(unif.final_test_accuracy)} | "
+                   f"{interval_text(unif.test_loss_at_target)} | "
+                   f"{interval_text(unif.final_test_loss)} |")
     lines.append("")
   return lines
 

@@ -164,12 +164,15 @@ class Row:
     test_accuracy_at_target: the t-test of the per-trial difference in test
       accuracy where each run reaches the target (trials where both do).
     final_test_accuracy: the t-test of the difference at the end.
+    test_loss_at_target, final_test_loss: the same for the test loss.
   """
   steps: Ratio
   passes: Ratio
   seconds: Ratio
   test_accuracy_at_target: verdicts.Test
   final_test_accuracy: verdicts.Test
+  test_loss_at_target: verdicts.Test
+  final_test_loss: verdicts.Test
 
 
 def compare(curve, baseline, target):
@@ -193,18 +196,25 @@ def compare(curve, baseline, target):
       value_at(c["step"], c["train_seconds"][trial], step)
       if math.isfinite(step) else math.inf for trial, step in enumerate(steps)
   ] for c, steps in zip((curve, baseline), reach)]
-  at_target = [(value_at(curve["step"], curve["test_accuracy"][k], a) -
-                value_at(baseline["step"], baseline["test_accuracy"][k], b))
-               for k, (a, b) in enumerate(zip(*reach))
-               if math.isfinite(a) and math.isfinite(b)]
-  return Row(
-      steps=paired_ratio(*reach),
-      passes=paired_ratio(*passes),
-      seconds=paired_ratio(*seconds),
-      test_accuracy_at_target=verdicts.paired_test(at_target),
-      final_test_accuracy=verdicts.paired_test(curve["test_accuracy"][:, -1] -
-                                               baseline["test_accuracy"][:,
-                                                                         -1]))
+
+  def at_target(metric):
+    return verdicts.paired_test([
+        value_at(curve["step"], curve[metric][k], a) -
+        value_at(baseline["step"], baseline[metric][k], b)
+        for k, (a, b) in enumerate(zip(*reach))
+        if math.isfinite(a) and math.isfinite(b)
+    ])
+
+  def at_the_end(metric):
+    return verdicts.paired_test(curve[metric][:, -1] - baseline[metric][:, -1])
+
+  return Row(steps=paired_ratio(*reach),
+             passes=paired_ratio(*passes),
+             seconds=paired_ratio(*seconds),
+             test_accuracy_at_target=at_target("test_accuracy"),
+             final_test_accuracy=at_the_end("test_accuracy"),
+             test_loss_at_target=at_target("test_loss"),
+             final_test_loss=at_the_end("test_loss"))
 
 
 def steps_to(curve, target):
