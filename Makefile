@@ -84,7 +84,7 @@ noise-study: setup
 	  --output_dir=runs/label_noise
 
 wall-time: setup
-	$(PY) -m tf_adasamp.experiment.wall_time --trials=5 \
+	$(PY) -m tf_adasamp.experiment.wall_time --trials=10 \
 	  --output_dir=runs/wall_time/fashion_mnist_5k
 
 demo: setup

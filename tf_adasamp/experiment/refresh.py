@@ -73,7 +73,7 @@ def stale_reason():
 
 
 NOISE_TRIALS = 10
-WALL_TIME_TRIALS = 5
+WALL_TIME_TRIALS = 10
 
 
 def _commands():

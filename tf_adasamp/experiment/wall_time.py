@@ -7,7 +7,7 @@ run at a time with one TensorFlow thread, and writes wall_time.md
 reach each target, against uniform sampling and random reshuffling. The main
 regime's (`make wall-time`):
 
-  python -m tf_adasamp.experiment.wall_time --trials=5 \\
+  python -m tf_adasamp.experiment.wall_time --trials=10 \\
       --output_dir=runs/wall_time/fashion_mnist_5k \\
       --report=docs/experiment/fashion_mnist_5k/wall_time.md
 
@@ -40,7 +40,7 @@ DATASET, MODEL = "fashion_mnist_5k", "mlp"
 @dataclasses.dataclass(frozen=True)
 class Options:
   """How many trials and amplitudes, and where the runs and report go."""
-  trials: int = option(5, "Trials (seeds 0..trials-1).")
+  trials: int = option(10, "Trials (seeds 0..trials-1).")
   amplitudes: tuple = option(
       (0.1, 0.3, 1.0, 3.0), "Comma-separated amplitudes of the swept "
       "algorithm to time (those of the experiment's sweep that do not "
