@@ -8,9 +8,9 @@ import sys
 import numpy as np
 import pytest
 
+from run_records import tiny_config
 from run_records import without_clocks
 from tf_adasamp import sources
-from tf_adasamp.experiment.training import config as config_lib
 from tf_adasamp.experiment.training import datasets
 from tf_adasamp.experiment.training import disk_data
 from tf_adasamp.experiment.training import loop
@@ -52,17 +52,15 @@ def files_and_arrays(tmp_path_factory):
 
 
 def file_config(train, test, **overrides):
-  settings = dict(data_path=train,
-                  test_data_path=test,
-                  num_classes=10,
-                  model="logistic",
-                  sampling="adaptive",
-                  steps=6,
-                  eval_interval=2,
-                  batch_size=16,
-                  learning_rate=0.1)
-  settings.update(overrides)
-  return config_lib.TrainConfig(**settings)
+  return tiny_config(
+      **{
+          "data_path": train,
+          "test_data_path": test,
+          "num_classes": 10,
+          "sampling": "adaptive",
+          "steps": 6,
+          **overrides
+      })
 
 
 def test_a_run_from_files_matches_the_run_from_the_same_arrays(

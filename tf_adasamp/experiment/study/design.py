@@ -130,10 +130,7 @@ def collect(runs, settings):
   `sweep_both_utilities`, also "other_utility_at" and "other_curves", the
   swept amplitudes' curves under that utility option.
   """
-  by_key = {}
-  for run in runs:
-    by_key.setdefault((run.algorithm, run.amplitude, run.config.utility_at),
-                      []).append(run)
+  by_key = by_setting(runs)
 
   def curve(algorithm, amplitude, utility_at=settings.utility_at):
     return curves_of(by_key[(algorithm, amplitude, utility_at)])
@@ -169,6 +166,16 @@ def collect(runs, settings):
         for a in settings.sweep_amplitudes
     ]
   return curves, sweep
+
+
+def by_setting(runs):
+  """`runs` grouped by (algorithm, amplitude, utility_at), each group's
+  trials in order."""
+  groups = {}
+  for run in runs:
+    groups.setdefault((run.algorithm, run.amplitude, run.config.utility_at),
+                      []).append(run)
+  return groups
 
 
 def curves_of(runs, metrics=CURVE_METRICS + CERTIFICATE_METRICS):

@@ -44,12 +44,9 @@ def plan(settings, amplitudes, trials, output_dir, dataset, model):
 def variants(runs, settings):
   """(curves of the runs that are not swept, [(name, curves, algorithm)]
   of every timed run), named as `targets.table` names them."""
-  groups = {}
-  for run in runs:
-    groups.setdefault((run.algorithm, run.amplitude, run.config.utility_at),
-                      []).append(run)
   curves, timed = {}, []
-  for (algorithm, amplitude, utility_at), group in groups.items():
+  for key, group in design.by_setting(runs).items():
+    algorithm, amplitude, utility_at = key
     curve = design.curves_of(group)
     if algorithm not in presets.ADAPTIVE:
       curves[algorithm] = curve
