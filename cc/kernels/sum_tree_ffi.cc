@@ -11,6 +11,7 @@
 #include "cc/kernels/sum_tree_ffi.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <type_traits>
@@ -157,21 +158,23 @@ ffi::Error ReweightOnCpu(Indices indices, Vector<T> utilities,
 }
 
 // Defines handler NAME and registers it as custom-call target TARGET (a
-// CustomCallTarget) on PLATFORM ("Host" or "CUDA").
-#define ADASAMP_REGISTER_HANDLER(TARGET, PLATFORM, NAME, IMPL, BINDING) \
+// CustomCallTarget) on PLATFORM ("Host" or "CUDA") with XLA_FFI_Handler_Traits
+// TRAITS.
+#define ADASAMP_REGISTER_HANDLER(TARGET, PLATFORM, NAME, IMPL, BINDING, \
+                                 TRAITS)                                \
   XLA_FFI_DEFINE_HANDLER(NAME, IMPL, BINDING);                          \
-  XLA_FFI_REGISTER_HANDLER(XLA_FFI_GetApi(), TARGET, PLATFORM, NAME)
+  XLA_FFI_REGISTER_HANDLER(XLA_FFI_GetApi(), TARGET, PLATFORM, NAME, TRAITS)
 
 #define ADASAMP_REGISTER_CPU_HANDLERS(T, SUFFIX)                             \
   ADASAMP_REGISTER_HANDLER(CustomCallTarget<T>("sum_tree_sample"), "Host",   \
                            kSampleOnCpu_##SUFFIX, SampleOnCpu<T>,            \
-                           SampleSignature<T>().Ctx<ffi::ThreadPool>());     \
+                           SampleSignature<T>().Ctx<ffi::ThreadPool>(), 0);  \
   ADASAMP_REGISTER_HANDLER(CustomCallTarget<T>("sum_tree_draw"), "Host",     \
                            kDrawOnCpu_##SUFFIX, DrawOnCpu<T>,                \
-                           DrawSignature<T>().Ctx<ffi::ThreadPool>());       \
+                           DrawSignature<T>().Ctx<ffi::ThreadPool>(), 0);    \
   ADASAMP_REGISTER_HANDLER(CustomCallTarget<T>("adaptive_reweight"), "Host", \
                            kReweightOnCpu_##SUFFIX, ReweightOnCpu<T>,        \
-                           ReweightSignature<T>())
+                           ReweightSignature<T>(), 0)
 ADASAMP_REGISTER_CPU_HANDLERS(float, f32);
 ADASAMP_REGISTER_CPU_HANDLERS(double, f64);
 #undef ADASAMP_REGISTER_CPU_HANDLERS
@@ -230,19 +233,34 @@ ffi::Error ReweightOnGpu(
           tree->element_count() / 2, aligned, stream),
       "AdaptiveReweight");
 }
+
+// The GPU handlers only enqueue kernels and memsets on XLA's stream (no host
+// synchronisation, allocation or read of device memory), so XLA may record
+// them into the CUDA graphs (command buffers) of a compiled step rather than
+// cut the graph around each one. TF_ADASAMP_FFI_COMMAND_BUFFERS=0 in the
+// environment when the library loads registers them without that trait.
+XLA_FFI_Handler_Traits GpuHandlerTraits() {
+  const char* setting = std::getenv("TF_ADASAMP_FFI_COMMAND_BUFFERS");
+  const bool off = setting != nullptr && std::string(setting) == "0";
+  return off ? 0 : XLA_FFI_HANDLER_TRAITS_COMMAND_BUFFER_COMPATIBLE;
+}
+
 #define ADASAMP_REGISTER_GPU_HANDLERS(T, SUFFIX)                             \
   ADASAMP_REGISTER_HANDLER(                                                  \
       CustomCallTarget<T>("sum_tree_sample"), "CUDA", kSampleOnGpu_##SUFFIX, \
       SampleOnGpu<T>,                                                        \
-      SampleSignature<T>().Ctx<ffi::PlatformStream<gpu::Stream>>());         \
+      SampleSignature<T>().Ctx<ffi::PlatformStream<gpu::Stream>>(),          \
+      GpuHandlerTraits());                                                   \
   ADASAMP_REGISTER_HANDLER(                                                  \
       CustomCallTarget<T>("sum_tree_draw"), "CUDA", kDrawOnGpu_##SUFFIX,     \
       DrawOnGpu<T>,                                                          \
-      DrawSignature<T>().Ctx<ffi::PlatformStream<gpu::Stream>>());           \
+      DrawSignature<T>().Ctx<ffi::PlatformStream<gpu::Stream>>(),            \
+      GpuHandlerTraits());                                                   \
   ADASAMP_REGISTER_HANDLER(                                                  \
       CustomCallTarget<T>("adaptive_reweight"), "CUDA",                      \
       kReweightOnGpu_##SUFFIX, ReweightOnGpu<T>,                             \
-      ReweightSignature<T>().Ctx<ffi::PlatformStream<gpu::Stream>>())
+      ReweightSignature<T>().Ctx<ffi::PlatformStream<gpu::Stream>>(),        \
+      GpuHandlerTraits())
 ADASAMP_REGISTER_GPU_HANDLERS(float, f32);
 ADASAMP_REGISTER_GPU_HANDLERS(double, f64);
 #undef ADASAMP_REGISTER_GPU_HANDLERS
