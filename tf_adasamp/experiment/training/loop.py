@@ -2,9 +2,9 @@
 
 `train(config)` builds a run's parts and runs it, in Orbit's shape:
 
-  train_step.make_train_step   one step of Algorithm 1 in one tf.function
+  steps.make_train_step        one step of Algorithm 1 in one tf.function
   trainer.Trainer              `train(num_steps)`: steps_per_execution steps
-                               in a tf.range loop, updating the bounds'
+                               in a while loop, updating the bounds'
                                running sums (bound_tracker.BoundTracker)
   evaluator.Evaluator          the metric record at an evaluation point
   controller.Controller        the schedule, checkpoints, records,
@@ -233,6 +233,7 @@ def _controller(config, trainer, evaluator, checkpoint, sampler, data,
   return Controller(trainer,
                     evaluator,
                     eval_interval=config.eval_interval,
+                    early_evaluations=config.early_evaluations,
                     steps_per_execution=config.steps_per_execution,
                     checkpoint_manager=manager,
                     output_dir=config.output_dir,

@@ -27,7 +27,7 @@ class TrainOutput:
 
 
 class Trainer(tf.Module):
-  """Runs `train_step` in a `tf.range` loop inside one `tf.function`.
+  """Runs `train_step` in a while loop inside one `tf.function`.
 
   Each step updates `tracker` (a tf_adasamp.bound_tracker.BoundTracker)
   with its draws and counts the steps and the distinct draws since the last
@@ -105,7 +105,12 @@ class Trainer(tf.Module):
   def _run(self, count):
     loss_sum = accuracy_sum = tf.zeros([], tf.float32)
     finite = tf.constant(True)
-    for _ in tf.range(count):
+    # A while loop, not `for _ in tf.range(count)`: that one gives XLA
+    # `count` as its trip count, a compile-time constant, so every count
+    # (a call that stops at an evaluation early) compiled the loop anew.
+    done = tf.zeros([], tf.int64)
+    while done < count:
+      done += 1
       batch_loss, batch_accuracy, indices, batch_utilities = self._train_step()
       finite = tf.reduce_all(tf.math.is_finite(batch_utilities))
       if not finite:
