@@ -65,6 +65,7 @@ def assert_fails_in_one_line(result, message):
         (["--steps=0"], "steps must be"),
         (["--amplitude=nan"], "amplitude must be"),
         (["--steps_per_execution=0"], "steps_per_execution must be"),
+        (["--early_evaluations=-2"], "early_evaluations must be an int in"),
         (["--batch_size=abc"], "Flags parsing error"),
         (["--steps=" + str(10**23)], "steps must be at most 2**53"),
         (["--eval_interval=" + str(2**60)], "eval_interval must be at most"),

@@ -140,6 +140,44 @@ def test_evaluates_at_each_multiple_of_eval_interval_and_at_the_end(
   assert records == expected_records(record_steps)
 
 
+@pytest.mark.parametrize(
+    "early_evaluations,record_steps",
+    [
+        (0, [0, 8, 16, 20]),
+        (2, [0, 2, 4, 8, 16, 20]),
+        (3, [0, 1, 2, 4, 8, 16, 20]),
+        # Halving 8 more than 3 times reaches no further step.
+        (10, [0, 1, 2, 4, 8, 16, 20]),
+    ])
+def test_early_evaluations_halve_the_first_interval(early_evaluations,
+                                                    record_steps):
+  trainer, evaluator = FakeTrainer(), FakeEvaluator()
+  records = run(20,
+                trainer,
+                evaluator,
+                eval_interval=8,
+                steps_per_execution=5,
+                early_evaluations=early_evaluations)
+  assert evaluator.steps == record_steps
+  assert records == expected_records(record_steps)
+
+
+def test_a_run_resumed_before_its_early_evaluations_makes_them(tmp_path):
+  output_dir = str(tmp_path)
+  trainer = FakeTrainer()
+  run(1, trainer, output_dir=output_dir, eval_interval=8, early_evaluations=3)
+  evaluator = FakeEvaluator()
+  records = run(10,
+                trainer,
+                evaluator,
+                output_dir=output_dir,
+                eval_interval=8,
+                early_evaluations=3,
+                resume_from=controller.LATEST)
+  assert evaluator.steps == [2, 4, 8, 10]
+  assert records == expected_records([0, 1, 2, 4, 8, 10])
+
+
 def test_checkpoints_at_each_evaluation_and_keeps_the_last_two(tmp_path):
   output_dir = str(tmp_path)
   records = run(7, output_dir=output_dir, eval_interval=3)
@@ -264,6 +302,7 @@ def test_outside_a_cluster_a_lost_worker_error_is_raised_as_it_is():
 @pytest.mark.parametrize("arguments,message", [
     (dict(eval_interval=0), "eval_interval"),
     (dict(steps_per_execution=0), "steps_per_execution"),
+    (dict(early_evaluations=-1), "early_evaluations"),
     (dict(resume_from=controller.LATEST), "needs a checkpoint_manager"),
 ])
 def test_bad_arguments_are_refused(arguments, message):

@@ -60,6 +60,7 @@ def run_config(settings, algorithm, amplitude, trial, run_dir, **fields):
                  decay=decay,
                  steps=settings.steps,
                  eval_interval=settings.eval_interval,
+                 early_evaluations=settings.early_evaluations,
                  seed=trial,
                  output_dir=run_dir,
                  resume=True)

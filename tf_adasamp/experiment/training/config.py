@@ -146,6 +146,9 @@ class TrainConfig:
       "--steps if set.")
   eval_interval: int = option(25, "Steps between evaluations (and "
                               "checkpoints).")
+  early_evaluations: int = option(
+      0, "Evaluations before the first eval_interval, at its half, quarter, "
+      "eighth, ...: this many, where a learning curve moves fastest.")
   train_eval_size: int | None = option(
       None, "Training examples that the evaluations read (a fixed random "
       "subset, the same for every run of a data set; the sampler's mass on "
@@ -217,6 +220,12 @@ class TrainConfig:
       if _validation.positive_int(getattr(self, name), name) > MAX_STEPS:
         raise ValueError(f"{name} must be at most 2**53, got "
                          f"{getattr(self, name)}")
+    # eval_interval is below 2**53: halving it more often reaches 0.
+    early = self.early_evaluations
+    if (isinstance(early, bool) or not isinstance(early, int) or
+        not 0 <= early <= 53):
+      raise ValueError("early_evaluations must be an int in [0, 53], got "
+                       f"{early!r}")
     if self.train_eval_size is not None:
       _validation.positive_int(self.train_eval_size, "train_eval_size")
     if self.epochs is not None and not 0 < self.epochs < math.inf:

@@ -45,6 +45,9 @@ class Controller:
     evaluator: an evaluator.Evaluator, or an object with its `evaluate`.
     eval_interval: the steps between two evaluations; the run also
       evaluates at its start and at its end.
+    early_evaluations: evaluations before the first eval_interval, at its
+      half, quarter, eighth, ...: this many of them (those that fall on a
+      step), so that a curve is dense where it moves fastest.
     steps_per_execution: the most steps one call of the trainer runs.
     checkpoint_manager: the tf.train.CheckpointManager of the trainer's
       state (`checkpoint_manager_in`), saved at each evaluation; None saves
@@ -75,6 +78,7 @@ class Controller:
                evaluator,
                *,
                eval_interval,
+               early_evaluations=0,
                steps_per_execution=1,
                checkpoint_manager=None,
                output_dir=None,
@@ -88,10 +92,15 @@ class Controller:
       raise ValueError("eval_interval and steps_per_execution must be at "
                        f"least 1, not {eval_interval} and "
                        f"{steps_per_execution}")
+    if early_evaluations < 0:
+      raise ValueError("early_evaluations must be at least 0, not "
+                       f"{early_evaluations}")
     if resume_from is not None and checkpoint_manager is None:
       raise ValueError("resume_from needs a checkpoint_manager to resume from")
     self._trainer, self._evaluator = trainer, evaluator
     self._eval_interval = eval_interval
+    self._early_steps = sorted(
+        {eval_interval >> k for k in range(1, early_evaluations + 1)} - {0})
     self._steps_per_execution = steps_per_execution
     self._manager, self._output_dir = checkpoint_manager, output_dir
     self._summaries, self._resume_from = summaries, resume_from
@@ -127,8 +136,8 @@ class Controller:
       self._trainer.reset_interval()
 
   def train_and_evaluate(self, total_steps, progress_bar=None):
-    """Trains to `total_steps`, evaluating at every multiple of
-    eval_interval and at the end.
+    """Trains to `total_steps`, evaluating at the early evaluations, at
+    every multiple of eval_interval and at the end.
 
     Each call of the trainer runs at most steps_per_execution steps and
     stops at the next evaluation.
@@ -147,21 +156,30 @@ class Controller:
       run_files.RunError: the cluster lost a worker, or a file cannot be
         written.
     """
-    trainer, interval = self._trainer, self._eval_interval
+    trainer = self._trainer
     step = int(trainer.step)
     while step < total_steps:
       if self._stop_requested():
         raise KeyboardInterrupt
-      next_record = (step // interval + 1) * interval
-      count = min(self._steps_per_execution, next_record - step,
-                  total_steps - step)
+      count = min(self._steps_per_execution,
+                  self._next_record(step) - step, total_steps - step)
       output = self._train(count, step)
       step += output.steps
-      if step % interval == 0 or step == total_steps:
+      if self._is_record(step) or step == total_steps:
         self._evaluate_and_save()
       if progress_bar:
         progress_bar.update(step, output, self._sampler)
     return self._metrics.records
+
+  def _next_record(self, step):
+    """The first evaluation point after `step`."""
+    early = [s for s in self._early_steps if s > step]
+    if early:
+      return early[0]
+    return (step // self._eval_interval + 1) * self._eval_interval
+
+  def _is_record(self, step):
+    return step % self._eval_interval == 0 or step in self._early_steps
 
   def _train(self, count, step):
     """Runs `count` steps from `step`; raises DivergedError if a step's
