@@ -106,38 +106,39 @@ def test_setting_summary_gives_the_standard_error_over_seeds():
   assert entry["worse"] == []
 
 
-def test_a_larger_amplitude_within_one_standard_error_is_chosen():
-  # The best is 0.3 (+0.0020); 1 is 0.0005 below it, within its SE 0.0007.
-  results = _stage2_results({0.1: 0.0010, 0.3: 0.0020, 1.0: 0.0015})
-  assert tuning.chosen(results) == (1.0, 0.5)
-
-
-def test_a_larger_amplitude_beyond_one_standard_error_is_not_chosen():
-  # 1 is 0.0009 below the best, more than its SE 0.0007; 3 further still.
-  results = _stage2_results({0.1: 0.0010, 0.3: 0.0020, 1.0: 0.0011, 3.0: 0})
+def test_a_smaller_amplitude_within_one_standard_error_is_chosen():
+  # The best is 1 (+0.0020); 0.3 is 0.0005 below it, within its SE 0.0007.
+  results = _stage2_results({0.1: 0.0010, 0.3: 0.0015, 1.0: 0.0020, 3.0: 0})
   assert tuning.chosen(results) == (0.3, 0.5)
 
 
-def test_an_amplitude_significantly_worse_than_uniform_is_not_chosen():
-  # 3 is the best time-averaged, but every algorithm ends 0.01 below
-  # uniform (t-interval below 0): set aside, 0.3 is the best, 1 the choice.
-  gains = {0.3: 0.0020, 1.0: 0.0015, 3.0: 0.0030}
-  results = _stage2_results(gains, final={3.0: -0.01})
-  summary = tuning.setting_summary(results)
-  assert len(summary[(3.0, 0.5)]["worse"]) == len(tuning.ADAPTIVE)
+def test_a_smaller_amplitude_beyond_one_standard_error_is_not_chosen():
+  # 0.3 is 0.0009 below the best, more than its SE 0.0007; 0.1 further
+  # still.
+  results = _stage2_results({0.1: 0, 0.3: 0.0011, 1.0: 0.0020, 3.0: 0.0015})
   assert tuning.chosen(results) == (1.0, 0.5)
+
+
+def test_an_amplitude_significantly_worse_than_uniform_is_not_chosen():
+  # 0.1 is the best time-averaged, but every algorithm ends 0.01 below
+  # uniform (t-interval below 0): set aside, 1 is the best, 0.3 the choice.
+  gains = {0.1: 0.0030, 0.3: 0.0015, 1.0: 0.0020}
+  results = _stage2_results(gains, final={0.1: -0.01})
+  summary = tuning.setting_summary(results)
+  assert len(summary[(0.1, 0.5)]["worse"]) == len(tuning.ADAPTIVE)
+  assert tuning.chosen(results) == (0.3, 0.5)
   # pylint: disable-next=protected-access
   table = "\n".join(tuning._choice_lines(results))
-  assert ("| **1** | **0.5** | **+0.0015** | **0.0007** | **none** | **yes** |"
-          in table)
-  assert "| 0.3 | 0.5 | +0.0020 | 0.0007 | none | best |" in table
-  assert "| 3 | 0.5 | +0.0030 | 0.0007 | AdaSamp-01-SGD (final)" in table
+  assert ("| **0.3** | **0.5** | **+0.0015** | **0.0007** | **none** | "
+          "**yes** |" in table)
+  assert "| 1 | 0.5 | +0.0020 | 0.0007 | none | best |" in table
+  assert "| 0.1 | 0.5 | +0.0030 | 0.0007 | AdaSamp-01-SGD (final)" in table
 
 
 def test_where_every_setting_is_worse_the_rule_runs_over_all():
-  gains = {0.3: 0.0020, 1.0: 0.0015}
+  gains = {0.3: 0.0015, 1.0: 0.0020}
   results = _stage2_results(gains, final={0.3: -0.01, 1.0: -0.01})
-  assert tuning.chosen(results) == (1.0, 0.5)
+  assert tuning.chosen(results) == (0.3, 0.5)
 
 
 def test_tuned_settings_take_the_choices_and_keep_old_results_working():

@@ -390,9 +390,9 @@ def setting_summary(results):
 
 
 def chosen(results):
-  """Stage 2's (amplitude, decay): the largest amplitude within one standard
-  error of the best, among the settings with no algorithm worse than
-  uniform.
+  """Stage 2's (amplitude, decay): the smallest amplitude within one
+  standard error of the best, among the settings with no algorithm worse
+  than uniform.
 
   A setting's gain is, per tuning seed, the time-averaged validation
   accuracy of each adaptive algorithm minus that of its uniform counterpart
@@ -400,9 +400,10 @@ def chosen(results):
   algorithm is worse than uniform at 95% confidence (time-averaged or
   final) are set aside, unless every setting is. Of the others the one with
   the highest mean gain over the seeds is the best; at its decay, the
-  largest amplitude whose mean gain is at least the best's minus the
+  smallest amplitude whose mean gain is at least the best's minus the
   best's standard error over the seeds is chosen: of the settings the
-  seeds cannot tell apart from the best, the strongest adaptation.
+  seeds cannot tell apart from the best, the one that departs least from
+  uniform sampling (the one-standard-error rule).
 
   Args:
     results: tune's results (or its JSON file read back).
@@ -411,7 +412,7 @@ def chosen(results):
     (amplitude, decay).
   """
   _, within = _within_one_se(setting_summary(results))
-  return max(within, key=lambda key: key[0])
+  return min(within, key=lambda key: key[0])
 
 
 def _within_one_se(summary):
@@ -513,9 +514,9 @@ def _choice_lines(results):
       "Per seed, the Δ time-averaged validation accuracy averaged over the "
       "four adaptive algorithms; its mean and standard error (SE) over the "
       "seeds. Rule (`tuning.chosen`): among the settings with no algorithm "
-      "worse than uniform at 95% (time-averaged or final), the largest "
+      "worse than uniform at 95% (time-averaged or final), the smallest "
       "amplitude whose mean is within one SE of the best mean (at the "
-      "best's decay)." +
+      "best's decay): the one-standard-error rule." +
       ("" if any(not entry["worse"] for entry in summary.values()) else
        " No setting is free of an algorithm worse than uniform: the rule "
        "ran over all of them."),
