@@ -9,14 +9,18 @@
             784-feature examples, batch 128: uniform draws against adaptive
             ones (zero-one utilities of the step's own forward pass,
             utility_at="step"), as steps.make_train_step builds them
+  cnn       the same for the paper's CNN at batch 100, on n = 50000 random
+            images of Fashion-MNIST's size (28x28x1) and of CIFAR-10's
+            (32x32x3), compiled by XLA only (as the study runs it)
 
 Every variant is one tf.function running --steps steps in a tf.range loop
 (as the trainer's steps_per_execution), called --repeats times after a
 warm-up, variants alternating; the median microseconds per step are printed
-and written as JSON. Each also runs compiled whole by XLA (jit_compile=True,
-named "... (XLA)"), unless it fails to compile (said, then left out).
+and written as JSON after each part. Each also runs compiled whole by XLA
+(jit_compile=True, named "... (XLA)"), unless it fails to compile (said,
+then left out); --compiled_only runs those alone.
 
-  python -m benchmarks.gpu_steps [--steps 200] [--repeats 7]
+  python -m benchmarks.gpu_steps [--steps 200] [--repeats 7] [--compiled_only]
 """
 
 import argparse
@@ -30,6 +34,7 @@ import tensorflow as tf
 
 from benchmarks.machine import machine
 from tf_adasamp.experiment.training import components
+from tf_adasamp.experiment.training import models
 from tf_adasamp.experiment.training import steps
 from tf_adasamp.sampler import AdaptiveSampler
 
@@ -88,19 +93,28 @@ def sampler_loops(batch_size, jit_compile=False):
   }
 
 
-def mlp_loops(batch_size, jit_compile=False):
-  """{"uniform": loop, "adaptive": loop} of MLP 256-512-10 SGD steps."""
+def mlp(shape):
+  return tf.keras.Sequential([
+      tf.keras.Input(shape),
+      tf.keras.layers.Dense(256, activation="relu"),
+      tf.keras.layers.Dense(512, activation="relu"),
+      tf.keras.layers.Dense(10)
+  ])
+
+
+def cnn(shape):
+  return models.build("cnn", shape, 10, seed=0)
+
+
+def training_loops(batch_size, shape=(784,), build=mlp, jit_compile=False):
+  """{"uniform": loop, "adaptive": loop} of SGD steps of build(shape) (an
+  MLP 256-512-10 by default) on NUM_EXAMPLES random examples of `shape`."""
   rng = np.random.default_rng(0)
-  images = tf.constant(rng.random((NUM_EXAMPLES, 784), dtype=np.float32))
+  images = tf.constant(rng.random((NUM_EXAMPLES, *shape), dtype=np.float32))
   labels = tf.constant(rng.integers(0, 10, NUM_EXAMPLES).astype(np.int32))
   loops = {}
   for sampling in ("uniform", "adaptive"):
-    model = tf.keras.Sequential([
-        tf.keras.Input((784,)),
-        tf.keras.layers.Dense(256, activation="relu"),
-        tf.keras.layers.Dense(512, activation="relu"),
-        tf.keras.layers.Dense(10)
-    ])
+    model = build(shape)
     sampler = components.make_sampler(sampling, NUM_EXAMPLES, 1.0, 0.5, seed=0)
     step = steps.make_train_step(model,
                                  components.make_optimizer("sgd", 0.01, 0.0),
@@ -120,11 +134,12 @@ def mlp_loops(batch_size, jit_compile=False):
   return loops
 
 
-def with_xla(steps, make_loops, *args):
-  """make_loops(*args) and its loops compiled by XLA, named "... (XLA)", if
-  they compile and run for `steps` steps."""
-  loops = make_loops(*args)
-  compiled = make_loops(*args, jit_compile=True)
+def with_xla(steps, compiled_only, make_loops, *args, **kwargs):
+  """make_loops(*args, **kwargs) (unless `compiled_only`) and its loops
+  compiled by XLA, named "... (XLA)", if they compile and run for `steps`
+  steps."""
+  loops = {} if compiled_only else make_loops(*args, **kwargs)
+  compiled = make_loops(*args, **kwargs, jit_compile=True)
   try:
     for loop in compiled.values():
       loop(tf.constant(steps, tf.int64)).numpy()
@@ -155,10 +170,30 @@ def median_microseconds(loops, steps, repeats):
   return {name: statistics.median(values) for name, values in times.items()}
 
 
+def adaptive_over_uniform(times, title):
+  """{"adaptive_over_uniform[ (XLA)]": ratio} of `times`' uniform and
+  adaptive loops, each pair printed under `title`."""
+  ratios = {}
+  for suffix in ("", " (XLA)"):
+    if "uniform" + suffix not in times:
+      continue
+    uniform, adaptive = times["uniform" + suffix], times["adaptive" + suffix]
+    ratios["adaptive_over_uniform" + suffix] = adaptive / uniform
+    print(f"{title}{suffix}: uniform {uniform:.1f} us, adaptive "
+          f"{adaptive:.1f} us per step; adaptive / uniform "
+          f"{adaptive / uniform:.3f}x")
+  return ratios
+
+
+# The CNN's inputs: Fashion-MNIST's size and CIFAR-10's.
+CNN_SHAPES = {"28x28x1": (28, 28, 1), "32x32x3": (32, 32, 3)}
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--steps", type=int, default=200)
   parser.add_argument("--repeats", type=int, default=7)
+  parser.add_argument("--compiled_only", action="store_true")
   parser.add_argument("--output",
                       default=os.path.join(os.path.dirname(__file__), "results",
                                            "gpu_steps.json"))
@@ -166,39 +201,43 @@ def main():
 
   info = machine()
   print(json.dumps(info))
-  sampler = median_microseconds(with_xla(args.steps, sampler_loops, 100),
-                                args.steps, args.repeats)
+  sampler = median_microseconds(
+      with_xla(args.steps, args.compiled_only, sampler_loops, 100), args.steps,
+      args.repeats)
   print(f"n = {NUM_EXAMPLES}, B = 100, us per loop iteration (over the empty "
         "loop's, compiled alike):")
   for name, micros in sampler.items():
     empty = sampler["empty (XLA)" if name.endswith("(XLA)") else "empty"]
     print(f"  {name}: {micros:.1f} ({micros - empty:+.1f})")
-  mlp = median_microseconds(with_xla(args.steps, mlp_loops, 128), args.steps,
-                            args.repeats)
-  ratios = {}
-  for suffix in ("", " (XLA)"):
-    if "uniform" + suffix not in mlp:
-      continue
-    uniform, adaptive = mlp["uniform" + suffix], mlp["adaptive" + suffix]
-    ratios["adaptive_over_uniform" + suffix] = adaptive / uniform
-    print(f"MLP 256-512-10, B = 128{suffix}: uniform {uniform:.1f} us, "
-          f"adaptive {adaptive:.1f} us per step; adaptive / uniform "
-          f"{adaptive / uniform:.3f}x")
-  os.makedirs(os.path.dirname(args.output), exist_ok=True)
-  with open(args.output, "w") as f:
-    json.dump(
-        {
-            "steps": args.steps,
-            "repeats": args.repeats,
-            "machine": info,
-            "sampler_us": sampler,
-            "mlp_us": mlp,
-            "mlp_adaptive_over_uniform": ratios["adaptive_over_uniform"],
-            "mlp_ratios": ratios,
-        },
-        f,
-        indent=2)
-  print(f"wrote {args.output}")
+  mlp_us = median_microseconds(
+      with_xla(args.steps, args.compiled_only, training_loops, 128), args.steps,
+      args.repeats)
+  results = {
+      "steps": args.steps,
+      "repeats": args.repeats,
+      "machine": info,
+      "sampler_us": sampler,
+      "mlp_us": mlp_us,
+      "mlp_ratios": adaptive_over_uniform(mlp_us, "MLP 256-512-10, B = 128"),
+      "cnn_us": {},
+      "cnn_ratios": {},
+  }
+  write(results, args.output)
+  for name, shape in CNN_SHAPES.items():
+    times = median_microseconds(
+        with_xla(args.steps, True, training_loops, 100, shape=shape, build=cnn),
+        args.steps, args.repeats)
+    results["cnn_us"][name] = times
+    results["cnn_ratios"][name] = adaptive_over_uniform(
+        times, f"paper CNN {name}, B = 100")
+    write(results, args.output)
+
+
+def write(results, path):
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  with open(path, "w") as f:
+    json.dump(results, f, indent=2)
+  print(f"wrote {path}", flush=True)
 
 
 if __name__ == "__main__":

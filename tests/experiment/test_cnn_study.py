@@ -3,6 +3,7 @@ protocol, and its CPU smoke path, whose archive recomputes the summary."""
 
 import json
 import os
+import pathlib
 
 import numpy as np
 import pytest
@@ -82,6 +83,71 @@ def test_the_training_subset_evaluated_is_fixed_and_sorted():
                                 np.arange(50))
 
 
+def _throughput(step_ms=0.5, start_up_s=10.0, evaluation_s=0.5):
+  """throughput.json's dict for 8 processes that each take `step_ms` a
+  step while sharing the device, `start_up_s` to start a run and
+  `evaluation_s` an evaluation."""
+  steps = 3000
+  return {
+      "measure_steps":
+          steps,
+      "rows": [{
+          "processes": 8,
+          "steps_per_s_training": 8 / (step_ms / 1000),
+          "evaluation_s": evaluation_s,
+          "wall_s": start_up_s + steps * step_ms / 1000 + 3 * evaluation_s,
+      }]
+  }
+
+
+def test_the_length_is_the_most_epochs_the_throughput_predicts_to_fit():
+  settings = cnn_study.settings_for("gpu")
+  throughput = _throughput()
+
+  # 110 runs on 8 processes: 14 rounds. A run of E epochs: 10 s to start,
+  # 600 E steps of 0.5 ms at 1.25x the measured cost (0.375 E s) and
+  # E + 5 evaluations of 0.5 s (early ones included): 12.5 + 0.875 E s.
+  def predicted(epochs):
+    return 14 * (12.5 + 0.875 * epochs)
+
+  assert cnn_study.epochs_that_fit(throughput, 8, 110, predicted(20), settings,
+                                   60000) == (20, pytest.approx(predicted(20)))
+  # Just short of 10 epochs' time: 8.
+  assert cnn_study.epochs_that_fit(throughput, 8, 110,
+                                   predicted(10) - 1, settings,
+                                   60000) == (8, pytest.approx(predicted(8)))
+  # Not even 1 epoch fits: the ladder's last, with its prediction.
+  assert cnn_study.epochs_that_fit(throughput, 8, 110, 1, settings,
+                                   60000) == (1, pytest.approx(predicted(1)))
+  with pytest.raises(ValueError, match="no row of 4 processes"):
+    cnn_study.epochs_that_fit(throughput, 4, 110, 1000, settings, 60000)
+
+
+def test_the_fitted_length_is_kept_for_the_calls_that_resume(tmp_path):
+  report_dir = tmp_path / "report"
+  options = cnn_study.Options(report_dir=str(report_dir),
+                              fit_seconds=600,
+                              workers=8)
+  settings = cnn_study.settings_for("gpu")
+  with pytest.raises(ValueError, match="run --stage=measure first"):
+    cnn_study.fitted_length(options, settings, 110, 60000)
+  report_dir.mkdir()
+  (report_dir / cnn_study.THROUGHPUT_FILE).write_text(json.dumps(_throughput()))
+  length = cnn_study.fitted_length(options, settings, 110, 60000)
+  assert length["epochs"] == 20 and length["fit_seconds"] == 600
+  # A later call with less time left keeps the length its runs started.
+  later = cnn_study.Options(report_dir=str(report_dir),
+                            fit_seconds=60,
+                            workers=8)
+  assert cnn_study.fitted_length(later, settings, 110, 60000) == length
+  lines = cnn_study.departures("gpu", settings, 60000, None, length)
+  assert any(
+      line.startswith("Length cut to 20 epochs") and "within 600 s" in line
+      for line in lines)
+  assert ("Evaluation: every 600 steps and at steps 37, 75, 150, 300, on the "
+          "whole test set" in lines[-1])
+
+
 def _cnn_study(*args):
   return child_process.ran("tf_adasamp.experiment.cnn_study",
                            *args,
@@ -123,6 +189,34 @@ def test_the_cpu_smoke_studys_archive_recomputes_its_summary(tmp_path):
   assert rewrite.returncode == 0, rewrite.stderr[-2000:]
   assert (report_dir / "summary.md").read_text() == summary
 
+  # A run of trial 1 cut before its end: the report reads trial 0 alone.
+  cut = next(
+      run for run in cnn_study.plan("cpu_smoke", settings, str(tmp_path /
+                                                               "runs"))
+      if run.trial == 1)
+  metrics = pathlib.Path(cut.config.output_dir) / "metrics.jsonl"
+  metrics.write_text("".join(metrics.read_text().splitlines(True)[:-1]))
+  partial = _cnn_study("--stage=report", "--scale=cpu_smoke",
+                       f"--runs_dir={tmp_path}/runs",
+                       f"--report_dir={report_dir}")
+  assert partial.returncode == 0, partial.stderr[-2000:]
+  header, _, partial_runs = cnn_study.read_archive(archive,
+                                                   tmp_path / "partial")
+  assert header["trials"] == 1 and len(partial_runs) == 9
+  assert "- Trials: 1 of the 2 planned (those whose runs all finished" in (
+      report_dir / "summary.md").read_text()
+
+
+def test_the_committed_gpu_study_recomputes_its_summary():
+  # docs/experiment/cnn holds the GPU run's archive and summary: the one
+  # from the other, byte for byte.
+  result = _cnn_study(
+      "--stage=recompute", "--check",
+      f"--report_dir={os.path.join(child_process.ROOT, 'docs', 'experiment', 'cnn')}"
+  )
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert "matches" in result.stdout
+
 
 def run_records_end_at(run, steps):
   with open(os.path.join(run.config.output_dir, "metrics.jsonl")) as f:
@@ -138,8 +232,10 @@ def test_measure_writes_steps_per_second_of_1_and_n_processes(tmp_path):
   rows = json.loads(
       (tmp_path / "report" / "throughput.json").read_text())["rows"]
   assert [row["processes"] for row in rows] == [1, 2]
-  assert all(
-      row["steps_per_s_second_half"] > 0 and row["wall_s"] > 0 for row in rows)
+  for row in rows:
+    assert row["wall_s"] > 0 and row["evaluation_s"] > 0
+    # The steps alone go faster than the steps with an evaluation.
+    assert row["steps_per_s_training"] > row["steps_per_s_second_half"] > 0
 
 
 def test_evaluations_read_only_the_fixed_training_subset(tmp_path):

@@ -8,12 +8,21 @@ gives the budget.
                      raw_metrics.jsonl.gz (every run's metric records in one
                      gzip'd JSON-lines file, its first line the settings),
                      and from that file alone Figure 1 and summary.md.
+  --stage=report     the same archive, figure and summary from the trials
+                     whose runs all finished, training nothing: a study the
+                     device's time cut short, which its summary says.
   --stage=recompute  rewrites summary.md from raw_metrics.jsonl.gz alone (no
                      runs, no TensorFlow); --check compares it, byte for
                      byte, with the summary.md beside the archive instead.
   --stage=measure    steps per second of --workers processes sharing the
                      device, each training one run, against one process,
-                     start-up and compilation included; written as JSON.
+                     start-up and compilation included, and the seconds an
+                     evaluation takes; written as JSON.
+
+Where a device's time is short, --fit_seconds=S cuts the study's length (in
+epochs, never its trials) to what the measured throughput predicts will
+finish in S seconds (`epochs_that_fit`), decided before any run of the study
+starts and kept in <report_dir>/length.json for the calls that resume it.
 
 benchmarks/carry.py carries the runs directory off a lent device and back,
 where --stage=study (or tuning) resumes them.
@@ -35,6 +44,7 @@ import time
 
 from absl import flags
 from absl import logging
+import numpy as np
 
 from tf_adasamp import _validation
 from tf_adasamp.experiment import flags as flags_lib
@@ -51,6 +61,15 @@ from tf_adasamp.experiment.training import run_files
 PROGRAM = "tf-adasamp-cnn-study"
 FLAGS = flags.FLAGS
 ARCHIVE = "raw_metrics.jsonl.gz"
+THROUGHPUT_FILE = "throughput.json"
+LENGTH_FILE = "length.json"
+# The lengths --fit_seconds may cut the study to, longest first: the gpu
+# scale's 20 epochs, then shorter.
+EPOCH_LADDER = (20, 15, 12, 10, 8, 6, 5, 4, 3, 2, 1)
+# A study step's cost against the measured Unif-SGD step's: 8 of a trial's
+# 11 runs are adaptive, and Algorithm 1's utility at h_t forwards each of
+# their batches a second time (about 4/3 the arithmetic).
+STUDY_STEP_COST = 1.25
 DATASET, MODEL = "fashion_mnist", "cnn"
 
 
@@ -82,7 +101,8 @@ SCALES = {
               test_size=200,
               train_eval_size=200,
               jit_compile=False,
-              overrides=(("steps", 100), ("eval_interval", 25),
+              overrides=(("steps", 100), ("eval_interval",
+                                          25), ("early_evaluations", 2),
                          ("batch_size", 10), ("sweep_amplitudes", (1.0,)))),
 }
 
@@ -90,8 +110,8 @@ SCALES = {
 @dataclasses.dataclass(frozen=True)
 class Options:
   stage: str = option("study",
-                      "study, recompute or measure.",
-                      choices=("study", "recompute", "measure"))
+                      "study, report, recompute or measure.",
+                      choices=("study", "report", "recompute", "measure"))
   scale: str = option("gpu", "gpu: the paper's protocol; cpu_smoke: the "
                       "same path at toy size.",
                       choices=tuple(SCALES))
@@ -109,6 +129,11 @@ class Options:
       None, "Training length in epochs (default: "
       "the scale's); shorter where a device call "
       "must.")
+  fit_seconds: int | None = option(
+      None, "study: cut the length to the "
+      "most epochs of EPOCH_LADDER that report_dir's throughput.json "
+      "predicts to finish in this many seconds (kept in length.json for "
+      "the calls that resume the study); not with --epochs.")
   workers: int = option(4, "Processes that train runs at once.")
   measure_steps: int = option(3000, "measure: steps of each run.")
 
@@ -159,9 +184,10 @@ def plan(scale, settings, runs_dir):
   ]
 
 
-def departures(scale, settings, num_train, tuned):
-  """presets.departures, with this study's evaluation subset, and without
-  the tuning it names where `tuned` (tuning's JSON) is None."""
+def departures(scale, settings, num_train, tuned, length=None):
+  """presets.departures, with this study's evaluation subset, without the
+  tuning it names where `tuned` (tuning's JSON) is None, and saying how
+  the length was cut where `length` (length.json's dict) is given."""
   spec = SCALES[scale]
   lines = [
       line for line in presets.departures(DATASET, MODEL, settings, spec.trials,
@@ -178,12 +204,88 @@ def departures(scale, settings, num_train, tuned):
     lines.insert(
         0, f"Scale: a CPU smoke test, {spec.train_size} training "
         f"and {spec.test_size} test images, not the paper's protocol.")
+  if length is not None:
+    lines.append(
+        f"Length cut to {length['epochs']} epochs (the scale's: "
+        f"{EPOCH_LADDER[0]}) to fit the device's time: the longest of "
+        f"{', '.join(map(str, EPOCH_LADDER))} epochs that the throughput "
+        f"measured first predicted to finish within {length['fit_seconds']} "
+        f"s ({length['predicted_seconds']:.0f} s), chosen before the "
+        "study's first run.")
+  early = sorted({
+      settings.eval_interval >> k
+      for k in range(1, settings.early_evaluations + 1)
+  } - {0})
   lines.append(
-      f"Evaluation: every {settings.eval_interval} steps, on the whole test "
-      f"set and on a fixed random {min(spec.train_eval_size, num_train)} of "
-      f"the {num_train} training images (the same for every run, "
-      "evaluator.train_eval_indices), in inference mode.")
+      f"Evaluation: every {settings.eval_interval} steps"
+      f"{' and at steps ' + ', '.join(map(str, early)) if early else ''}, "
+      f"on the whole test set and on a fixed random "
+      f"{min(spec.train_eval_size, num_train)} of the {num_train} training "
+      "images (the same for every run, evaluator.train_eval_indices), in "
+      "inference mode.")
   return lines
+
+
+def predicted_seconds(row, measure_steps, num_runs, steps, evaluations):
+  """Seconds that `num_runs` runs of `steps` steps and `evaluations`
+  evaluations each take on row["processes"] processes sharing the device,
+  by a throughput.json row: each run pays the measured runs' start-up
+  (their wall time less their steps and 3 evaluations), its steps at the
+  shared rate times STUDY_STEP_COST, and its evaluations; the runs go in
+  rounds of one a process."""
+  processes = row["processes"]
+  step_seconds = processes / row["steps_per_s_training"]
+  start_up = max(
+      0.0,
+      row["wall_s"] - measure_steps * step_seconds - 3 * row["evaluation_s"])
+  per_run = (start_up + steps * step_seconds * STUDY_STEP_COST +
+             evaluations * row["evaluation_s"])
+  return -(-num_runs // processes) * per_run
+
+
+def epochs_that_fit(throughput, workers, num_runs, seconds, settings,
+                    num_train):
+  """(epochs, predicted seconds): the most epochs of EPOCH_LADDER whose
+  study `predicted_seconds` puts within `seconds` on `workers` processes
+  (the ladder's last if none), by throughput.json's dict `throughput`."""
+  rows = [row for row in throughput["rows"] if row["processes"] == workers]
+  if not rows:
+    raise ValueError(f"throughput.json has no row of {workers} processes; "
+                     "measure with the study's --workers")
+  per_epoch = num_train // settings.batch_size
+  for epochs in EPOCH_LADDER:
+    evaluations = epochs + 1 + settings.early_evaluations
+    predicted = predicted_seconds(rows[0], throughput["measure_steps"],
+                                  num_runs, epochs * per_epoch, evaluations)
+    if predicted <= seconds:
+      break
+  return epochs, predicted
+
+
+def fitted_length(options, settings, num_runs, num_train):
+  """length.json's dict: the one an earlier call wrote in report_dir, else
+  `epochs_that_fit` options.fit_seconds, written there."""
+  path = os.path.join(options.report_dir, LENGTH_FILE)
+  if os.path.exists(path):
+    with open(path) as f:
+      return json.load(f)
+  throughput_path = os.path.join(options.report_dir, THROUGHPUT_FILE)
+  if not os.path.exists(throughput_path):
+    raise ValueError(f"--fit_seconds needs {throughput_path}: run "
+                     "--stage=measure first")
+  with open(throughput_path) as f:
+    throughput = json.load(f)
+  epochs, predicted = epochs_that_fit(throughput, options.workers, num_runs,
+                                      options.fit_seconds, settings, num_train)
+  length = {
+      "epochs": epochs,
+      "fit_seconds": options.fit_seconds,
+      "predicted_seconds": round(predicted, 1),
+      "workers": options.workers
+  }
+  os.makedirs(options.report_dir, exist_ok=True)
+  run_files.write_atomically(path, json.dumps(length, indent=1) + "\n")
+  return length
 
 
 def write_archive(path, header, runs):
@@ -243,30 +345,78 @@ def summary_from_archive(path, figure_dir=None):
                                  header["departures"])
 
 
-def run_study(options, command):
+def run_study(options):
   """Trains the study's runs, then writes the archive, Figure 1 and
   summary.md; returns the summary's path."""
+  options, length, data, settings, runs = _study(options)
+  pool.run_all(runs, data, workers=options.workers)
+  return _write_report(options, length, len(data.y_train), settings, runs,
+                       SCALES[options.scale].trials)
+
+
+def report_finished_trials(options):
+  """Writes the archive, Figure 1 and summary.md of the study's trials
+  whose runs all finished, training nothing; returns the summary's path.
+
+  Raises:
+    ValueError: no trial finished.
+  """
+  options, length, data, settings, runs = _study(options)
+  finished = sorted({run.trial for run in runs} - {
+      run.trial
+      for run in runs
+      if not run_files.is_complete(run.config.output_dir, run.config.steps)
+  })
+  if not finished:
+    raise ValueError(f"no trial of {options.runs_dir} has finished all its "
+                     "runs")
+  return _write_report(options, length, len(data.y_train), settings,
+                       [run for run in runs if run.trial in finished],
+                       len(finished))
+
+
+def _study(options):
+  """(options, length, data, settings, runs) of the study `options` name:
+  options with the epochs that --fit_seconds chose (length.json's dict, or
+  None where no fit chose them)."""
+  if options.fit_seconds is not None and options.epochs is not None:
+    raise ValueError("--fit_seconds chooses the epochs: drop --epochs")
   data = load_data(options.scale)
+  length = None
+  if options.fit_seconds is not None:
+    _validation.positive_int(options.fit_seconds, "fit_seconds")
+    settings = settings_for(options.scale, options.tuned)
+    length = fitted_length(options, settings,
+                           len(plan(options.scale, settings, options.runs_dir)),
+                           len(data.y_train))
+    options = dataclasses.replace(options,
+                                  epochs=length["epochs"],
+                                  fit_seconds=None)
   settings = settings_for(options.scale, options.tuned, options.epochs,
                           len(data.y_train))
-  runs = plan(options.scale, settings, options.runs_dir)
-  pool.run_all(runs, data, workers=options.workers)
+  return (options, length, data, settings,
+          plan(options.scale, settings, options.runs_dir))
+
+
+def _write_report(options, length, num_train, settings, runs, trials):
+  """Writes the archive of `runs` (`trials` of them a run), Figure 1 and
+  summary.md; returns the summary's path."""
   os.makedirs(options.report_dir, exist_ok=True)
-  spec = SCALES[options.scale]
+  planned = SCALES[options.scale].trials
+  lines = departures(options.scale, settings, num_train, options.tuned, length)
+  if trials < planned:
+    lines.insert(
+        0, f"Trials: {trials} of the {planned} planned (those whose runs all "
+        "finished in the device's time; the others were cut).")
   header = {
-      "scale":
-          options.scale,
-      "settings":
-          dataclasses.asdict(settings),
-      "trials":
-          spec.trials,
+      "scale": options.scale,
+      "settings": dataclasses.asdict(settings),
+      "trials": trials,
       "title": (f"Adaptive vs uniform sampling, the paper's CNN on "
-                f"Fashion-MNIST ({len(data.y_train)} training images), "
-                f"{spec.trials} trials"),
-      "command":
-          command,
-      "departures":
-          departures(options.scale, settings, len(data.y_train), options.tuned),
+                f"Fashion-MNIST ({num_train} training images), {trials} "
+                "trials"),
+      "command": reproducing_command(options),
+      "departures": lines,
   }
   archive = os.path.join(options.report_dir, ARCHIVE)
   write_archive(archive, header, runs)
@@ -276,14 +426,20 @@ def run_study(options, command):
   return path
 
 
-def _second_half_seconds(run_dir, steps):
-  """Seconds between a run's checkpoints at steps / 2 and at `steps` (the
-  file times): its second half's steps, with neither start-up nor
-  compilation."""
+def _second_half(run_dir, steps):
+  """(wall seconds, training seconds) of a run's second half: between its
+  checkpoints at steps / 2 and at `steps` (the file times: the steps and
+  the evaluation and checkpoint at the end, with neither start-up nor
+  compilation), and in its trainer's clock (the steps alone)."""
   checkpoints = os.path.join(run_dir, run_files.CHECKPOINTS_DIR)
   half = os.path.join(checkpoints, f"ckpt-{steps // 2}.index")
   end = os.path.join(checkpoints, f"ckpt-{steps}.index")
-  return os.path.getmtime(end) - os.path.getmtime(half)
+  clock = {
+      record["step"]: record["train_seconds"]
+      for record in run_files.read_metrics(run_dir)
+  }
+  return (os.path.getmtime(end) - os.path.getmtime(half),
+          clock[steps] - clock[steps // 2])
 
 
 def _measure_runs(options, settings, processes):
@@ -301,6 +457,7 @@ def _measure_runs(options, settings, processes):
                                model=MODEL,
                                steps=options.measure_steps,
                                eval_interval=options.measure_steps // 2,
+                               early_evaluations=0,
                                jit_compile=spec.jit_compile,
                                train_eval_size=spec.train_eval_size,
                                resume=False)
@@ -310,10 +467,13 @@ def _measure_runs(options, settings, processes):
 
 def measure(options):
   """Steps per second of 1 process and of --workers processes at once, each
-  training one uniform run of --measure_steps steps from scratch: over the
-  runs' second halves (summed over the processes, whose second halves
-  overlap), and over the whole wall time (start-up and compilation
-  included); written to <report_dir>/throughput.json."""
+  training one uniform run of --measure_steps steps from scratch (summed
+  over the processes, whose second halves overlap): over the runs' second
+  halves, by the wall clock and by the trainer's (the steps alone), and
+  over the whole wall time (start-up and compilation included); and the
+  seconds of the last evaluation and checkpoint (the median over the runs
+  of their second half's wall less training seconds). Written to
+  <report_dir>/throughput.json."""
   _validation.positive_int(options.measure_steps // 2, "measure_steps // 2")
   settings = settings_for(options.scale)
   data = load_data(options.scale)
@@ -326,28 +486,38 @@ def measure(options):
     pool.run_all(runs, data, workers=processes)
     wall = time.time() - start
     half = options.measure_steps // 2
+    halves = [
+        _second_half(run.config.output_dir, options.measure_steps)
+        for run in runs
+    ]
     rows.append({
         "processes":
             processes,
         "steps_per_s_second_half":
+            round(sum(half / wall_s for wall_s, _ in halves), 1),
+        "steps_per_s_training":
+            round(sum(half / train_s for _, train_s in halves), 1),
+        "evaluation_s":
             round(
-                sum(half / _second_half_seconds(run.config.output_dir,
-                                                options.measure_steps)
-                    for run in runs), 1),
+                float(
+                    np.median([wall_s - train_s for wall_s, train_s in halves
+                              ])), 3),
         "wall_s":
             round(wall, 2),
         "steps_per_s_wall":
             round(processes * options.measure_steps / wall, 1)
     })
   os.makedirs(options.report_dir, exist_ok=True)
-  path = os.path.join(options.report_dir, "throughput.json")
+  path = os.path.join(options.report_dir, THROUGHPUT_FILE)
   with open(path, "w") as f:
-    json.dump({
-        "what": " ".join(measure.__doc__.split()),
-        "rows": rows
-    },
-              f,
-              indent=1)
+    json.dump(
+        {
+            "what": " ".join(measure.__doc__.split()),
+            "measure_steps": options.measure_steps,
+            "rows": rows
+        },
+        f,
+        indent=1)
   return path
 
 
@@ -387,8 +557,10 @@ def main():
       print(recompute(options))
     elif options.stage == "measure":
       print(f"wrote {measure(options)}")
+    elif options.stage == "report":
+      print(f"wrote {report_finished_trials(options)}")
     else:
-      print(f"wrote {run_study(options, reproducing_command(options))}")
+      print(f"wrote {run_study(options)}")
   except (TypeError, ValueError, OSError,
           datasets.DatasetUnavailableError) as error:
     sys.exit(f"{PROGRAM}: {error}")

@@ -26,7 +26,13 @@ import numpy as np  # pylint: disable=wrong-import-position
 from tf_adasamp.experiment.study import design  # pylint: disable=wrong-import-position
 from tf_adasamp.experiment.study import presets  # pylint: disable=wrong-import-position
 
-_COLOURS = {"Unif": "0.35", "AdaSamp-01": "tab:blue", "AdaSamp-L1": "tab:red"}
+_COLOURS = {
+    "Unif": "0.35",
+    "AdaSamp-01": "tab:blue",
+    "AdaSamp-L1": "tab:red",
+    "Shuffle": "k",
+    "IS": "tab:green"
+}
 _LINESTYLES = {"SGD": "-", "AdaGrad": "--"}
 
 # (metric, y label, file name, log-scale y).
