@@ -338,8 +338,11 @@ def summary_from_archive(path, figure_dir=None):
     curves, sweep = design.collect(runs, settings)
   if figure_dir:
     # pylint: disable=import-outside-toplevel
+    from tf_adasamp.experiment.study import heldout
     from tf_adasamp.experiment.study import plots
     plots.figure1(curves, sweep, figure_dir, title=header["title"])
+    plots.heldout_figure(heldout.figure_lines(curves, sweep, settings),
+                         figure_dir, header["title"])
   return report.summary_markdown(curves, sweep, settings, header["trials"],
                                  header["title"], header["command"],
                                  header["departures"])

@@ -20,7 +20,7 @@ import numpy as np
 
 from tf_adasamp.experiment.study import design
 from tf_adasamp.experiment.study import presets
-from tf_adasamp.experiment.study import report
+from tf_adasamp.experiment.study import text
 from tf_adasamp.experiment.study import targets
 from tf_adasamp.experiment.study import verdicts
 
@@ -131,8 +131,8 @@ def recommendation(families):
   if better:
     best = max(better, key=lambda name: families[name][0].mean)
     return (f"**{best}**: its final test accuracy beats Unif-SGD's "
-            f"({report.interval_text(families[best][0])}, Holm p "
-            f"{families[best][1]:.3g}).")
+            f"({text.interval_text(families[best][0])}, Holm p "
+            f"{text.p_text(families[best][1])}).")
   harmless = [
       name for name, (test, p) in families.items()
       if name.startswith(("AdaSamp",
@@ -142,7 +142,7 @@ def recommendation(families):
     best = max(harmless, key=lambda name: families[name][0].mean)
     return (
         f"no adaptive setting beats uniform sampling here; the least "
-        f"harmful is **{best}** ({report.interval_text(families[best][0])} in "
+        f"harmful is **{best}** ({text.interval_text(families[best][0])} in "
         f"final test accuracy, not shown to differ from Unif-SGD).")
   return ("**do not use adaptive sampling**: every adaptive setting ends "
           "with a lower test accuracy than Unif-SGD.")
@@ -195,10 +195,10 @@ def summary_markdown(collected, settings, trials, command):
       to_held_out = targets.compare(curves[name], curves[BASELINE], held_out)
       (f_test, f_p), (b_test, b_p) = final[name], best[name]
       lines.append(
-          f"| {name} | {report.interval_text(f_test)} | {f_p:.3g} | "
-          f"{report.interval_text(b_test)} | {b_p:.3g} | "
-          f"{report.ratio_text(row.steps)} | {report.ratio_text(row.passes)} "
-          f"| {report.ratio_text(to_held_out.steps)} | {flipped:.3f} |")
+          f"| {name} | {text.interval_text(f_test)} | {text.p_text(f_p)} | "
+          f"{text.interval_text(b_test)} | {text.p_text(b_p)} | "
+          f"{text.ratio_text(row.steps)} | {text.ratio_text(row.passes)} "
+          f"| {text.ratio_text(to_held_out.steps)} | {flipped:.3f} |")
     lines.append("")
   return "\n".join(lines).rstrip("\n") + "\n"
 
@@ -247,7 +247,7 @@ def wall_time_markdown(collected, trials):
           for target in (clean_loss, held_out)
       ]
       lines.append(f"| {name} | " +
-                   " | ".join(report.ratio_text(row.seconds) for row in rows) +
+                   " | ".join(text.ratio_text(row.seconds) for row in rows) +
                    " |")
     lines.append("")
   return "\n".join(lines).rstrip("\n") + "\n"

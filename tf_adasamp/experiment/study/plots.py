@@ -214,3 +214,58 @@ def heaviest_grid(rows, path, title=""):
     fig.suptitle(title)
   fig.savefig(path, dpi=100)
   plt.close(fig)
+
+
+HELDOUT_FIGURE = "heldout.png"
+
+
+def heldout_figure(lines, out_dir, title=""):
+  """Writes HELDOUT_FIGURE to `out_dir`: held-out accuracy and loss against
+  training seconds and against example passes, mean +- std over trials,
+  each run's curve read at a common grid up to the shortest run's end;
+  returns its path.
+
+  Args:
+    lines: [(label, curves)], curves as `design.collect` gives them with
+      "passes" [trials, E] (`heldout.passes`) added.
+    out_dir: directory for the PNG file.
+    title: the figure's title.
+  """
+  fig, axes = plt.subplots(2, 2, figsize=(13, 9), constrained_layout=True)
+  for row, (metric, name) in enumerate([("test_accuracy", "held-out accuracy"),
+                                        ("test_loss", "held-out loss")]):
+    for column, (clock, clock_name) in enumerate([
+        ("train_seconds", "training seconds"), ("passes", "example passes")
+    ]):
+      ax = axes[row, column]
+      for number, (label, curve) in enumerate(lines):
+        end = curve[clock][:, -1].min()
+        grid = np.linspace(0, end, 200)
+        values = np.array([
+            np.interp(grid, c, v) for c, v in zip(curve[clock], curve[metric])
+        ])
+        mean, std = values.mean(axis=0), values.std(axis=0)
+        colour = f"C{number}"
+        ax.plot(grid, mean, color=colour, label=label, linewidth=1.6)
+        ax.fill_between(grid,
+                        mean - std,
+                        mean + std,
+                        color=colour,
+                        alpha=0.15,
+                        linewidth=0)
+      ax.set_xlabel(clock_name)
+      ax.set_ylabel(name)
+      ax.grid(True, alpha=0.3)
+      if metric == "test_loss":
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
+        ax.yaxis.set_minor_formatter(ticker.FormatStrFormatter("%g"))
+      ax.legend(fontsize="small")
+      ax.set_title(f"({'abcd'[2 * row + column]}) {name} against {clock_name}")
+  if title:
+    fig.suptitle(title)
+  os.makedirs(out_dir, exist_ok=True)
+  path = os.path.join(out_dir, HELDOUT_FIGURE)
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
+  return path

@@ -17,8 +17,10 @@ import dataclasses
 import numpy as np
 
 from tf_adasamp.experiment.study import design
+from tf_adasamp.experiment.study import heldout
 from tf_adasamp.experiment.study import presets
 from tf_adasamp.experiment.study import report
+from tf_adasamp.experiment.study import text
 from tf_adasamp.experiment.study import targets
 
 
@@ -68,6 +70,16 @@ def _milliseconds_per_step(curve):
       np.median(curve["train_seconds"][:, -1]) / curve["step"][-1] * 1000)
 
 
+def _answer_lines(curves, timed, settings, trials):
+  """The held-out answer of the setting chosen on validation
+  (`heldout.answer_lines`), in these runs' seconds."""
+  name = f"{settings.sweep_algorithm}, amplitude {settings.amplitude:g}"
+  chosen = [entry for entry in timed if entry[0] == name]
+  if not chosen:
+    return [f"The setting chosen on validation, {name}, was not timed.", ""]
+  return heldout.answer_lines(heldout.rows(curves, chosen)[0], trials)
+
+
 def markdown(runs, settings, title, command, machine, num_classes=10):
   """wall_time.md: each timed run's training seconds to each target."""
   return markdown_of(*variants(runs, settings), settings, title, command,
@@ -100,7 +112,7 @@ def markdown_of(curves,
       "geometric mean [95% t-interval]. Measured, so a rerun on new runs "
       "differs; the runs are the experiment's own configurations, whose "
       "steps and example passes summary.md gives over 10 trials.", "",
-      *report.headline_lines(tables, "seconds", "training seconds"),
+      *_answer_lines(curves, timed, settings, trials),
       "## Training milliseconds per step", "",
       "Median over trials of each run's training seconds over its steps.", "",
       "| run | ms per step | vs Unif |", "|---|---|---|"
@@ -118,8 +130,8 @@ def markdown_of(curves,
       unif, *shuffle = entry.rows.values()
       name = entry.name + (" (collapsed)" if entry.collapsed else "")
       lines.append(
-          f"| {name} | {report.ratio_text(unif.seconds)} | "
-          f"{report.ratio_text(shuffle[0].seconds) if shuffle else '–'} | "
-          f"{report.ratio_text(shuffle[0].steps) if shuffle else '–'} |")
+          f"| {name} | {text.ratio_text(unif.seconds)} | "
+          f"{text.ratio_text(shuffle[0].seconds) if shuffle else '–'} | "
+          f"{text.ratio_text(shuffle[0].steps) if shuffle else '–'} |")
     lines.append("")
   return "\n".join(lines).rstrip("\n") + "\n"

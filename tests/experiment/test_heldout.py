@@ -1,0 +1,163 @@
+"""Held-out measures (tf_adasamp.experiment.study.heldout) on synthetic
+trials whose answers are known, each rule both ways."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from tf_adasamp.experiment.study import heldout
+from tf_adasamp.experiment.study import presets
+from tf_adasamp.experiment.study import timing
+
+STEPS = np.arange(0, 1001, 50)
+BATCH = 10
+
+
+def curve(speed, trials=6, forward_passes=1, seed=0, plateau=0.9):
+  """Runs whose held-out accuracy climbs to `plateau` `speed` times as fast
+  as speed 1's (a few percent apart per trial), training loss alike."""
+  rng = np.random.default_rng(seed)
+  rates = speed * (1 + 0.03 * rng.standard_normal(trials))
+  progress = 1 - np.exp(-np.outer(rates, STEPS) / 200)
+  ones = np.ones(trials)
+  return {
+      "step": STEPS,
+      "epoch": STEPS * BATCH / 1000,
+      "train_loss": 2 * (1 - progress) + 0.01,
+      "train_accuracy": progress,
+      "test_accuracy": 0.1 + (plateau - 0.1) * progress,
+      "test_loss": 2.2 * (1 - progress) + 0.3,
+      "kl": np.zeros_like(progress),
+      "examples_forwarded": np.outer(ones, STEPS * BATCH * forward_passes),
+      "examples_backpropagated": np.outer(ones, STEPS * BATCH),
+      # A second forward pass makes a step half as dear again.
+      "train_seconds": np.outer(ones, STEPS * 0.002 * (1 + forward_passes / 2)),
+  }
+
+
+def test_smoothing_is_a_centred_mean_over_three_evaluations():
+  values = np.array([[0.0, 3.0, 6.0, 0.0, 3.0]])
+  np.testing.assert_allclose(heldout.smoothed(values),
+                             [[1.5, 3.0, 3.0, 3.0, 1.5]])
+  np.testing.assert_allclose(heldout.smoothed(values[:, :1]), [[0.0]])
+
+
+def test_each_variant_has_one_baseline():
+  curves = {name: None for name in presets.RUNS}
+  assert heldout.baseline_of("AdaSamp-01-SGD", curves) == "Shuffle-SGD"
+  assert heldout.baseline_of("Unif-SGD", curves) == "Shuffle-SGD"
+  assert heldout.baseline_of("IS-SGD", curves) == "Shuffle-SGD"
+  assert heldout.baseline_of("AdaSamp-L1-AdaGrad", curves) == "Unif-AdaGrad"
+  # Where no reshuffling ran, the with-replacement counterpart.
+  del curves["Shuffle-SGD"]
+  assert heldout.baseline_of("AdaSamp-01-SGD", curves) == "Unif-SGD"
+
+
+@pytest.mark.parametrize("speed", [2.0, 0.5])
+def test_the_ladder_reads_each_rung_off_both_curves(speed):
+  rungs = heldout.ladder(curve(speed, seed=1), curve(1.0, seed=2))
+  assert [r.label for r in rungs] == [
+      "90% of the best", "95% of the best", "98% of the best",
+      "99% of the best", "99.5% of the best", "the final"
+  ]
+  # The slower runs reach the first rung only, at the end.
+  for rung in rungs[:3] if speed > 1 else rungs[:1]:
+    assert rung.steps.geometric_mean == pytest.approx(1 / speed, rel=0.1)
+    assert rung.seconds.geometric_mean == pytest.approx(1 / speed, rel=0.1)
+  if speed < 1:
+    assert rungs[-1].steps.adaptive_never == 6
+
+
+def test_a_second_forward_pass_is_charged_in_passes_and_seconds():
+  rungs = heldout.ladder(curve(2.0, forward_passes=2, seed=1), curve(1.0,
+                                                                     seed=2))
+  assert rungs[0].steps.geometric_mean == pytest.approx(0.5, rel=0.1)
+  assert rungs[0].passes.geometric_mean == pytest.approx(0.5 * 4 / 3, rel=0.1)
+  assert rungs[0].seconds.geometric_mean == pytest.approx(0.5 * 2 / 1.5,
+                                                          rel=0.1)
+
+
+def test_one_lucky_evaluation_does_not_reach_a_target():
+  baseline = curve(1.0, seed=2)
+  lucky = curve(1.0, seed=2)
+  # One evaluation jumps to the plateau early, then falls back.
+  lucky["test_accuracy"] = lucky["test_accuracy"].copy()
+  lucky["test_accuracy"][:, 2] = 0.9
+  raw = heldout.ladder(lucky, baseline)[0]
+  assert raw.steps.geometric_mean == pytest.approx(1.0, rel=0.05)
+
+
+@pytest.mark.parametrize("speed, sign", [(2.0, +1), (0.5, -1)])
+def test_at_a_fraction_of_the_budget_the_faster_runs_are_ahead(speed, sign):
+  budget = heldout.at_budget(curve(speed, seed=1), curve(1.0, seed=2))
+  assert [b.fraction for b in budget] == [0.1, 0.25, 0.5, 1.0]
+  quarter = budget[1]
+  assert sign * quarter.accuracy.mean > 0.05 and quarter.accuracy.high * (
+      quarter.accuracy.low) > 0
+  assert sign * quarter.loss.mean < 0
+  # At the whole budget both are near the plateau.
+  assert abs(budget[-1].accuracy.mean) < abs(quarter.accuracy.mean)
+
+
+def test_stopping_on_validation_reads_test_accuracy_where_validation_peaks():
+  ours, theirs = curve(1.0, seed=1), curve(1.0, seed=2)
+  assert heldout.stopped(ours, theirs) is None  # no validation split
+  for c, peak in ((ours, 5), (theirs, 15)):
+    validation = np.zeros_like(c["test_accuracy"])
+    validation[:, peak] = 1.0
+    c["validation_accuracy"] = validation
+  test = heldout.stopped(ours, theirs)
+  # Smoothed over three evaluations, the peak is first reached just before
+  # `peak`.
+  expected = (ours["test_accuracy"][:, 4] - theirs["test_accuracy"][:, 14])
+  assert test.mean == pytest.approx(expected.mean())
+
+
+SETTINGS = dataclasses.replace(presets.preset("fashion_mnist_5k", "mlp"),
+                               amplitude=1.0,
+                               sweep_amplitudes=(1.0,),
+                               sweep_both_utilities=False)
+
+
+def study(speed, final_gap=0.0):
+  curves = {name: curve(1.0, seed=i) for i, name in enumerate(presets.RUNS)}
+  adaptive = curve(speed, seed=20)
+  adaptive["test_accuracy"] = adaptive["test_accuracy"] + final_gap
+  sweep = {
+      "algorithm": "AdaSamp-01-SGD",
+      "amplitude": [0.0, 1.0],
+      "curves": [curves["Unif-SGD"], adaptive],
+  }
+  curves["AdaSamp-01-SGD"] = adaptive
+  return curves, sweep
+
+
+@pytest.mark.parametrize("speed, final_gap, verdict", [
+    (2.0, 0.0, "met"),
+    (1.2, 0.0, "not met"),
+    (2.0, -0.02, "not met"),
+])
+def test_the_answer_is_the_chosen_settings_against_reshuffling(
+    speed, final_gap, verdict):
+  curves, sweep = study(speed, final_gap)
+  text = "\n".join(heldout.lines(curves, sweep, SETTINGS, trials=6))
+  answer = next(l for l in text.splitlines() if "Held-out answer" in l)
+  assert "AdaSamp-01-SGD, amplitude 1 (trials 0-5" in answer
+  assert "of Shuffle-SGD's training seconds" in answer
+  assert f"**{verdict}**" in answer
+  # Every variant has its one baseline in every table.
+  assert "| Unif-AdaGrad | " not in text.split("| run | baseline |")[0]
+  assert "| AdaSamp-01-AdaGrad, amplitude 1 | Unif-AdaGrad |" in text
+
+
+def test_wall_time_opens_with_the_chosen_settings_held_out_answer():
+  curves, sweep = study(2.0)
+  timed = [("AdaSamp-01-SGD, amplitude 1", sweep["curves"][1],
+            "AdaSamp-01-SGD"),
+           ("Shuffle-SGD", curves["Shuffle-SGD"], "Shuffle-SGD")]
+  baselines = {name: curves[name] for name in ("Unif-SGD", "Shuffle-SGD")}
+  wall = timing.markdown_of(baselines, timed, SETTINGS, "synthetic", "cmd",
+                            "a CPU")
+  answer = next(l for l in wall.splitlines() if "Held-out answer" in l)
+  assert "**met**" in answer
