@@ -66,7 +66,8 @@ def test_comparison_verdict_reads_the_adjusted_p_and_the_side():
 
 @pytest.mark.parametrize("given, expected", [
     ([verdicts.SUPPORTED] * 3, verdicts.SUPPORTED),
-    ([verdicts.SUPPORTED, verdicts.CONTRADICTED], verdicts.CONTRADICTED),
+    ([verdicts.SUPPORTED, verdicts.CONTRADICTED], verdicts.MIXED),
+    ([verdicts.NOT_SHOWN, verdicts.CONTRADICTED], verdicts.CONTRADICTED),
     ([verdicts.NO_VERDICT, verdicts.CONTRADICTED], verdicts.CONTRADICTED),
     ([verdicts.SUPPORTED, verdicts.NO_VERDICT], verdicts.NO_VERDICT),
     ([verdicts.SUPPORTED, verdicts.NOT_SHOWN], verdicts.NOT_SHOWN),
@@ -125,10 +126,18 @@ def test_rank_test_judges_a_trend_held_in_every_trial_by_the_sign_test():
   assert test.p == pytest.approx(2 / 1024)
   assert verdicts.comparison_verdict(test, test.p, -1) == verdicts.SUPPORTED
   assert verdicts.rank_test([1.0] * 5).p == pytest.approx(0.0625)
-  # Otherwise it is the t-test, and no verdict where nothing is ordered or
-  # too few trials.
-  values = [-0.9, -1.0, -0.8]
-  assert verdicts.rank_test(values) == verdicts.paired_test(values)
+  # A spread of strong trends weighs as much as -1 in each: the sign test
+  # counts trials (a t-test gave the spread the smaller p); the interval
+  # is the t-test's.
+  spread = [-0.9, -1.0, -0.8, -0.95, -0.85, -0.9, -1.0, -0.93, -0.88, -0.97]
+  assert verdicts.rank_test(spread).p == test.p
+  t = verdicts.paired_test(spread)
+  assert (verdicts.rank_test(spread).low,
+          verdicts.rank_test(spread).high) == (t.low, t.high)
+  # 8 of 10 trials negative: the two-sided binomial p, 0.109.
+  mostly = [-0.5] * 8 + [0.4, 0.2]
+  assert verdicts.rank_test(mostly).p == pytest.approx(0.109375)
+  # No verdict where nothing is ordered or too few trials.
   assert verdicts.rank_test([0.0] * 5).why_not
   assert verdicts.rank_test([-1.0, -1.0]).why_not
 

@@ -14,9 +14,11 @@ p-values are adjusted by Holm's method, and:
                             rank correlation equal in every trial, which
                             the exact sign test judges.
 
-A claim is contradicted if any of its comparisons is, supported if all of
-them are, without a verdict if any comparison has none, and not shown
+A claim is mixed if some of its comparisons are supported and some
+contradicted, contradicted if any is (and none supported), supported if all
+of them are, without a verdict if any comparison has none, and not shown
 otherwise; "not testable here" where its precondition fails on the data.
+Rank correlations are judged by the sign test (`rank_test`).
 Intervals are the raw (unadjusted) 95% t-intervals; the verdicts read the
 adjusted p-values.
 """
@@ -30,6 +32,7 @@ CONFIDENCE = 0.95
 ALPHA = 1 - CONFIDENCE
 MIN_TRIALS = 3
 SUPPORTED, CONTRADICTED, NOT_SHOWN = "supported", "contradicted", "not shown"
+MIXED = "mixed"
 NO_VERDICT = "no verdict"
 NOT_TESTABLE = "not testable here"
 
@@ -71,18 +74,25 @@ def paired_test(differences, reference=0.0):
 
 
 def rank_test(correlations):
-  """`paired_test` of per-trial rank correlations against 0; where every
-  trial is equal and not 0, the exact two-sided sign test's p, and the
-  interval the single value."""
+  """The test of per-trial rank correlations against 0: the mean and its
+  t-interval (the single value where every trial is equal), and the p of
+  the exact two-sided sign test on the trials' signs (zeros dropped);
+  no verdict from fewer than MIN_TRIALS trials or where none is signed."""
   # A rank correlation is bounded: a trend that holds in every trial gives
-  # -1 (or +1) in each, the strongest evidence a trial can give, where the
-  # t-test has no spread to scale by.
-  test = paired_test(correlations)
-  if test.why_not and test.trials >= MIN_TRIALS and test.mean != 0:
+  # -1 (or +1) in each, the strongest evidence a trial can give, which a
+  # t-test would weigh less than a spread of -0.9s. The sign test counts
+  # the trials on each side alone.
+  # pylint: disable=import-outside-toplevel
+  from scipy import stats
+  values = np.asarray(correlations, dtype=float)
+  test = paired_test(values)
+  signed = int(np.sum(values != 0))
+  if test.trials < MIN_TRIALS or not signed:
     return dataclasses.replace(test,
-                               p=min(1.0, 2 * 0.5**test.trials),
-                               why_not=None)
-  return test
+                               why_not=test.why_not or
+                               "no trial with a signed correlation")
+  p = stats.binomtest(int(np.sum(values > 0)), signed, 0.5).pvalue
+  return dataclasses.replace(test, p=float(p), why_not=None)
 
 
 def holm(p_values):
@@ -116,6 +126,8 @@ def combine(verdicts):
   verdicts = list(verdicts)
   if not verdicts:
     return NO_VERDICT
+  if CONTRADICTED in verdicts and SUPPORTED in verdicts:
+    return MIXED
   if CONTRADICTED in verdicts:
     return CONTRADICTED
   if all(v == SUPPORTED for v in verdicts):
