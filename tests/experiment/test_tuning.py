@@ -1,6 +1,7 @@
 """Tuning by cross-validation: validation splits, the stages, the choice."""
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -8,6 +9,7 @@ import pytest
 from tf_adasamp.experiment import tuning
 from tf_adasamp.experiment.study import design
 from tf_adasamp.experiment.study import presets
+from tf_adasamp.experiment.training import config as config_lib
 from tf_adasamp.experiment.training import datasets
 
 
@@ -26,6 +28,7 @@ def test_tuning_reads_validation_splits_never_the_test_set(tmp_path, digits):
                            adagrad_learning_rates="0.1",
                            amplitudes="1",
                            decays="0.5",
+                           utilities_at="updated",
                            adaptive_lr_factors="2",
                            output_dir=str(tmp_path),
                            workers=1)
@@ -46,7 +49,7 @@ def test_tuning_reads_validation_splits_never_the_test_set(tmp_path, digits):
   # One stage-2 setting for each of the four adaptive algorithms.
   assert sorted(r["algorithm"] for r in results["amplitude_decay"]) == sorted(
       tuning.ADAPTIVE)
-  assert tuning.chosen(results) == (1.0, 0.5)
+  assert tuning.chosen(results) == (1.0, 0.5, "updated")
   # Stage 3: each adaptive algorithm at its rule's step size and twice it.
   assert len(results["adaptive_step_sizes"]) == 2 * len(tuning.ADAPTIVE)
   chosen_sgd = results["chosen_step_sizes"]["sgd"][0]
@@ -83,24 +86,30 @@ NOISE = np.array([-0.002, -0.001, 0.0, 0.001, 0.002])
 
 def _stage2_results(gains, final=None):
   """Tuning results whose stage 2 has each adaptive algorithm gain
-  gains[amplitude] + NOISE over uniform (time-averaged), and
-  final[amplitude] + NOISE at the end (0 where not given)."""
+  gains[setting] + NOISE over uniform (time-averaged), and final[setting] +
+  NOISE at the end (0 where not given); a setting is an amplitude (the
+  utility at 'updated') or (amplitude, utility_at)."""
   final = final or {}
+
+  def key(setting):
+    return setting if isinstance(setting, tuple) else (setting, "updated")
+
   return {
       "amplitude_decay": [{
-          "amplitude": amplitude,
+          "amplitude": key(setting)[0],
           "decay": 0.5,
+          "utility_at": key(setting)[1],
           "algorithm": algorithm,
           "auc_difference": (gain + NOISE).tolist(),
-          "final_difference": (final.get(amplitude, 0.0) + NOISE).tolist(),
+          "final_difference": (final.get(setting, 0.0) + NOISE).tolist(),
           "max_kl": [0.0] * len(NOISE)
-      } for amplitude, gain in gains.items() for algorithm in tuning.ADAPTIVE]
+      } for setting, gain in gains.items() for algorithm in tuning.ADAPTIVE]
   }
 
 
 def test_setting_summary_gives_the_standard_error_over_seeds():
   summary = tuning.setting_summary(_stage2_results({0.3: 0.002}))
-  entry = summary[(0.3, 0.5)]
+  entry = summary[(0.3, 0.5, "updated")]
   assert entry["mean"] == pytest.approx(0.002)
   assert entry["se"] == pytest.approx(np.std(NOISE, ddof=1) / np.sqrt(5))
   assert entry["worse"] == []
@@ -109,14 +118,14 @@ def test_setting_summary_gives_the_standard_error_over_seeds():
 def test_a_smaller_amplitude_within_one_standard_error_is_chosen():
   # The best is 1 (+0.0020); 0.3 is 0.0005 below it, within its SE 0.0007.
   results = _stage2_results({0.1: 0.0010, 0.3: 0.0015, 1.0: 0.0020, 3.0: 0})
-  assert tuning.chosen(results) == (0.3, 0.5)
+  assert tuning.chosen(results) == (0.3, 0.5, "updated")
 
 
 def test_a_smaller_amplitude_beyond_one_standard_error_is_not_chosen():
   # 0.3 is 0.0009 below the best, more than its SE 0.0007; 0.1 further
   # still.
   results = _stage2_results({0.1: 0, 0.3: 0.0011, 1.0: 0.0020, 3.0: 0.0015})
-  assert tuning.chosen(results) == (1.0, 0.5)
+  assert tuning.chosen(results) == (1.0, 0.5, "updated")
 
 
 def test_an_amplitude_significantly_worse_than_uniform_is_not_chosen():
@@ -125,20 +134,79 @@ def test_an_amplitude_significantly_worse_than_uniform_is_not_chosen():
   gains = {0.1: 0.0030, 0.3: 0.0015, 1.0: 0.0020}
   results = _stage2_results(gains, final={0.1: -0.01})
   summary = tuning.setting_summary(results)
-  assert len(summary[(0.1, 0.5)]["worse"]) == len(tuning.ADAPTIVE)
-  assert tuning.chosen(results) == (0.3, 0.5)
+  assert len(summary[(0.1, 0.5, "updated")]["worse"]) == len(tuning.ADAPTIVE)
+  assert tuning.chosen(results) == (0.3, 0.5, "updated")
   # pylint: disable-next=protected-access
   table = "\n".join(tuning._choice_lines(results))
-  assert ("| **0.3** | **0.5** | **+0.0015** | **0.0007** | **none** | "
-          "**yes** |" in table)
-  assert "| 1 | 0.5 | +0.0020 | 0.0007 | none | best |" in table
-  assert "| 0.1 | 0.5 | +0.0030 | 0.0007 | AdaSamp-01-SGD (final)" in table
+  assert ("| **0.3** | **0.5** | **updated** | **+0.0015** | **0.0007** | "
+          "**none** | **yes** |" in table)
+  assert "| 1 | 0.5 | updated | +0.0020 | 0.0007 | none | best |" in table
+  assert ("| 0.1 | 0.5 | updated | +0.0030 | 0.0007 | AdaSamp-01-SGD "
+          "(final)" in table)
 
 
 def test_where_every_setting_is_worse_the_rule_runs_over_all():
   gains = {0.3: 0.0015, 1.0: 0.0020}
   results = _stage2_results(gains, final={0.3: -0.01, 1.0: -0.01})
-  assert tuning.chosen(results) == (0.3, 0.5)
+  assert tuning.chosen(results) == (0.3, 0.5, "updated")
+
+
+def test_of_two_utility_options_at_the_chosen_amplitude_the_better():
+  results = _stage2_results({
+      (0.3, "updated"): 0.0015,
+      (0.3, "step"): 0.0018,
+      (1.0, "updated"): 0.0020,
+  })
+  assert tuning.chosen(results) == (0.3, 0.5, "step")
+
+
+@pytest.mark.parametrize(
+    "gain, advice",
+    [
+        (0.0005, tuning.UNIFORM),  # within one SE (0.0007) of 0
+        (0.0020, [0.3, 0.5, "updated"]),
+    ])
+def test_uniform_is_recommended_where_no_setting_beats_it_by_one_se(
+    gain, advice):
+  results = _stage2_results({0.3: gain, 1.0: gain - 0.0004})
+  assert tuning.recommended(results) == advice
+  text = "\n".join(tuning._choice_lines(results))  # pylint: disable=protected-access
+  assert ("**uniform sampling**" in text) == (advice == tuning.UNIFORM)
+
+
+def _run_with(tmp_path, name, forward_passes, accuracy):
+  """A finished run whose records have `accuracy` at steps 0, 10, ...,
+  each step forwarding its batch of 10 `forward_passes` times."""
+  run_dir = tmp_path / name
+  run_dir.mkdir()
+  with open(run_dir / "metrics.jsonl", "w") as f:
+    for k, value in enumerate(accuracy):
+      f.write(
+          json.dumps({
+              "step": 10 * k,
+              "test_accuracy": value,
+              "kl": 0.0,
+              "examples_forwarded": 100 * k * forward_passes,
+              "examples_backpropagated": 100 * k
+          }) + "\n")
+  return design.Run("a", 0.0, 0,
+                    config_lib.TrainConfig(output_dir=str(run_dir)))
+
+
+def test_a_run_with_a_second_forward_pass_is_judged_on_uniforms_budget(
+    tmp_path):
+  # The same accuracy per step; a step that forwards twice costs 4 passes
+  # to uniform's 3, so over uniform's budget it gets 3/4 of its steps.
+  accuracy = [0.0, 0.2, 0.4, 0.6, 0.8]
+  uniform = _run_with(tmp_path, "uniform", 1, accuracy)
+  twice = _run_with(tmp_path, "twice", 2, accuracy)
+  budget = tuning._budget(uniform)  # pylint: disable=protected-access
+  assert budget == 40 * 3 * 10
+  ours = tuning._scores(twice, budget)[0]  # pylint: disable=protected-access
+  theirs = tuning._scores(uniform)[0]  # pylint: disable=protected-access
+  assert theirs == pytest.approx(0.4)
+  # Within that budget it climbs to 0.6, not 0.8: it averages 0.3.
+  assert ours == pytest.approx(0.3)
 
 
 def test_tuned_settings_take_the_choices_and_keep_old_results_working():

@@ -52,7 +52,8 @@ from tf_adasamp.experiment.flags import option
 from tf_adasamp.experiment.study import design
 from tf_adasamp.experiment.study import pool
 from tf_adasamp.experiment.study import presets
-from tf_adasamp.experiment.study import report
+from tf_adasamp.experiment.study import targets
+from tf_adasamp.experiment.study import text
 from tf_adasamp.experiment.study import verdicts
 from tf_adasamp.experiment.training import config as config_lib
 from tf_adasamp.experiment.training import datasets
@@ -98,6 +99,10 @@ class Options:
                                          "AdaGrad's step sizes.")
   amplitudes: tuple = option("0.3,1", "Amplitudes.")
   decays: tuple = option("0.5,0.9", "Decays.")
+  utilities_at: str = option(
+      "updated,step", "Stage 2: where the utility is computed, "
+      "comma-separated (TrainConfig.utility_at's choices), each a setting of "
+      "its own.")
   adaptive_lr_factors: tuple = option(
       "0.5,2", "Stage 3: each adaptive "
       "algorithm's step sizes, as multiples of its update rule's winner.")
@@ -139,7 +144,7 @@ def _run(algorithm, trial, output_dir, base, **fields):
 
 
 def _adaptive_run(algorithm, seed, directory, base, eta, gamma, amplitude,
-                  decay):
+                  decay, utility_at):
   _, utility, rule = presets.ALGORITHMS[algorithm]
   return _run(algorithm,
               seed,
@@ -151,21 +156,45 @@ def _adaptive_run(algorithm, seed, directory, base, eta, gamma, amplitude,
               learning_rate=eta,
               lr_decay=gamma,
               amplitude=amplitude,
-              decay=decay)
+              decay=decay,
+              utility_at=utility_at)
 
 
-def _scores(run):
-  """(time-averaged, final) validation accuracy, max KL of a finished run."""
+def _passes(records):
+  """Example passes (forward + backward, a backward counted as
+  targets.BACKWARD_COST forward ones) at each of `records`."""
+  return np.array([
+      r["examples_forwarded"] +
+      targets.BACKWARD_COST * r["examples_backpropagated"] for r in records
+  ])
+
+
+def _scores(run, budget=None):
+  """(time-averaged, final) validation accuracy and max KL of a finished
+  run. Time-averaged: the area under the validation-accuracy curve over
+  the first `budget` example passes (the run's own, where None), divided
+  by them, so a run whose steps cost more passes (a second forward pass)
+  is judged on the same budget as the uniform run it is compared with."""
   records = run_files.read_metrics(run.config.output_dir)
-  steps = [r["step"] for r in records]
-  accuracy = [r["test_accuracy"] for r in records]
-  return (float(design.mean_over(steps, accuracy)), accuracy[-1],
+  passes = _passes(records)
+  accuracy = np.array([r["test_accuracy"] for r in records])
+  budget = passes[-1] if budget is None else min(budget, passes[-1])
+  keep = passes < budget
+  times = np.append(passes[keep], budget)
+  values = np.append(accuracy[keep], np.interp(budget, passes, accuracy))
+  return (float(design.mean_over(times, values)), float(accuracy[-1]),
           max(r["kl"] for r in records))
+
+
+def _budget(run):
+  """A run's example passes at its end."""
+  return float(_passes(run_files.read_metrics(run.config.output_dir))[-1])
 
 
 def tune(options, full_data, settings, log=print):
   """Runs the three stages; returns the results as a JSON-ready dict."""
   _validation.positive_int(options.workers, "workers")
+  names(options.utilities_at)
   seeds = [int(s) for s in floats(options.seeds)]
   base = config_lib.TrainConfig(dataset=options.dataset,
                                 data_dir=options.data_dir,
@@ -203,12 +232,14 @@ def tuned_settings(settings, results):
 
   Returns:
     `settings` with the chosen step sizes (the baselines' too where the
-    results have them), amplitude and decay.
+    results have them), amplitude, decay and utility option.
   """
   (sgd_eta, sgd_gamma), (adagrad_eta,
                          _) = (results["chosen_step_sizes"]["sgd"],
                                results["chosen_step_sizes"]["adagrad"])
-  amplitude, decay = results["stage3_setting"]
+  # A tuning that did not vary the utility option chose amplitude and decay.
+  amplitude, decay, *utility_at = results["stage3_setting"]
+  utility_at = utility_at[0] if utility_at else settings.utility_at
   # Results of a tuning before the baselines had their own step sizes
   # leave the settings' own.
   own = results.get("chosen_baseline_step_sizes")
@@ -223,6 +254,7 @@ def tuned_settings(settings, results):
                              adagrad_learning_rate=adagrad_eta,
                              amplitude=amplitude,
                              decay=decay,
+                             utility_at=utility_at,
                              adaptive_learning_rates=tuple(
                                  results["chosen_adaptive_learning_rates"]),
                              **baselines)
@@ -287,33 +319,52 @@ def _stage1(options, seeds, base, train, results):
   return {presets.RUNS[name][2]: winners[name] for name in STAGE1[:2]}
 
 
+def names(values):
+  """A comma-separated grid of utility options as a list; ValueError
+  naming any that is not one."""
+  result = values.split(",")
+  for name in result:
+    if name not in config_lib.UTILITY_AT:
+      raise ValueError(f"utilities_at takes {', '.join(config_lib.UTILITY_AT)},"
+                       f" got {name!r}")
+  return result
+
+
 def _stage2(options, seeds, base, train, results, uniform):
-  """Amplitude and decay of the adaptive algorithms against uniform;
-  {(amplitude, decay, algorithm): runs}."""
+  """Amplitude, decay and utility option of the adaptive algorithms against
+  uniform, each run judged on its uniform counterpart's budget of example
+  passes; {(amplitude, decay, utility_at, algorithm): runs}."""
   count = options.stage2_seeds or len(seeds)
   stage2 = {}
   for amplitude in floats(options.amplitudes):
     for decay in floats(options.decays):
-      for algorithm in ADAPTIVE:
-        eta, gamma = uniform[presets.ALGORITHMS[algorithm][2]][0]
-        stage2[(amplitude, decay, algorithm)] = [
-            _adaptive_run(
-                algorithm, seed,
-                os.path.join(options.output_dir, "stage2",
-                             f"{algorithm}-a{amplitude:g}-d{decay:g}"), base,
-                eta, gamma, amplitude, decay) for seed in seeds[:count]
-        ]
-  train("stage 2, amplitude and decay",
+      for utility_at in names(options.utilities_at):
+        for algorithm in ADAPTIVE:
+          eta, gamma = uniform[presets.ALGORITHMS[algorithm][2]][0]
+          stage2[(amplitude, decay, utility_at, algorithm)] = [
+              _adaptive_run(
+                  algorithm, seed,
+                  os.path.join(
+                      options.output_dir, "stage2",
+                      f"{algorithm}-a{amplitude:g}-d{decay:g}-{utility_at}"),
+                  base, eta, gamma, amplitude, decay, utility_at)
+              for seed in seeds[:count]
+          ]
+  train("stage 2, amplitude, decay and utility option",
         [run for runs in stage2.values() for run in runs])
   results["stage2_seeds"] = seeds[:count]
   results["amplitude_decay"] = []
-  for (amplitude, decay, algorithm), runs in stage2.items():
-    rule = presets.ALGORITHMS[algorithm][2]
-    ours = np.array([_scores(run) for run in runs])
-    theirs = np.array([_scores(run)[:2] for run in uniform[rule][1][:count]])
+  for (amplitude, decay, utility_at, algorithm), runs in stage2.items():
+    counterparts = uniform[presets.ALGORITHMS[algorithm][2]][1][:count]
+    theirs = np.array([_scores(run)[:2] for run in counterparts])
+    ours = np.array([
+        _scores(run, _budget(counterpart))
+        for run, counterpart in zip(runs, counterparts)
+    ])
     results["amplitude_decay"].append({
         "amplitude": amplitude,
         "decay": decay,
+        "utility_at": utility_at,
         "algorithm": algorithm,
         "auc_difference": (ours[:, 0] - theirs[:, 0]).tolist(),
         "final_difference": (ours[:, 1] - theirs[:, 1]).tolist(),
@@ -323,25 +374,26 @@ def _stage2(options, seeds, base, train, results, uniform):
 
 
 def _stage3(options, base, train, results, uniform, stage2):
-  """Each adaptive algorithm's own step size at the chosen amplitude and
-  decay."""
-  amplitude, decay = chosen(results)
+  """Each adaptive algorithm's own step size at the chosen amplitude, decay
+  and utility option."""
+  amplitude, decay, utility_at = chosen(results)
   grid, new_runs = {}, []
   for algorithm in ADAPTIVE:
     (eta, gamma), _ = uniform[presets.ALGORITHMS[algorithm][2]]
-    grid[(algorithm, eta)] = stage2[(amplitude, decay, algorithm)]
+    grid[(algorithm, eta)] = stage2[(amplitude, decay, utility_at, algorithm)]
     for factor in floats(options.adaptive_lr_factors):
       grid[(algorithm, eta * factor)] = [
           _adaptive_run(
               algorithm, run.trial,
               os.path.join(options.output_dir, "stage3",
-                           f"{algorithm}-eta{eta * factor:g}"), base,
-              eta * factor, gamma, amplitude, decay)
+                           f"{algorithm}-eta{eta * factor:g}-{utility_at}"),
+              base, eta * factor, gamma, amplitude, decay, utility_at)
           for run in grid[(algorithm, eta)]
       ]
       new_runs += grid[(algorithm, eta * factor)]
   train("stage 3, adaptive step sizes", new_runs)
-  results["stage3_setting"] = [amplitude, decay]
+  results["stage3_setting"] = [amplitude, decay, utility_at]
+  results["recommended"] = recommended(results)
   results["adaptive_step_sizes"] = [{
       "algorithm": algorithm,
       "eta": eta,
@@ -363,14 +415,16 @@ def setting_summary(results):
     results: tune's results, or its JSON file read back.
 
   Returns:
-    {(amplitude, decay): {"gains": per seed, the Δ time-averaged validation
-    accuracy averaged over the adaptive algorithms; "mean" and "se" (its
-    standard error) of those over the seeds; "worse": the algorithms worse
-    than uniform at 95% confidence, time-averaged or final}}.
+    {(amplitude, decay, utility_at): {"gains": per seed, the Δ
+    time-averaged validation accuracy averaged over the adaptive
+    algorithms; "mean" and "se" (its standard error) of those over the
+    seeds; "worse": the algorithms worse than uniform at 95% confidence,
+    time-averaged or final}}. utility_at is None in the results of a tuning
+    that did not vary it.
   """
   gains, worse = {}, {}
   for row in results["amplitude_decay"]:
-    key = (row["amplitude"], row["decay"])
+    key = (row["amplitude"], row["decay"], row.get("utility_at"))
     gains.setdefault(key, []).append(row["auc_difference"])
     worse.setdefault(key, [])
     for metric in ("auc_difference", "final_difference"):
@@ -390,29 +444,46 @@ def setting_summary(results):
 
 
 def chosen(results):
-  """Stage 2's (amplitude, decay): the smallest amplitude within one
-  standard error of the best, among the settings with no algorithm worse
-  than uniform.
+  """Stage 2's (amplitude, decay, utility_at): the smallest amplitude
+  within one standard error of the best, among the settings with no
+  algorithm worse than uniform.
 
   A setting's gain is, per tuning seed, the time-averaged validation
   accuracy of each adaptive algorithm minus that of its uniform counterpart
-  (same seed), averaged over the four algorithms. Settings where an
-  algorithm is worse than uniform at 95% confidence (time-averaged or
-  final) are set aside, unless every setting is. Of the others the one with
-  the highest mean gain over the seeds is the best; at its decay, the
-  smallest amplitude whose mean gain is at least the best's minus the
-  best's standard error over the seeds is chosen: of the settings the
-  seeds cannot tell apart from the best, the one that departs least from
-  uniform sampling (the one-standard-error rule).
+  (same seed, the same budget of example passes), averaged over the four
+  algorithms. Settings where an algorithm is worse than uniform at 95%
+  confidence (time-averaged or final) are set aside, unless every setting
+  is. Of the others the one with the highest mean gain over the seeds is
+  the best; at its decay, the smallest amplitude whose mean gain is at
+  least the best's minus the best's standard error over the seeds is
+  chosen (of two utility options at that amplitude, the higher mean): of
+  the settings the seeds cannot tell apart from the best, the one that
+  departs least from uniform sampling (the one-standard-error rule).
 
   Args:
     results: tune's results (or its JSON file read back).
 
   Returns:
-    (amplitude, decay).
+    (amplitude, decay, utility_at).
   """
-  _, within = _within_one_se(setting_summary(results))
-  return min(within, key=lambda key: key[0])
+  summary = setting_summary(results)
+  _, within = _within_one_se(summary)
+  return min(within, key=lambda key: (key[0], -summary[key]["mean"]))
+
+
+UNIFORM = "uniform"
+
+
+def recommended(results):
+  """What the tuning recommends: UNIFORM where uniform sampling (a gain of
+  0) is itself within one standard error of the best setting's mean gain,
+  as `chosen` would then take it, the smallest departure of all; else
+  `chosen`'s setting."""
+  summary = setting_summary(results)
+  best, _ = _within_one_se(summary)
+  if summary[best]["mean"] - summary[best]["se"] <= 0:
+    return UNIFORM
+  return list(chosen(results))
 
 
 def _within_one_se(summary):
@@ -429,7 +500,7 @@ def _within_one_se(summary):
 
 
 def _interval(values):
-  return report.interval_text(verdicts.paired_test(values))
+  return text.interval_text(verdicts.paired_test(values))
 
 
 def markdown(results, command):
@@ -460,8 +531,8 @@ def markdown(results, command):
   for row in results["step_sizes"]:
     cells = [
         row["algorithm"], row["rule"], f"{row['eta']:g}", f"{row['gamma']:g}",
-        report.mean_std(row["auc"]),
-        report.mean_std(row["final"])
+        text.mean_std(row["auc"]),
+        text.mean_std(row["final"])
     ]
     if [row["eta"], row["gamma"]] == _stage1_winner(results, row["algorithm"]):
       cells = [f"**{cell}**" for cell in cells]
@@ -473,23 +544,28 @@ def markdown(results, command):
       "start from their uniform counterpart's; the baselines keep their "
       "own.)",
       "",
-      "## Stage 2: amplitude and decay (adaptive minus uniform, same seed)",
+      "## Stage 2: amplitude, decay and utility option (adaptive minus "
+      "uniform, same seed)",
       "",
       "Differences in validation accuracy, adaptive minus its uniform "
       "counterpart at the winning step sizes, mean over tuning seeds "
       f"{', '.join(map(str, results['stage2_seeds']))} with a 95% "
-      "t-interval; positive favours adaptive sampling.",
+      "t-interval; positive favours adaptive sampling. The time average of "
+      "an adaptive run is taken over its uniform counterpart's budget of "
+      "example passes (a backward pass counted as "
+      f"{targets.BACKWARD_COST:g} forward ones), so the utility at 'updated' "
+      "pays for its second forward pass.",
       "",
-      "| amplitude | decay | algorithm | Δ validation accuracy, "
+      "| amplitude | decay | utility at | algorithm | Δ validation accuracy, "
       "time-averaged | Δ final validation accuracy | max KL(Q_t ‖ P_t) |",
-      "|---|---|---|---|---|---|",
+      "|---|---|---|---|---|---|---|",
   ]
   for row in results["amplitude_decay"]:
-    lines.append(
-        f"| {row['amplitude']:g} | {row['decay']:g} | {row['algorithm']} | "
-        f"{_interval(row['auc_difference'])} | "
-        f"{_interval(row['final_difference'])} | "
-        f"{np.mean(row['max_kl']):.3f} |")
+    lines.append(f"| {row['amplitude']:g} | {row['decay']:g} | "
+                 f"{row.get('utility_at') or '–'} | {row['algorithm']} | "
+                 f"{_interval(row['auc_difference'])} | "
+                 f"{_interval(row['final_difference'])} | "
+                 f"{np.mean(row['max_kl']):.3f} |")
   lines += _choice_lines(results)
   lines += _stage3_lines(results)
   return "\n".join(lines) + "\n"
@@ -513,43 +589,59 @@ def _choice_lines(results):
       "",
       "Per seed, the Δ time-averaged validation accuracy averaged over the "
       "four adaptive algorithms; its mean and standard error (SE) over the "
-      "seeds. Rule (`tuning.chosen`): among the settings with no algorithm "
-      "worse than uniform at 95% (time-averaged or final), the smallest "
-      "amplitude whose mean is within one SE of the best mean (at the "
-      "best's decay): the one-standard-error rule." +
+      "seeds. Rule (`tuning.chosen`), fixed before the runs: among the "
+      "settings with no algorithm worse than uniform at 95% (time-averaged "
+      "or final), the smallest amplitude whose mean is within one SE of the "
+      "best mean (at the best's decay; of two utility options, the higher "
+      "mean): the one-standard-error rule. Uniform sampling is the setting "
+      "of gain 0: where it is within one SE of the best, it is the "
+      "recommendation." +
       ("" if any(not entry["worse"] for entry in summary.values()) else
        " No setting is free of an algorithm worse than uniform: the rule "
        "ran over all of them."),
       "",
-      "| amplitude | decay | mean Δ time-averaged (4 algorithms) | SE | "
-      "worse than uniform at 95% | within 1 SE of the best |",
-      "|---|---|---|---|---|---|",
+      "| amplitude | decay | utility at | mean Δ time-averaged (4 "
+      "algorithms) | SE | worse than uniform at 95% | within 1 SE of the "
+      "best |",
+      "|---|---|---|---|---|---|---|",
   ]
   for key, entry in summary.items():
     cells = [
-        f"{key[0]:g}", f"{key[1]:g}", f"{entry['mean']:+.4f}",
+        f"{key[0]:g}", f"{key[1]:g}", key[2] or "–", f"{entry['mean']:+.4f}",
         f"{entry['se']:.4f}", ", ".join(entry["worse"]) or "none",
         ("best" if key == best else "yes") if key in within else "no"
     ]
     if key == choice:
       cells = [f"**{cell}**" for cell in cells]
     lines.append("| " + " | ".join(cells) + " |")
+  advice = recommended(results)
   return lines + [
       "",
-      f"- Best mean: amplitude {best[0]:g}, decay {best[1]:g} "
-      f"({summary[best]['mean']:+.4f}, SE {summary[best]['se']:.4f}; within "
-      f"one SE: at least {floor:+.4f}).",
-      f"- Chosen (in bold): amplitude {choice[0]:g}, decay {choice[1]:g}.",
+      f"- Best mean: {_setting_text(best)} ({summary[best]['mean']:+.4f}, "
+      f"SE {summary[best]['se']:.4f}; within one SE: at least "
+      f"{floor:+.4f}).",
+      f"- Chosen (in bold), the setting the experiment runs: "
+      f"{_setting_text(choice)}.",
+      "- Recommended: " +
+      ("**uniform sampling**: a gain of 0 is within one SE of the best, so "
+       "the one-standard-error rule takes no adaptive setting." if advice
+       == UNIFORM else f"{_setting_text(choice)}: the best's gain is more than "
+       "one SE above 0."),
   ]
 
 
+def _setting_text(key):
+  return (f"amplitude {key[0]:g}, decay {key[1]:g}" +
+          (f", utility at '{key[2]}'" if key[2] else ""))
+
+
 def _stage3_lines(results):
-  amplitude, decay = results["stage3_setting"]
+  setting = (*results["stage3_setting"], None)[:3]
   lines = [
       "",
       "## Stage 3: each adaptive algorithm's step size",
       "",
-      f"At amplitude {amplitude:g} and decay {decay:g} (stage 2's choice); "
+      f"At {_setting_text(setting)} (stage 2's choice); "
       "time-averaged validation accuracy, mean ± std over the stage-2 seeds; "
       "the winner of each algorithm in bold.",
       "",
@@ -558,7 +650,7 @@ def _stage3_lines(results):
   ]
   chosen_etas = dict(zip(ADAPTIVE, results["chosen_adaptive_learning_rates"]))
   for row in results["adaptive_step_sizes"]:
-    cells = [row["algorithm"], f"{row['eta']:g}", report.mean_std(row["auc"])]
+    cells = [row["algorithm"], f"{row['eta']:g}", text.mean_std(row["auc"])]
     if chosen_etas[row["algorithm"]] == row["eta"]:
       cells = [f"**{cell}**" for cell in cells]
     lines.append("| " + " | ".join(cells) + " |")
