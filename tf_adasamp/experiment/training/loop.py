@@ -91,6 +91,7 @@ def train(config, data=None, progress=False, stop_requested=None):
     _prepare_output_dir(config, steps)
     if config.deterministic:
       tf.config.experimental.enable_op_determinism()
+    exact_arithmetic()
     strategy = make_strategy(config.strategy, config.cluster_timeout)
     common_step = _agree_on_checkpoint(config, strategy)
     try:
@@ -103,6 +104,15 @@ def train(config, data=None, progress=False, stop_requested=None):
     controller.start(steps)
     bar = ProgressBar(steps, config.sampling) if progress else None
     return controller.train_and_evaluate(steps, bar)
+
+
+def exact_arithmetic():
+  """Turns Grappler's arithmetic rewrites off for this process: they turn
+  AdaGrad's x / sqrt(y) into x * rsqrt(y), an approximation whose last bits
+  depend on the CPU's vector instructions (AVX2 and AVX-512 differ), so a
+  run would not repeat across CPUs. sqrt and division are exact."""
+  tf.config.optimizer.set_experimental_options(
+      {"arithmetic_optimization": False})
 
 
 def training_data(config, data=None):

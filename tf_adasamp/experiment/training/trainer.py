@@ -69,6 +69,9 @@ class Trainer(tf.Module):
                                                trainable=False,
                                                name="interval_distinct_draws")
     self._loop = tf.function(self._run, jit_compile=jit_compile)
+    # Traces (and compiles) the loop now, running no step, so that the
+    # clocks count steps alone.
+    self._loop(tf.zeros([], tf.int64))
 
   def train(self, num_steps):
     """Runs up to `num_steps` steps; a TrainOutput."""
