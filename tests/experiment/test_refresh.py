@@ -1,5 +1,6 @@
 """The committed summaries' provenance check (tf_adasamp.experiment.refresh)."""
 
+import json
 import os
 import subprocess
 
@@ -33,3 +34,35 @@ def test_summaries_are_stale_once_the_code_changes(tmp_path, monkeypatch):
   assert refresh.stale_reason() is None
   (tmp_path / "tf_adasamp" / "code.py").write_text("x = 2\n")
   assert "1 code files changed" in refresh.stale_reason()
+
+
+def _run(directory, **last):
+  os.makedirs(directory)
+  with open(os.path.join(directory, "metrics.jsonl"), "w") as f:
+    f.write(json.dumps({"step": 0, "train_loss": 2.3}) + "\n")
+    f.write(json.dumps({"train_seconds": 1.5, **last}) + "\n")
+
+
+def test_compare_names_the_runs_that_differ_from_the_committed(
+    tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  dataset = refresh.REGIMES[0][0]
+  _run(f"runs/{dataset}/Unif-SGD/seed0", step=10, train_loss=0.5)
+  _run(f"runs/{dataset}/AdaSamp-01-AdaGrad-a1/seed0", step=10, train_loss=0.4)
+  committed = refresh.fingerprints(f"runs/{dataset}")
+  # Clocks are left out: they differ from run to run.
+  assert committed["Unif-SGD/seed0"] == {"step": 10, "train_loss": 0.5}
+  os.makedirs(f"{refresh.DOCS}/{dataset}")
+  with open(f"{refresh.DOCS}/{dataset}/{refresh.FINGERPRINTS}", "w") as f:
+    json.dump(committed, f)
+  (tmp_path / refresh.PROVENANCE).write_text("Commit: abc\n\nCPU: AMD EPYC\n")
+  lines = refresh.compare()
+  assert lines[0] == "committed on: AMD EPYC"
+  assert f"{dataset}: 0 of 2 runs differ" in lines
+  # A run that repeats its clocks but not its numbers is named.
+  _run(f"runs/{dataset}/AdaSamp-01-AdaGrad-a1/seed1", step=10, train_loss=0.4)
+  with open(f"runs/{dataset}/AdaSamp-01-AdaGrad-a1/seed0/metrics.jsonl",
+            "a") as f:
+    f.write(json.dumps({"step": 10, "train_loss": 0.41}) + "\n")
+  assert (f"{dataset}: 2 of 2 runs differ: AdaSamp-01-AdaGrad-a1/seed0, "
+          "AdaSamp-01-AdaGrad-a1/seed1") in refresh.compare()

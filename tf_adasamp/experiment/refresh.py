@@ -14,13 +14,23 @@ main regime's wall time to target, its runs trained one at a time
 (`wall_time`).
 
 The summaries are written only from a tree whose code is committed, and
-docs/experiment/PROVENANCE.md records that commit. A summary is stale when
-any file under CODE_PATHS differs between that commit and the working tree:
-the check says so, and the refresh is the one command that mends it.
+docs/experiment/PROVENANCE.md records that commit and the CPU. A summary is
+stale when any file under CODE_PATHS differs between that commit and the
+working tree: the check says so, and the refresh is the one command that
+mends it.
 
-  python -m tf_adasamp.experiment.refresh [--check]
+Each regime's runs also leave their fingerprints (every run's last record,
+exactly) in <regime>/fingerprints.json. After `make experiment` (or the
+refresh) on another machine, `--compare` says which of the runs in runs/
+differ from the committed ones, and the CPUs of both.
+
+  python -m tf_adasamp.experiment.refresh [--check | --compare]
+
+--check also compares, where runs/ holds runs.
 """
 
+import glob
+import json
 import os
 import subprocess
 import sys
@@ -47,15 +57,21 @@ def _git(*args):
                         check=True).stdout.strip()
 
 
-def recorded_commit():
-  """The commit PROVENANCE.md names, or None."""
+def _recorded(field):
+  """The value PROVENANCE.md gives on its '<field>: ' line, or None."""
   if not os.path.exists(PROVENANCE):
     return None
   with open(PROVENANCE) as f:
     for line in f:
-      if line.startswith("Commit: "):
-        return line.split()[1]
+      if line.startswith(f"{field}: "):
+        return line[len(field) + 2:].strip()
   return None
+
+
+def recorded_commit():
+  """The commit PROVENANCE.md names, or None."""
+  commit = _recorded("Commit")
+  return commit.split()[0] if commit else None
 
 
 def stale_reason():
@@ -70,6 +86,77 @@ def stale_reason():
     return (f"{len(files)} code files changed since {commit[:12]}, e.g. "
             f"{files[0]}")
   return None
+
+
+FINGERPRINTS = "fingerprints.json"
+# What a fingerprint keeps of a run's last record: the numbers its training
+# made, not its clocks.
+FINGERPRINTED = ("step", "train_loss", "train_accuracy", "test_loss",
+                 "test_accuracy", "kl")
+
+
+def cpu():
+  """This machine's CPU model and its widest vector instructions, from
+  /proc/cpuinfo."""
+  model, flags = "unknown", set()
+  try:
+    with open("/proc/cpuinfo") as f:
+      for line in f:
+        key, _, value = line.partition(":")
+        if key.strip() == "model name":
+          model = value.strip()
+        elif key.strip() == "flags":
+          flags = set(value.split())
+  except OSError:
+    pass
+  widest = [name for name in ("avx512f", "amx_tile") if name in flags]
+  return f"{model} ({', '.join(widest) or 'no AVX-512'})"
+
+
+def fingerprints(runs_dir):
+  """{run's folder under `runs_dir`: its last record's FINGERPRINTED
+  values} of every finished run there."""
+  result = {}
+  for path in sorted(
+      glob.glob(os.path.join(glob.escape(runs_dir), "**", "metrics.jsonl"),
+                recursive=True)):
+    with open(path) as f:
+      lines = [line for line in f if line.strip()]
+    if lines:
+      last = json.loads(lines[-1])
+      result[os.path.relpath(os.path.dirname(path), runs_dir)] = {
+          key: last[key] for key in FINGERPRINTED if key in last
+      }
+  return result
+
+
+def differing_runs(committed, here):
+  """The runs whose fingerprints differ between `committed` and `here`
+  (`fingerprints` of each), and those only one of them has."""
+  return sorted(name for name in committed.keys() | here.keys()
+                if committed.get(name) != here.get(name))
+
+
+def compare():
+  """Lines saying, per regime, which runs in runs/ differ from the
+  committed fingerprints."""
+  lines = [
+      f"committed on: {_recorded('CPU') or 'an unrecorded CPU'}",
+      f"here: {cpu()}"
+  ]
+  for dataset, _, _, _ in REGIMES:
+    path = os.path.join(DOCS, dataset, FINGERPRINTS)
+    runs_dir = os.path.join("runs", dataset)
+    if not os.path.exists(path) or not os.path.isdir(runs_dir):
+      lines.append(f"{dataset}: nothing to compare (no {path} or no "
+                   f"{runs_dir})")
+      continue
+    with open(path) as f:
+      committed = json.load(f)
+    differ = differing_runs(committed, fingerprints(runs_dir))
+    lines.append(f"{dataset}: {len(differ)} of {len(committed)} runs differ" +
+                 (": " + ", ".join(differ) if differ else ""))
+  return lines
 
 
 NOISE_TRIALS = 10
@@ -107,14 +194,26 @@ def refresh():
   for _, _, command in _commands():
     if subprocess.run(command, check=False).returncode:
       sys.exit(f"{PROGRAM}: {' '.join(command[1:])} failed")
+  for dataset, _, _, _ in REGIMES:
+    with open(os.path.join(DOCS, dataset, FINGERPRINTS), "w") as f:
+      json.dump(fingerprints(os.path.join("runs", dataset)),
+                f,
+                indent=1,
+                sort_keys=True)
+      f.write("\n")
   lines = [
       "# Where the summaries come from", "", f"Commit: {commit}", "",
-      "Regenerated by `make experiment-docs` (`python -m "
+      f"CPU: {cpu()}", "", "Regenerated by `make experiment-docs` (`python -m "
       "tf_adasamp.experiment.refresh`) from that commit's code, with:", ""
   ]
   for summary, what, command in _commands():
     lines.append(f"- {what}, [{summary}]({summary}): `python "
                  f"{' '.join(command[1:])}`")
+  lines += [
+      "", "Each regime's `fingerprints.json` holds every run's last record; "
+      "`python -m tf_adasamp.experiment.refresh --compare` says which runs "
+      "in runs/ differ from them, on any machine."
+  ]
   with open(PROVENANCE, "w") as f:
     f.write("\n".join(lines) + "\n")
   print(f"wrote {PROVENANCE}")
@@ -127,8 +226,13 @@ def main(argv):
       sys.exit(f"{PROGRAM}: the summaries in {DOCS} are stale ({reason}); "
                "regenerate them with `make experiment-docs`")
     print(f"{PROGRAM}: the summaries in {DOCS} are the committed code's")
+    if any(os.path.isdir(os.path.join("runs", d)) for d, *_ in REGIMES):
+      print("\n".join(compare()))
+  elif argv[1:] == ["--compare"]:
+    print("\n".join(compare()))
   elif argv[1:]:
-    sys.exit(f"usage: python -m tf_adasamp.experiment.refresh [--check]")
+    sys.exit(f"usage: python -m tf_adasamp.experiment.refresh "
+             "[--check | --compare]")
   else:
     refresh()
 
