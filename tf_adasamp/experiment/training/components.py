@@ -74,7 +74,8 @@ def amplitude_schedule(name, amplitude, fraction, total_steps):
   constant: `amplitude` throughout, as Algorithm 1; warmup: from 0 up to it
   over the first `fraction` of the run; anneal: from it down to 0 at the
   end; final_uniform: it, then 0 (uniform sampling) for the last `fraction`,
-  as InfoBatch ends on the full data.
+  as InfoBatch ends on the full data; initial_uniform: 0 for the first
+  `fraction`, then it.
   """
   if name == "constant":
     return amplitude
@@ -84,6 +85,8 @@ def amplitude_schedule(name, amplitude, fraction, total_steps):
     return schedules.anneal(amplitude, total_steps)
   if name == "final_uniform":
     return schedules.final_uniform(amplitude, total_steps, 1 - fraction)
+  if name == "initial_uniform":
+    return schedules.initial_uniform(amplitude, total_steps, fraction)
   raise ValueError(f"unknown amplitude_schedule {name!r}; choose one of "
                    f"{config_lib.AMPLITUDE_SCHEDULES}")
 

@@ -53,7 +53,8 @@ def _utility_names():
 MODELS = Registered(lambda: models.MODELS)
 UTILITIES = Registered(_utility_names)
 SAMPLINGS = ("uniform", "reshuffle", "adaptive")
-AMPLITUDE_SCHEDULES = ("constant", "warmup", "anneal", "final_uniform")
+AMPLITUDE_SCHEDULES = ("constant", "warmup", "anneal", "final_uniform",
+                       "initial_uniform")
 STRATEGIES = ("default", "mirrored", "multi_worker")
 OPTIMIZERS = ("sgd", "adagrad")
 UTILITY_AT = ("updated", "step")
@@ -127,11 +128,12 @@ class TrainConfig:
   amplitude_schedule: str = option(
       "constant", "The amplitude over the run: constant; warmup from 0 over "
       "the first schedule_fraction; anneal to 0 at the end; final_uniform, 0 "
-      "for the last schedule_fraction (adaptive only).",
+      "for the last schedule_fraction; initial_uniform, 0 for the first "
+      "schedule_fraction (adaptive only).",
       choices=AMPLITUDE_SCHEDULES)
   schedule_fraction: float = option(
       0.125, "The fraction of the run that warmup ramps over, or that "
-      "final_uniform samples uniformly.")
+      "final_uniform or initial_uniform samples uniformly.")
   beta: float = option(
       0.0, "Importance-weight exponent in [0, 1]: each example's loss "
       "weighed by (1 / (n q_i)) ** beta; 0 weighs none (Algorithm 1), 1 "
