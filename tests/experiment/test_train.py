@@ -94,6 +94,85 @@ def test_sgd_step_size_is_eta_over_one_plus_gamma_t():
   np.testing.assert_allclose(float(weight), expected, rtol=1e-6)
 
 
+@pytest.mark.parametrize("rule", ["sgd", "adagrad"])
+@pytest.mark.parametrize(
+    "lr_schedule,reference",
+    [
+        ("inverse_time", lambda t, total: 0.5 / (1 + 0.1 * t)),
+        # Past the run's end (t > T) both stay at 0.
+        ("linear", lambda t, total: 0.5 * max(0, 1 - t / total)),
+        ("cosine", lambda t, total: 0.5 *
+         (1 + np.cos(np.pi * min(t, total) / total)) / 2),
+    ])
+def test_step_size_schedules_follow_their_formulas_to_the_runs_end(
+    rule, lr_schedule, reference):
+  total = 5
+  optimizer = components.make_optimizer(rule, 0.5, 0.1, lr_schedule, total)
+  weight = tf.Variable(0.0)
+  optimizer.build([weight])
+  for t in range(total + 2):
+    # The step size of update t, read as the evaluations read it.
+    np.testing.assert_allclose(float(optimizer.learning_rate),
+                               reference(t, total),
+                               rtol=1e-6,
+                               atol=1e-7)
+    optimizer.apply_gradients([(tf.constant(1.0), weight)])
+  if lr_schedule != "inverse_time":
+    assert float(optimizer.learning_rate) == 0
+
+
+def test_a_budget_schedule_needs_the_runs_length():
+  with pytest.raises(TypeError, match="total_steps must be an int"):
+    components.make_optimizer("sgd", 0.5, 0.0, "cosine")
+
+
+@pytest.mark.parametrize("lr_schedule", ["linear", "cosine"])
+def test_a_run_with_a_budget_schedule_ends_at_step_size_0_and_resumes_exactly(
+    digits, tmp_path, lr_schedule):
+  settings = dict(sampling="adaptive", steps=6, lr_schedule=lr_schedule)
+  whole = loop.train(tiny_config(**settings), data=digits)
+  assert whole[0]["learning_rate"] == pytest.approx(0.1)
+  assert whole[-1]["learning_rate"] == 0
+  calls = iter(range(3))
+  with pytest.raises(KeyboardInterrupt):
+    loop.train(tiny_config(output_dir=str(tmp_path), **settings),
+               data=digits,
+               stop_requested=lambda: next(calls) == 2)
+  resumed = loop.train(tiny_config(output_dir=str(tmp_path),
+                                   resume=True,
+                                   **settings),
+                       data=digits)
+  assert without_clocks(resumed) == without_clocks(whole)
+  # Another length would be another schedule: refused, the run as it was.
+  metrics = (tmp_path / run_files.METRICS_FILE).read_bytes()
+  with pytest.raises(run_files.RunExistsError,
+                     match=f"another length \\(steps 6 there, steps 8 here\\): "
+                     f"its lr_schedule '{lr_schedule}' follows the run's "
+                     "length"):
+    loop.train(tiny_config(output_dir=str(tmp_path),
+                           resume=True,
+                           **dict(settings, steps=8)),
+               data=digits)
+  assert (tmp_path / run_files.METRICS_FILE).read_bytes() == metrics
+
+
+def test_a_run_whose_schedules_ignore_its_length_may_resume_longer(
+    digits, tmp_path):
+  loop.train(tiny_config(output_dir=str(tmp_path)), data=digits)
+  longer = loop.train(tiny_config(output_dir=str(tmp_path),
+                                  resume=True,
+                                  steps=6),
+                      data=digits)
+  assert longer[-1]["step"] == 6
+  stopped = tiny_config(output_dir=str(tmp_path / "scheduled"),
+                        amplitude_schedule="warmup")
+  loop.train(stopped, data=digits)
+  with pytest.raises(run_files.RunExistsError,
+                     match="amplitude_schedule 'warmup' follows"):
+    loop.train(dataclasses.replace(stopped, resume=True, epochs=1.0),
+               data=digits)
+
+
 def test_paper_cnn_has_keras_cifar10_cnn_size_and_pads_small_inputs():
   cifar = models.build("cnn", (32, 32, 3), 10, seed=0)
   assert cifar.count_params() == 1250858  # Keras' cifar10_cnn example
@@ -365,6 +444,7 @@ def test_epochs_set_the_number_of_steps():
     (dict(learning_rate=0.0), r"learning_rate must be finite and > 0"),
     (dict(learning_rate=float("inf")), r"learning_rate must be finite"),
     (dict(lr_decay=float("inf")), r"lr_decay must be finite"),
+    (dict(lr_schedule="step"), "lr_schedule must be one of"),
     (dict(l2=float("inf")), r"l2 must be finite and > 0, got inf"),
     (dict(epochs=-1.0), "epochs must be finite and > 0"),
     (dict(epochs=float("inf")), "epochs must be finite and > 0, got inf"),

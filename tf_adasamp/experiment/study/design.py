@@ -52,6 +52,7 @@ def run_config(settings, algorithm, amplitude, trial, run_dir, **fields):
   options = dict(optimizer=optimizer,
                  learning_rate=learning_rate,
                  lr_decay=lr_decay,
+                 lr_schedule=settings.lr_schedule(algorithm),
                  batch_size=settings.batch_size,
                  sampling=sampling,
                  utility=utility,

@@ -57,6 +57,7 @@ AMPLITUDE_SCHEDULES = ("constant", "warmup", "anneal", "final_uniform",
                        "initial_uniform")
 STRATEGIES = ("default", "mirrored", "multi_worker")
 OPTIMIZERS = ("sgd", "adagrad")
+LR_SCHEDULES = ("inverse_time", "linear", "cosine")
 UTILITY_AT = ("updated", "step")
 # Step counts past 2**53 lose integer precision as floats (the epoch).
 MAX_STEPS = 2**53
@@ -101,7 +102,14 @@ class TrainConfig:
   learning_rate: float = option(0.3, "Initial step size eta.")
   lr_decay: float = option(
       0.002, "gamma of the step size eta / (1 + gamma "
-      "t); 0 keeps it constant.")
+      "t); 0 keeps it constant. Read by lr_schedule inverse_time only.")
+  lr_schedule: str = option(
+      "inverse_time", "The step size over the run's T steps, for sgd and "
+      "adagrad alike: inverse_time, eta / (1 + gamma t), the paper's; "
+      "linear, eta (1 - t / T); cosine, eta (1 + cos(pi t / T)) / 2. linear "
+      "and cosine reach 0 at the run's end, so a resumed run keeps its "
+      "length.",
+      choices=LR_SCHEDULES)
   batch_size: int = option(100, "Examples drawn per step.")
   sampling: str = option(
       "adaptive", "How training examples are drawn: uniform, with "
@@ -198,8 +206,10 @@ class TrainConfig:
 
   def _check_choices(self):
     for name, allowed in [("dataset", datasets.DATASETS), ("model", MODELS),
-                          ("optimizer", OPTIMIZERS), ("sampling", SAMPLINGS),
-                          ("utility", UTILITIES), ("utility_at", UTILITY_AT),
+                          ("optimizer", OPTIMIZERS),
+                          ("lr_schedule", LR_SCHEDULES),
+                          ("sampling", SAMPLINGS), ("utility", UTILITIES),
+                          ("utility_at", UTILITY_AT),
                           ("amplitude_schedule", AMPLITUDE_SCHEDULES),
                           ("strategy", STRATEGIES)]:
       if getattr(self, name) not in allowed:
@@ -310,6 +320,17 @@ class TrainConfig:
       raise ValueError("jit_compile cannot read data_path: XLA does not "
                        "compile the read of the drawn records (a Python "
                        "call); drop one of the two")
+
+  def schedules_over_length(self):
+    """The settings whose schedule reads the run's length, as strings such
+    as "lr_schedule 'cosine'": a run of another length would follow another
+    schedule."""
+    over_length = []
+    if self.lr_schedule != "inverse_time":
+      over_length.append(f"lr_schedule {self.lr_schedule!r}")
+    if self.amplitude_schedule != "constant":
+      over_length.append(f"amplitude_schedule {self.amplitude_schedule!r}")
+    return over_length
 
   def num_steps(self, num_examples):
     if self.epochs is None:

@@ -161,7 +161,8 @@ def _build(config, data, strategy, common_step=None, stop_requested=None):
                          seed=config.seed,
                          l2=config.l2)
     optimizer = make_optimizer(config.optimizer, config.learning_rate,
-                               config.lr_decay)
+                               config.lr_decay, config.lr_schedule,
+                               config.num_steps(num_examples))
     # Built now, so a checkpoint restores into existing slots.
     optimizer.build(model.trainable_variables)
   # Only the controls in use, so that Algorithm 1's checkpoints keep their
