@@ -69,6 +69,8 @@ def assert_fails_in_one_line(result, message):
         (["--batch_size=abc"], "Flags parsing error"),
         (["--lr_schedule=step"
          ], "should be one of <inverse_time|linear|cosine>"),
+        (["--validation_size=-1"], "validation_size must be an int >= 0"),
+        (["--validation_size=1500"], "validation size 1500 leaves no training"),
         (["--steps=" + str(10**23)], "steps must be at most 2**53"),
         (["--eval_interval=" + str(2**60)], "eval_interval must be at most"),
         (["--epochs=1e300"], "more steps than the 2**53 at most"),

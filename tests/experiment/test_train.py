@@ -19,6 +19,7 @@ from tf_adasamp import utilities
 from tf_adasamp.experiment.training import components
 from tf_adasamp.experiment.training import config as config_lib
 from tf_adasamp.experiment.training import controller
+from tf_adasamp.experiment.training import datasets
 from tf_adasamp.experiment.training import loop
 from tf_adasamp.experiment.training import models
 from tf_adasamp.experiment.training import resume
@@ -445,6 +446,11 @@ def test_epochs_set_the_number_of_steps():
     (dict(learning_rate=float("inf")), r"learning_rate must be finite"),
     (dict(lr_decay=float("inf")), r"lr_decay must be finite"),
     (dict(lr_schedule="step"), "lr_schedule must be one of"),
+    (dict(validation_size=-1), r"validation_size must be an int >= 0"),
+    (dict(validation_size=1.5), r"validation_size must be an int >= 0"),
+    (dict(validation_size=True), r"validation_size must be an int >= 0"),
+    (dict(validation_size=10, data_path="a", test_data_path="b",
+          num_classes=2), "validation_size holds out in-memory images"),
     (dict(l2=float("inf")), r"l2 must be finite and > 0, got inf"),
     (dict(epochs=-1.0), "epochs must be finite and > 0"),
     (dict(epochs=float("inf")), "epochs must be finite and > 0, got inf"),
@@ -728,6 +734,46 @@ def test_tensorboard_has_train_and_validation_runs_and_the_samplers_view(
   # An adaptive run's heaviest examples (tiny_config's sampling).
   assert train["sampler/heaviest/images"] == {"images"}
   assert train["sampler/heaviest/table"] == {"text"}
+
+
+def test_a_validation_split_is_never_trained_on_and_is_evaluated(
+    digits, tmp_path):
+  # The held-out images are NaN: a run that read one in a step or in the
+  # training set's evaluation would have a NaN loss.
+  numbers = np.arange(digits.num_train, dtype=np.float32)
+  numbered = dataclasses.replace(digits, x_train=numbers.reshape(-1, 1, 1, 1))
+  held = datasets.with_validation(numbered, 300).x_validation.ravel()
+  x_train = digits.x_train.copy()
+  x_train[held.astype(int)] = np.nan
+  poisoned = dataclasses.replace(digits, x_train=x_train)
+  records = loop.train(tiny_config(validation_size=300,
+                                   output_dir=str(tmp_path)),
+                       data=poisoned)
+  for record in records:
+    assert np.isfinite(record["train_loss"])
+    assert np.isnan(record["validation_loss"])
+    assert record["epoch"] == record["step"] * 16 / 1200
+  assert list(records[0])[:7] == [
+      "step", "epoch", "train_loss", "train_accuracy", "validation_loss",
+      "validation_accuracy", "test_loss"
+  ]
+  # TensorBoard's validation run is the split's, the test set a run of its
+  # own.
+  assert sorted(os.listdir(tmp_path /
+                           "tensorboard")) == ["test", "train", "validation"]
+  clean = loop.train(tiny_config(validation_size=300), data=digits)
+  assert 0 <= clean[-1]["validation_accuracy"] <= 1
+  assert "validation_loss" not in loop.train(tiny_config(), data=digits)[0]
+
+
+def test_a_validation_split_that_leaves_no_training_examples_is_refused(
+    digits, tmp_path):
+  with pytest.raises(run_files.RunError,
+                     match="validation_size: validation size 1500 leaves no "
+                     "training"):
+    loop.train(tiny_config(validation_size=1500, output_dir=str(tmp_path)),
+               data=digits)
+  assert not os.listdir(tmp_path)
 
 
 @pytest.mark.parametrize("sampling", ["uniform", "adaptive"])

@@ -150,6 +150,13 @@ class TrainConfig:
       0.0, "Fraction in [0, 1) of the training labels replaced by another "
       "class drawn at random, the same examples in every run "
       "(datasets.with_label_noise); the test labels stay clean.")
+  validation_size: int = option(
+      0, "Training examples held out as a validation split: a fixed random "
+      "subset (the same for every run of a data set; after label_noise, "
+      "whose flips it shares), never trained on, evaluated at each "
+      "evaluation (validation_loss, validation_accuracy beside train_* and "
+      "test_*); the data of the reducible_loss utility's irreducible model. "
+      "0 holds none out.")
   steps: int | None = option(500, "Training steps.")
   epochs: float | None = option(
       None, "Training length in epochs; overrides "
@@ -283,6 +290,12 @@ class TrainConfig:
     if self.label_noise and self.data_path is not None:
       raise ValueError("label_noise flips in-memory labels; it cannot apply "
                        "to data_path")
+    size = self.validation_size
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+      raise ValueError(f"validation_size must be an int >= 0, got {size!r}")
+    if size and self.data_path is not None:
+      raise ValueError("validation_size holds out in-memory images; it "
+                       "cannot apply to data_path")
 
   def _check_combinations(self):
     if self.sampling == "reshuffle" and self.strategy != "default":

@@ -67,7 +67,8 @@ def train(config, data=None, progress=False, stop_requested=None):
       KeyboardInterrupt before the next call of the trainer.
 
   Raises:
-    run_files.RunError: the run cannot start (output_dir unwritable,
+    run_files.RunError: the run cannot start (a validation_size that leaves
+      no training examples, output_dir unwritable,
       holding another run or in use by another writer (RunInUseError), a
       length past 2**53 steps, batch_size above the number of examples, a
       model too large for memory, workers
@@ -107,11 +108,21 @@ def train(config, data=None, progress=False, stop_requested=None):
 
 def training_data(config, data=None):
   """The data a run of `config` trains on: `data`, else `load_data`'s, with
-  its labels flipped where config.label_noise says."""
+  its labels flipped where config.label_noise says, then its validation
+  split held out where config.validation_size says.
+
+  Raises:
+    run_files.RunError: the validation split leaves no training examples.
+  """
   if data is None:
     data = load_data(config)
   if config.label_noise:
     data = datasets.with_label_noise(data, config.label_noise)
+  if config.validation_size:
+    try:
+      data = datasets.with_validation(data, config.validation_size)
+    except ValueError as error:
+      raise run_files.RunError(f"validation_size: {error}") from None
   return data
 
 
