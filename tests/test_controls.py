@@ -124,6 +124,12 @@ def test_schedules_take_their_values_at_the_given_steps():
   # InfoBatch's delta = 0.875 of 100 updates: uniform from update 88 on.
   final = schedules.final_uniform(1.5, total_steps=100)
   assert [float(final(s)) for s in [0, 87, 88, 100]] == [1.5, 1.5, 0.0, 0.0]
+  # Its mirror: uniform for the first quarter of 10 updates (2.5 rounds to
+  # 2), then the amplitude.
+  initial = schedules.initial_uniform(1.5, total_steps=10, fraction=0.25)
+  assert [float(initial(s)) for s in [0, 1, 2, 9, 50]] == [0, 0, 1.5, 1.5, 1.5]
+  assert float(schedules.initial_uniform(1.5, 10, fraction=0)(0)) == 1.5
+  assert float(schedules.initial_uniform(1.5, 10, fraction=1)(9)) == 0
   # Warm-up, a plateau, a jump and an annealing, against the reference at
   # every step, also as tensors of both integer widths.
   steps, values = [3, 10, 20, 20, 30], [0.0, 1.0, 1.0, 0.4, 0.1]
@@ -160,6 +166,10 @@ def test_bad_schedules_are_refused(arguments, error, message):
      r"delta must be in \[0, 1\]"),
     (lambda: schedules.final_uniform(1.0, 10, delta=math.nan), ValueError,
      r"delta must be in \[0, 1\]"),
+    (lambda: schedules.initial_uniform(1.0, 10, fraction=-0.1), ValueError,
+     r"fraction must be in \[0, 1\]"),
+    (lambda: schedules.initial_uniform(1.0, 0), ValueError,
+     "total_steps must be >= 1"),
 ])
 def test_bad_schedule_helpers_are_refused(make, error, message):
   with pytest.raises(error, match=message):
@@ -183,6 +193,7 @@ def run_scheduled(sampler, algorithm, amplitude_at, steps, batch_size=8):
     schedules.warmup(2.0, 10),
     schedules.anneal(2.0, 10),
     schedules.final_uniform(2.0, total_steps=20, delta=0.5),
+    schedules.initial_uniform(2.0, total_steps=20, fraction=0.25),
     keras.optimizers.schedules.ExponentialDecay(2.0, 5, 0.5),
     lambda step: 0.1 * tf.cast(step % 4, tf.float64),
 ])
@@ -219,6 +230,25 @@ def test_amplitude_zero_decays_the_weights_toward_uniform_exactly():
   uniform.update(np.arange(NUM_EXAMPLES), np.full(NUM_EXAMPLES, 9.0))
   np.testing.assert_array_equal(uniform.log_weights.numpy(), 0.0)
   assert uniform.kl_divergence().numpy() == 0
+
+
+def test_an_initial_uniform_phase_draws_uniformly_then_reweights():
+  # Updates 0-4 at amplitude 0: every log weight stays exactly 0, and the
+  # draws are uniform sampling's; update 5 reweights at the amplitude.
+  sampler = AdaptiveSampler(NUM_EXAMPLES,
+                            schedules.initial_uniform(2.0, 20, fraction=0.25),
+                            decay=0.5,
+                            seed=0)
+  uniform = AdaptiveSampler(NUM_EXAMPLES, 0.0, decay=0.5, seed=0)
+  for step in range(5):
+    indices = sampler.sample(8)
+    np.testing.assert_array_equal(indices, uniform.sample(8))
+    sampler.update(indices, utility_of(indices.numpy(), step))
+    uniform.update(indices, utility_of(indices.numpy(), step))
+  np.testing.assert_array_equal(sampler.log_weights.numpy(), 0.0)
+  indices = sampler.sample(8).numpy()
+  sampler.update(indices, np.ones(8))
+  np.testing.assert_array_equal(sampler.log_weights.numpy()[indices], 2.0)
 
 
 @pytest.mark.parametrize("beta", [0.0, 0.4, 1.0])

@@ -23,8 +23,8 @@ def snippets(doc):
     return re.findall(r"^```python\n(.*?)^```$", f.read(), re.M | re.S)
 
 
-def test_guide_has_the_three_ways_in_and_the_controls():
-  assert len(snippets("guide")) == 4
+def test_guide_has_the_three_ways_in_the_controls_and_the_reducible_loss():
+  assert len(snippets("guide")) == 5
 
 
 def test_readme_has_its_quick_start():

@@ -1,10 +1,16 @@
-"""The paper's utility functions (London, NIPS 2017, Eq. 17)."""
+"""The paper's utility functions (London, NIPS 2017, Eq. 17), and RHO-LOSS's
+reducible loss."""
 
+import math
+
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
+import checkpoint_edits
 import tf_adasamp
+from tf_adasamp import bounds
 from tf_adasamp import utilities
 
 LABELS = np.array([0, 2, 1])
@@ -139,3 +145,150 @@ def test_utilities_take_bfloat16_as_mixed_precision_gives_them(name):
 def test_from_logits_names_logits_of_the_wrong_rank():
   with pytest.raises(ValueError, match=r"logits must be \[batch, classes\]"):
     utilities.from_logits("zero_one", [0], np.zeros([3]))
+
+
+def reducible_reference(losses, irreducible, bound):
+  """RHO-LOSS's reducible loss mapped into [0, 1], in NumPy."""
+  return np.clip(losses - irreducible, 0, bound) / bound
+
+
+def cross_entropy_reference(labels, logits):
+  """-log softmax(logits)[label], in float64."""
+  logits = np.asarray(logits, np.float64)
+  shifted = logits - logits.max(axis=1, keepdims=True)
+  log_probs = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+  return -log_probs[np.arange(len(labels)), labels]
+
+
+@pytest.mark.parametrize("dtype,rtol", [(np.float32, 1e-5),
+                                        (np.float64, 1e-12)])
+@pytest.mark.parametrize("compiled", [False, True])
+def test_reducible_loss_is_the_clipped_reducible_cross_entropy_over_its_bound(
+    dtype, rtol, compiled):
+  rng = np.random.default_rng(0)
+  n, batch, classes, bound = 50, 40, 5, np.log(5)
+  logits = (3 * rng.normal(size=(batch, classes))).astype(dtype)
+  labels = rng.integers(0, classes, batch)
+  indices = rng.integers(0, n, batch)
+  # Irreducible losses below, near and far above the training losses.
+  irreducible = rng.uniform(0, 4, n).astype(dtype)
+  reducible = utilities.ReducibleLoss(irreducible, bound=bound)
+  assert reducible.irreducible_losses.dtype == tf.as_dtype(dtype)
+  assert not reducible.irreducible_losses.trainable
+  from_logits = reducible.from_logits
+  from_probs = reducible
+  if compiled:
+    from_logits, from_probs = tf.function(from_logits), tf.function(from_probs)
+  expected = reducible_reference(cross_entropy_reference(labels, logits),
+                                 irreducible[indices], bound)
+  values = from_logits(indices, labels, logits)
+  assert values.dtype == tf.as_dtype(dtype)
+  np.testing.assert_allclose(values, expected, rtol=rtol, atol=rtol)
+  np.testing.assert_allclose(from_probs(indices, labels, tf.nn.softmax(logits)),
+                             expected,
+                             rtol=100 * rtol,
+                             atol=100 * rtol)
+  # The clip bites at both ends in this draw.
+  assert np.any(expected == 0) and np.any(expected == 1)
+
+
+def test_irreducible_losses_are_the_models_cross_entropy_on_each_example():
+  rng = np.random.default_rng(1)
+  x = rng.normal(size=(7, 3)).astype(np.float32)
+  y = rng.integers(0, 4, 7)
+  model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4)])
+  # Three calls of the model, the last of one example.
+  losses = utilities.irreducible_losses(model, x, y, batch_size=3)
+  np.testing.assert_allclose(losses,
+                             cross_entropy_reference(y, model(x)),
+                             rtol=1e-5)
+  probs = keras.Sequential([model, keras.layers.Softmax()])
+  np.testing.assert_allclose(utilities.irreducible_losses(probs,
+                                                          x,
+                                                          y,
+                                                          from_logits=False),
+                             losses,
+                             rtol=1e-5)
+
+
+def test_reducible_utilities_keep_algorithm_1_within_its_bounds():
+  """Mapped into [0, 1], the utilities of any losses (confident mistakes
+  included) keep every log weight in [0, amplitude / (1 - decay)], and
+  Theorem 5's bound takes them."""
+  rng = np.random.default_rng(2)
+  n, batch, amplitude, decay = 30, 8, 2.0, 0.5
+  reducible = utilities.ReducibleLoss(rng.uniform(0, 1, n), bound=np.log(10))
+  sampler = tf_adasamp.AdaptiveSampler(n, amplitude, decay, seed=0)
+  drawn = []
+  for _ in range(50):
+    indices = sampler.sample(batch)
+    logits = 50 * rng.normal(size=(batch, 10))  # losses up to ~200
+    values = reducible.from_logits(indices, rng.integers(0, 10, batch), logits)
+    sampler.update(indices, values)
+    drawn.append(values.numpy())
+  log_weights = sampler.log_weights.numpy()
+  assert log_weights.min() >= 0
+  assert log_weights.max() <= amplitude / (1 - decay) + 1e-12
+  assert log_weights.max() > 0.9 * amplitude / (1 - decay)
+  kl_bound = bounds.adaptive_kl_bound(amplitude, decay, np.array(drawn))
+  assert kl_bound <= amplitude * batch**2 * 49 / (1 - decay)
+
+
+def test_reducible_loss_refuses_bad_arguments_and_keeps_its_losses(on_cpu):
+  reducible = utilities.ReducibleLoss([0.5, 1.0, 2.0], bound=1.0)
+  for bound, error in [(0.0, ValueError), (math.inf, ValueError),
+                       (math.nan, ValueError), ("1", TypeError),
+                       (True, TypeError)]:
+    with pytest.raises(error, match="bound must be"):
+      utilities.ReducibleLoss([0.5], bound=bound)
+  for losses, error, message in [
+      ([-0.1, 1.0, 2.0], tf.errors.InvalidArgumentError, "finite and >= 0"),
+      ([math.nan, 1.0, 2.0], tf.errors.InvalidArgumentError, "finite and >= 0"),
+      ([0.1, math.inf, 2.0], tf.errors.InvalidArgumentError, "finite and >= 0"),
+      ([1, 2, 3], TypeError, "float32 or float64"),
+      ([[0.5, 1.0, 2.0]], ValueError, "nonempty vector"),
+      ([0.5, 1.0], ValueError, "must hold 3 losses"),
+  ]:
+    with pytest.raises(error, match=message):
+      reducible.assign(np.asarray(losses))
+    np.testing.assert_array_equal(reducible.irreducible_losses, [0.5, 1, 2])
+  with pytest.raises(ValueError, match="nonempty vector"):
+    utilities.ReducibleLoss(np.zeros([0], np.float32), bound=1.0)
+  with pytest.raises(tf.errors.InvalidArgumentError, match="finite and >= 0"):
+    utilities.ReducibleLoss([-1.0], bound=1.0)
+  for indices in ([3], [-1]):
+    with pytest.raises(tf.errors.InvalidArgumentError, match="indices must"):
+      reducible.from_logits(indices, [0], [[1.0, 2.0]])
+  with pytest.raises(TypeError, match="indices must be integers"):
+    reducible.from_logits([0.0], [0], [[1.0, 2.0]])
+  reducible.assign(np.array([0.0, 3.0, 4.0]))  # float64 into float32
+  np.testing.assert_array_equal(reducible.irreducible_losses, [0, 3, 4])
+
+
+def test_reducible_loss_checkpoints_restore_exactly_or_change_nothing(
+    tmp_path, on_cpu):
+  losses = np.random.default_rng(3).uniform(0, 5, 10).astype(np.float32)
+  path = tf.train.Checkpoint(
+      reducible=utilities.ReducibleLoss(losses, bound=2.0)).write(
+          str(tmp_path / "ckpt"))
+  restored = utilities.ReducibleLoss(np.zeros(10, np.float32), bound=2.0)
+  tf.train.Checkpoint(reducible=restored).read(path).assert_consumed()
+  np.testing.assert_array_equal(restored.irreducible_losses, losses)
+  key = "irreducible_losses"
+  for edit, other, message in [
+      (None, dict(bound=3.0), "bound differs"),
+      (None, dict(irreducible_losses=np.zeros(11, np.float32)),
+       "number of examples differs"),
+      (lambda value: np.where(np.arange(10) == 4, np.nan, value), {},
+       "finite and >= 0"),
+      (lambda value: -value, {}, "finite and >= 0"),
+  ]:
+    edited = checkpoint_edits.edited_checkpoint(path, key,
+                                                edit) if edit else (path)
+    settings = dict(irreducible_losses=np.ones(10, np.float32), bound=2.0)
+    settings.update(other)
+    target = utilities.ReducibleLoss(**settings)
+    before = target.irreducible_losses.numpy()
+    with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+      tf.train.Checkpoint(reducible=target).read(edited)
+    np.testing.assert_array_equal(target.irreducible_losses, before)

@@ -9,7 +9,10 @@ number of updates applied so far) returning a scalar, such as a Keras
 - `warmup`: from uniform (amplitude 0) up to the amplitude, then constant;
 - `anneal`: from the amplitude down to 0, then uniform sampling;
 - `final_uniform`: the amplitude, then 0 for the last `1 - delta` of the
-  run, InfoBatch's full-data phase.
+  run, InfoBatch's full-data phase;
+- `initial_uniform`: 0 for the first `fraction` of the run, then the
+  amplitude, Katharopoulos & Fleuret's importance sampling switched on once
+  it pays (and Selective-Backprop's start in Composer).
 
 Amplitude 0 makes an update w_i <- w_i ** decay * exp(0): the weights decay
 toward uniform and the utilities no longer count (Algorithm 1).
@@ -148,3 +151,27 @@ def final_uniform(value: float,
   delta = _validation.fraction(delta, "delta")
   start = round(delta * total_steps)
   return PiecewiseLinear([start, start], [value, 0.0])
+
+
+def initial_uniform(value: float,
+                    total_steps: int,
+                    fraction: float = 0.125) -> PiecewiseLinear:
+  """An initial uniform phase: 0 for the run's first `fraction`, then `value`.
+
+  The first `fraction` of `total_steps` updates sample uniformly (amplitude
+  0 leaves every log weight at 0), then the weights follow `value`; the
+  mirror of `final_uniform`.
+
+  Args:
+    value: the value after the initial phase, a finite real.
+    total_steps: the run's length in updates, an int >= 1.
+    fraction: the fraction of the run sampled uniformly, in [0, 1]; `value`
+      holds from update round(fraction * total_steps) on.
+
+  Returns:
+    The schedule.
+  """
+  total_steps = _validation.positive_int(total_steps, "total_steps")
+  fraction = _validation.fraction(fraction, "fraction")
+  start = round(fraction * total_steps)
+  return PiecewiseLinear([start, start], [0.0, value])

@@ -67,6 +67,16 @@ def assert_fails_in_one_line(result, message):
         (["--steps_per_execution=0"], "steps_per_execution must be"),
         (["--early_evaluations=-2"], "early_evaluations must be an int in"),
         (["--batch_size=abc"], "Flags parsing error"),
+        (["--lr_schedule=step"
+         ], "should be one of <inverse_time|linear|cosine>"),
+        (["--utility=reducible_loss"], "needs a validation_size > 0"),
+        (["--irreducible_model=resnet"], "should be one of <"),
+        ([
+            "--utility=reducible_loss", "--validation_size=10",
+            "--reducible_loss_bound=nan"
+        ], "reducible_loss_bound must be finite"),
+        (["--validation_size=-1"], "validation_size must be an int >= 0"),
+        (["--validation_size=1500"], "validation size 1500 leaves no training"),
         (["--steps=" + str(10**23)], "steps must be at most 2**53"),
         (["--eval_interval=" + str(2**60)], "eval_interval must be at most"),
         (["--epochs=1e300"], "more steps than the 2**53 at most"),
@@ -105,6 +115,8 @@ def test_train_rejects_bad_flags_in_one_line(tmp_path, args, message):
     (["--steps=1"], "fewer than 2 evaluations"),
     (["--trials=0"], "trials must be >= 1"),
     (["--sweep_amplitudes=1,x"], "--sweep_amplitudes takes numbers"),
+    (["--baseline_lr_schedules=linear,step"
+     ], "IS-SGD's lr_schedule must be one of"),
 ])
 def test_reproduce_rejects_bad_flags_in_one_line(tmp_path, args, message):
   result = run_cli("reproduce", ["--output_dir={tmp}/runs", *args], tmp_path)
@@ -156,10 +168,12 @@ finally:
     ("train", ["--seed=-1"]),
     ("train", ["--model=x"]),
     ("train", [f"--output_dir={UNWRITABLE}"]),
+    ("train", ["--utility=reducible_loss"]),
     ("reproduce", ["--help"]),
     ("reproduce", ["--trials=0"]),
     ("tuning", ["--help"]),
     ("tuning", ["--workers=x"]),
+    ("tuning", ["--lr_schedules=inverse_time,step"]),
     ("demo", ["--help"]),
     ("wall_time", ["--help"]),
     ("wall_time", ["--trials=0"]),
@@ -292,6 +306,17 @@ def test_resume_refuses_checkpoints_that_are_not_a_directory(
 def test_resume_refuses_to_add_deterministic(tmp_path, stopped_run):
   result = resume_stopped_run(tmp_path, "--deterministic")
   assert_fails_in_one_line(result, "deterministic: False there, True here")
+
+
+def test_resume_refuses_another_length_under_a_budget_schedule(tmp_path):
+  run = [*TINY_RUN, "--lr_schedule=linear", "--output_dir={tmp}/run"]
+  assert run_cli("train", run, tmp_path).returncode == 0
+  metrics = (tmp_path / "run" / "metrics.jsonl").read_bytes()
+  result = run_cli("train", [*run, "--steps=6", "--resume"], tmp_path)
+  assert_fails_in_one_line(
+      result, "with another length (steps 4 there, steps 6 here): its "
+      "lr_schedule 'linear' follows the run's length")
+  assert (tmp_path / "run" / "metrics.jsonl").read_bytes() == metrics
 
 
 def test_resume_names_a_metrics_file_it_cannot_read(tmp_path, stopped_run):

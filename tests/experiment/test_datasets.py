@@ -85,6 +85,32 @@ def test_validation_split_holds_out_training_examples_only():
     datasets.validation_split(data, 1500, seed=0)
 
 
+def test_with_validation_holds_out_a_fixed_split_and_keeps_the_test_set():
+  data = datasets.load("digits")
+  held = datasets.with_validation(data, 300)
+  assert (len(held.y_train), len(held.y_validation)) == (1200, 300)
+  np.testing.assert_array_equal(held.x_test, data.x_test)
+  # The two parts partition the training set, in their original order.
+  assert sorted_rows(np.concatenate([held.x_train, held.x_validation
+                                    ])) == sorted_rows(data.x_train)
+  # validation_split's draw, with the fixed seed: the same split every run.
+  np.testing.assert_array_equal(
+      held.y_validation,
+      datasets.validation_split(data, 300, datasets.VALIDATION_SEED).y_test)
+  # After label noise: the same examples held out, and each part keeps the
+  # flips of its examples.
+  noisy = datasets.with_validation(datasets.with_label_noise(data, 0.2), 300)
+  flipped = noisy.flipped
+  assert flipped.shape == (1200,)
+  np.testing.assert_array_equal(noisy.y_train != held.y_train, flipped)
+  flipped_held = noisy.y_validation != held.y_validation
+  assert flipped.sum() + flipped_held.sum() == round(0.2 * 1500)
+  with pytest.raises(ValueError, match="holds a validation split already"):
+    datasets.with_validation(held, 10)
+  with pytest.raises(ValueError, match="leaves no training"):
+    datasets.with_validation(data, 1500)
+
+
 def test_the_trainer_imports_neither_tfds_nor_sklearn():
   # As on a machine without them (the GPU machine lacks tensorflow_datasets):
   # each is imported only to load the data set that needs it.

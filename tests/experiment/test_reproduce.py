@@ -349,3 +349,44 @@ def test_plan_gives_baselines_their_own_step_sizes(tmp_path):
   with pytest.raises(ValueError, match="baseline_learning_rates needs"):
     design.plan(dataclasses.replace(TINY, baseline_learning_rates=(0.2,) * 9),
                 1, str(tmp_path), "digits")
+
+
+def test_plan_gives_each_algorithm_its_step_size_schedule(tmp_path):
+  settings = dataclasses.replace(
+      TINY,
+      sgd_lr_schedule="cosine",
+      adaptive_lr_schedules=("linear", "inverse_time", "cosine", "linear"),
+      baseline_lr_schedules=("linear", "inverse_time"))
+  runs = design.plan(settings, 1, str(tmp_path), "digits", model="logistic")
+  schedules = {run.algorithm: run.config.lr_schedule for run in runs}
+  assert schedules == {
+      "AdaSamp-01-SGD": "linear",
+      "AdaSamp-L1-SGD": "inverse_time",
+      "Unif-SGD": "cosine",
+      "AdaSamp-01-AdaGrad": "cosine",
+      "AdaSamp-L1-AdaGrad": "linear",
+      "Unif-AdaGrad": "inverse_time",
+      "Shuffle-SGD": "linear",
+      "IS-SGD": "inverse_time"
+  }
+  # Empty tuples: each update rule's.
+  rules = dataclasses.replace(TINY, adagrad_lr_schedule="linear")
+  assert {
+      run.algorithm: run.config.lr_schedule
+      for run in design.plan(rules, 1, str(tmp_path), "digits")
+  } == {
+      name: "linear" if rule == "adagrad" else "inverse_time"
+      for name, (_, _, rule) in presets.RUNS.items()
+  }
+  with pytest.raises(ValueError, match="IS-SGD's lr_schedule must be one of"):
+    design.plan(
+        dataclasses.replace(TINY, baseline_lr_schedules=("linear", "step")), 1,
+        str(tmp_path), "digits")
+
+
+@pytest.mark.parametrize("key", sorted(presets.PRESETS))
+def test_the_presets_keep_the_papers_step_size_schedule(tmp_path, key):
+  # Their runs as before the schedules existed: inverse_time throughout.
+  dataset, model = key
+  runs = design.plan(presets.PRESETS[key], 2, str(tmp_path), dataset, model)
+  assert {run.config.lr_schedule for run in runs} == {"inverse_time"}

@@ -19,6 +19,7 @@ from tf_adasamp import utilities
 from tf_adasamp.experiment.training import components
 from tf_adasamp.experiment.training import config as config_lib
 from tf_adasamp.experiment.training import controller
+from tf_adasamp.experiment.training import datasets
 from tf_adasamp.experiment.training import loop
 from tf_adasamp.experiment.training import models
 from tf_adasamp.experiment.training import resume
@@ -92,6 +93,85 @@ def test_sgd_step_size_is_eta_over_one_plus_gamma_t():
     optimizer.apply_gradients([(tf.constant(1.0), weight)])
   expected = -sum(0.5 / (1 + 0.1 * t) for t in range(3))
   np.testing.assert_allclose(float(weight), expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("rule", ["sgd", "adagrad"])
+@pytest.mark.parametrize(
+    "lr_schedule,reference",
+    [
+        ("inverse_time", lambda t, total: 0.5 / (1 + 0.1 * t)),
+        # Past the run's end (t > T) both stay at 0.
+        ("linear", lambda t, total: 0.5 * max(0, 1 - t / total)),
+        ("cosine", lambda t, total: 0.5 *
+         (1 + np.cos(np.pi * min(t, total) / total)) / 2),
+    ])
+def test_step_size_schedules_follow_their_formulas_to_the_runs_end(
+    rule, lr_schedule, reference):
+  total = 5
+  optimizer = components.make_optimizer(rule, 0.5, 0.1, lr_schedule, total)
+  weight = tf.Variable(0.0)
+  optimizer.build([weight])
+  for t in range(total + 2):
+    # The step size of update t, read as the evaluations read it.
+    np.testing.assert_allclose(float(optimizer.learning_rate),
+                               reference(t, total),
+                               rtol=1e-6,
+                               atol=1e-7)
+    optimizer.apply_gradients([(tf.constant(1.0), weight)])
+  if lr_schedule != "inverse_time":
+    assert float(optimizer.learning_rate) == 0
+
+
+def test_a_budget_schedule_needs_the_runs_length():
+  with pytest.raises(TypeError, match="total_steps must be an int"):
+    components.make_optimizer("sgd", 0.5, 0.0, "cosine")
+
+
+@pytest.mark.parametrize("lr_schedule", ["linear", "cosine"])
+def test_a_run_with_a_budget_schedule_ends_at_step_size_0_and_resumes_exactly(
+    digits, tmp_path, lr_schedule):
+  settings = dict(sampling="adaptive", steps=6, lr_schedule=lr_schedule)
+  whole = loop.train(tiny_config(**settings), data=digits)
+  assert whole[0]["learning_rate"] == pytest.approx(0.1)
+  assert whole[-1]["learning_rate"] == 0
+  calls = iter(range(3))
+  with pytest.raises(KeyboardInterrupt):
+    loop.train(tiny_config(output_dir=str(tmp_path), **settings),
+               data=digits,
+               stop_requested=lambda: next(calls) == 2)
+  resumed = loop.train(tiny_config(output_dir=str(tmp_path),
+                                   resume=True,
+                                   **settings),
+                       data=digits)
+  assert without_clocks(resumed) == without_clocks(whole)
+  # Another length would be another schedule: refused, the run as it was.
+  metrics = (tmp_path / run_files.METRICS_FILE).read_bytes()
+  with pytest.raises(run_files.RunExistsError,
+                     match=f"another length \\(steps 6 there, steps 8 here\\): "
+                     f"its lr_schedule '{lr_schedule}' follows the run's "
+                     "length"):
+    loop.train(tiny_config(output_dir=str(tmp_path),
+                           resume=True,
+                           **dict(settings, steps=8)),
+               data=digits)
+  assert (tmp_path / run_files.METRICS_FILE).read_bytes() == metrics
+
+
+def test_a_run_whose_schedules_ignore_its_length_may_resume_longer(
+    digits, tmp_path):
+  loop.train(tiny_config(output_dir=str(tmp_path)), data=digits)
+  longer = loop.train(tiny_config(output_dir=str(tmp_path),
+                                  resume=True,
+                                  steps=6),
+                      data=digits)
+  assert longer[-1]["step"] == 6
+  stopped = tiny_config(output_dir=str(tmp_path / "scheduled"),
+                        amplitude_schedule="warmup")
+  loop.train(stopped, data=digits)
+  with pytest.raises(run_files.RunExistsError,
+                     match="amplitude_schedule 'warmup' follows"):
+    loop.train(dataclasses.replace(stopped, resume=True, epochs=1.0),
+               data=digits)
 
 
 def test_paper_cnn_has_keras_cifar10_cnn_size_and_pads_small_inputs():
@@ -365,6 +445,22 @@ def test_epochs_set_the_number_of_steps():
     (dict(learning_rate=0.0), r"learning_rate must be finite and > 0"),
     (dict(learning_rate=float("inf")), r"learning_rate must be finite"),
     (dict(lr_decay=float("inf")), r"lr_decay must be finite"),
+    (dict(lr_schedule="step"), "lr_schedule must be one of"),
+    (dict(utility="reducible_loss"), "needs a validation_size > 0"),
+    (dict(irreducible_model="mlp"), "^irreducible_model needs utility "
+     "'reducible_loss', got 'zero_one'"),
+    (dict(irreducible_model="mlp", reducible_loss_bound=1.0),
+     "^irreducible_model and reducible_loss_bound need utility"),
+    (dict(utility="reducible_loss",
+          validation_size=10,
+          reducible_loss_bound=0.0), "reducible_loss_bound must be finite"),
+    (dict(irreducible_epochs=float("inf")), "irreducible_epochs must be"),
+    (dict(irreducible_model="resnet"), "irreducible_model must be one of"),
+    (dict(validation_size=-1), r"validation_size must be an int >= 0"),
+    (dict(validation_size=1.5), r"validation_size must be an int >= 0"),
+    (dict(validation_size=True), r"validation_size must be an int >= 0"),
+    (dict(validation_size=10, data_path="a", test_data_path="b",
+          num_classes=2), "validation_size holds out in-memory images"),
     (dict(l2=float("inf")), r"l2 must be finite and > 0, got inf"),
     (dict(epochs=-1.0), "epochs must be finite and > 0"),
     (dict(epochs=float("inf")), "epochs must be finite and > 0, got inf"),
@@ -648,6 +744,46 @@ def test_tensorboard_has_train_and_validation_runs_and_the_samplers_view(
   # An adaptive run's heaviest examples (tiny_config's sampling).
   assert train["sampler/heaviest/images"] == {"images"}
   assert train["sampler/heaviest/table"] == {"text"}
+
+
+def test_a_validation_split_is_never_trained_on_and_is_evaluated(
+    digits, tmp_path):
+  # The held-out images are NaN: a run that read one in a step or in the
+  # training set's evaluation would have a NaN loss.
+  numbers = np.arange(digits.num_train, dtype=np.float32)
+  numbered = dataclasses.replace(digits, x_train=numbers.reshape(-1, 1, 1, 1))
+  held = datasets.with_validation(numbered, 300).x_validation.ravel()
+  x_train = digits.x_train.copy()
+  x_train[held.astype(int)] = np.nan
+  poisoned = dataclasses.replace(digits, x_train=x_train)
+  records = loop.train(tiny_config(validation_size=300,
+                                   output_dir=str(tmp_path)),
+                       data=poisoned)
+  for record in records:
+    assert np.isfinite(record["train_loss"])
+    assert np.isnan(record["validation_loss"])
+    assert record["epoch"] == record["step"] * 16 / 1200
+  assert list(records[0])[:7] == [
+      "step", "epoch", "train_loss", "train_accuracy", "validation_loss",
+      "validation_accuracy", "test_loss"
+  ]
+  # TensorBoard's validation run is the split's, the test set a run of its
+  # own.
+  assert sorted(os.listdir(tmp_path /
+                           "tensorboard")) == ["test", "train", "validation"]
+  clean = loop.train(tiny_config(validation_size=300), data=digits)
+  assert 0 <= clean[-1]["validation_accuracy"] <= 1
+  assert "validation_loss" not in loop.train(tiny_config(), data=digits)[0]
+
+
+def test_a_validation_split_that_leaves_no_training_examples_is_refused(
+    digits, tmp_path):
+  with pytest.raises(run_files.RunError,
+                     match="validation_size: validation size 1500 leaves no "
+                     "training"):
+    loop.train(tiny_config(validation_size=1500, output_dir=str(tmp_path)),
+               data=digits)
+  assert not os.listdir(tmp_path)
 
 
 @pytest.mark.parametrize("sampling", ["uniform", "adaptive"])

@@ -54,7 +54,8 @@ def test_a_noisy_run_records_its_clean_loss_and_the_mass_on_flipped_labels(
     [("constant", [0, 10, 99], [2.0, 2.0, 2.0]),
      ("warmup", [0, 5, 10, 50], [0.0, 1.0, 2.0, 2.0]),
      ("anneal", [0, 50, 100], [2.0, 1.0, 0.0]),
-     ("final_uniform", [0, 89, 90, 99], [2.0, 2.0, 0.0, 0.0])])
+     ("final_uniform", [0, 89, 90, 99], [2.0, 2.0, 0.0, 0.0]),
+     ("initial_uniform", [0, 9, 10, 99], [0.0, 0.0, 2.0, 2.0])])
 def test_amplitude_schedules_take_their_values_at_the_given_updates(
     name, at, expected):
   amplitude = components.amplitude_schedule(name, 2.0, 0.1, 100)
@@ -69,6 +70,7 @@ def test_amplitude_schedules_take_their_values_at_the_given_updates(
 @pytest.mark.parametrize("controls", [
     dict(epsilon=0.5),
     dict(amplitude_schedule="final_uniform", schedule_fraction=0.5),
+    dict(amplitude_schedule="initial_uniform", schedule_fraction=0.5),
     dict(beta=1.0),
 ])
 def test_a_run_with_a_control_resumes_exactly(digits, tmp_path, controls):
@@ -101,6 +103,23 @@ def test_a_final_uniform_phase_stops_concentrating_the_draws(digits):
   # examples' log weights, and the KL falls where the constant run's grows.
   assert final[2]["kl"] == constant[2]["kl"]
   assert final[-1]["kl"] < final[2]["kl"] < constant[-1]["kl"]
+
+
+def test_an_initial_uniform_phase_trains_as_uniform_sampling_until_it_ends(
+    digits):
+  settings = dict(steps=8, decay=0.1)
+  initial = loop.train(tiny_config(amplitude_schedule="initial_uniform",
+                                   schedule_fraction=0.5,
+                                   **settings),
+                       data=digits)
+  uniform = loop.train(tiny_config(sampling="uniform", **settings), data=digits)
+  # Amplitude 0 for updates 0-3: the uniform run's draws and model, KL 0.
+  for ours, theirs in zip(initial[:3], uniform[:3]):
+    assert ours["kl"] == 0
+    for name in ("train_loss", "test_accuracy"):
+      assert ours[name] == theirs[name]
+  assert initial[-1]["kl"] > 0
+  assert initial[-1]["train_loss"] != uniform[-1]["train_loss"]
 
 
 @pytest.mark.parametrize("overrides,message", [

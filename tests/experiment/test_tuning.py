@@ -26,6 +26,7 @@ def test_tuning_reads_validation_splits_never_the_test_set(tmp_path, digits):
                            sgd_learning_rates="0.1,0.3",
                            sgd_lr_decays="0",
                            adagrad_learning_rates="0.1",
+                           lr_schedules="inverse_time,linear",
                            amplitudes="1",
                            decays="0.5",
                            utilities_at="updated",
@@ -37,9 +38,10 @@ def test_tuning_reads_validation_splits_never_the_test_set(tmp_path, digits):
                                  eval_interval=2,
                                  batch_size=16)
   results = tuning.tune(options, poisoned, settings, log=lambda _: None)
-  # Two SGD step sizes and one AdaGrad step size for each algorithm of the
-  # rule (uniform ones and baselines), each over both seeds.
-  grid = {"sgd": 2, "adagrad": 1}
+  # Two SGD step sizes and one AdaGrad step size under each of the two
+  # schedules for each algorithm of the rule (uniform ones and baselines),
+  # each over both seeds.
+  grid = {"sgd": 4, "adagrad": 2}
   assert len(results["step_sizes"]) == sum(
       grid[presets.RUNS[name][2]] for name in tuning.STAGE1)
   for row in results["step_sizes"]:
@@ -65,10 +67,37 @@ def test_tuning_reads_validation_splits_never_the_test_set(tmp_path, digits):
   for name in presets.ALTERNATIVES:
     assert list(tuned.learning_rate(
         name)) == results["chosen_baseline_step_sizes"][name]
+  # Each algorithm's schedule is its stage-1 winner's, the adaptive ones
+  # their rule's, as their stage 2 and 3 runs were.
+  schedules = results["chosen_lr_schedules"]
+  for name, (_, _, rule) in presets.RUNS.items():
+    assert tuned.lr_schedule(name) == schedules.get(name, schedules[rule])
+  for run_dir in (tmp_path / "stage2").iterdir():
+    algorithm = run_dir.name.split("-a")[0]
+    config = json.loads((run_dir / "seed100" / "config.json").read_text())
+    assert config["lr_schedule"] == schedules[presets.RUNS[algorithm][2]]
   text = tuning.markdown(results, "cmd")
   for section in ("## Stage 1", "## Stage 2", "## Choice", "## Stage 3",
                   "Chosen (in bold)", *presets.ALTERNATIVES):
     assert section in text
+
+
+def test_stage_1_tries_each_schedule_with_the_gammas_it_reads():
+  options = tuning.Options(sgd_learning_rates="0.1,0.3",
+                           sgd_lr_decays="0,0.01",
+                           adagrad_learning_rates="0.1",
+                           lr_schedules="inverse_time,cosine")
+  assert tuning.step_size_grid(options, "sgd") == [(0.1, 0.0, "inverse_time"),
+                                                   (0.1, 0.01, "inverse_time"),
+                                                   (0.3, 0.0, "inverse_time"),
+                                                   (0.3, 0.01, "inverse_time"),
+                                                   (0.1, 0.0, "cosine"),
+                                                   (0.3, 0.0, "cosine")]
+  assert tuning.step_size_grid(options,
+                               "adagrad") == [(0.1, 0.0, "inverse_time"),
+                                              (0.1, 0.0, "cosine")]
+  with pytest.raises(ValueError, match="lr_schedules must be of"):
+    tuning.Options(lr_schedules="cosine,step")
 
 
 def test_validation_data_differs_per_seed():
@@ -226,6 +255,19 @@ def test_tuned_settings_take_the_choices_and_keep_old_results_working():
       for i, name in enumerate(presets.ALTERNATIVES)
   }
   tuned = tuning.tuned_settings(preset, results)
+  assert tuned.lr_schedule("Shuffle-SGD") == "inverse_time"
+  results["chosen_lr_schedules"] = {
+      "sgd": "cosine",
+      "adagrad": "linear",
+      **{
+          name: "linear" for name in presets.ALTERNATIVES
+      }
+  }
+  tuned = tuning.tuned_settings(preset, results)
+  assert [tuned.lr_schedule(name) for name in presets.RUNS] == [
+      "cosine", "cosine", "cosine", "linear", "linear", "linear", "linear",
+      "linear"
+  ]
   assert (tuned.amplitude, tuned.decay) == (1.0, 0.5)
   assert tuned.learning_rate("Unif-SGD") == (0.3, 0.001)
   assert tuned.learning_rate("AdaSamp-01-SGD") == (0.15, 0.001)

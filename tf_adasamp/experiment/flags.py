@@ -2,7 +2,8 @@
 
 Each CLI describes its options as a frozen dataclass whose flag fields are
 made with `option(default, help)`; `define(cls)` defines one absl flag per
-such field (its type from the annotation, choices from `option`), and
+such field (its type from the annotation, choices from `option`; a `tuple`
+is a comma-separated list of numbers, a `tuple[str, ...]` one of words), and
 `parse(program, cls)` builds the dataclass from the parsed flags, so a bad value is
 reported by the dataclass's own checks. `run` runs a CLI under absl, and
 `interrupted` ends one for a Ctrl-C.
@@ -36,15 +37,27 @@ def _flag_fields(cls):
   return [f for f in dataclasses.fields(cls) if "help" in f.metadata]
 
 
-def _base_type(annotation):
-  """`int` for `int`, `int | None`, `Optional[int]`; `tuple` for tuples."""
+def _without_none(annotation):
+  """`int` for `int`, `int | None`, `Optional[int]`."""
   if isinstance(annotation, str):
     raise TypeError(f"use real annotations, not the string {annotation!r}")
   if typing.get_origin(annotation) in (typing.Union, types.UnionType):
     (annotation,) = [
         a for a in typing.get_args(annotation) if a is not type(None)
     ]
+  return annotation
+
+
+def _base_type(annotation):
+  """`int` for `int`, `int | None`, `Optional[int]`; `tuple` for tuples."""
+  annotation = _without_none(annotation)
   return typing.get_origin(annotation) or annotation
+
+
+def _holds_strings(annotation):
+  """Whether a tuple field holds strings (`tuple[str, ...]`), not numbers
+  (`tuple`)."""
+  return typing.get_args(_without_none(annotation)) == (str, Ellipsis)
 
 
 def define(cls, unset_defaults=False):
@@ -71,8 +84,8 @@ def define(cls, unset_defaults=False):
       flags.DEFINE_enum(field.name, default, field.metadata["choices"],
                         help_text)
     else:
-      if isinstance(default, tuple):
-        default = [f"{v:g}" for v in default]  # DEFINE_list parses strings.
+      if isinstance(default, tuple):  # DEFINE_list parses strings.
+        default = [v if isinstance(v, str) else f"{v:g}" for v in default]
       definers[_base_type(field.type)](field.name, default, help_text)
 
 
@@ -93,7 +106,8 @@ def values(cls, skip_unset=False):
     if value is None and skip_unset:
       continue
     if _base_type(field.type) is tuple and value is not None:
-      value = tuple(_number(v, field.name) for v in value)
+      value = tuple(value if _holds_strings(field.type) else (
+          _number(v, field.name) for v in value))
     result[field.name] = value
   return result
 

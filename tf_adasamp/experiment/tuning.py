@@ -10,9 +10,11 @@ up by default) are not the reported trials' seeds (0 to trials - 1).
   stage 1  step sizes, with uniform sampling and for each method users
            would run instead (presets.ALTERNATIVES: the baselines and the
            methods from the field): every SGD (eta, gamma) and every AdaGrad
-           step size of the grid, for each algorithm of that update rule;
-           the highest validation accuracy averaged over the run (area
-           under the curve divided by its length) wins.
+           step size of the grid under each step-size schedule of
+           --lr_schedules, for each algorithm of that update rule; the
+           highest validation accuracy averaged over the run (area under
+           the curve divided by its length) wins. The adaptive algorithms
+           take their uniform counterpart's schedule.
   stage 2  amplitude and decay, at the winning step sizes: every (amplitude,
            decay) of the grid for the four adaptive algorithms, each against
            its uniform counterpart of the same seed (stage 1's winner):
@@ -97,6 +99,11 @@ class Options:
   sgd_lr_decays: tuple = option("0.001,0.01", "SGD's gamma values.")
   adagrad_learning_rates: tuple = option("0.03,0.1,0.3",
                                          "AdaGrad's step sizes.")
+  lr_schedules: tuple[str, ...] = option(
+      "inverse_time", "Step-size schedules that stage 1 tries with each "
+      "step size (TrainConfig.lr_schedule): inverse_time over every gamma "
+      "of the grid; linear and cosine, which decay to 0 at the run's end, "
+      "take no gamma.")
   amplitudes: tuple = option("0.3,1", "Amplitudes.")
   decays: tuple = option("0.5,0.9", "Decays.")
   utilities_at: str = option(
@@ -120,12 +127,23 @@ class Options:
       None, "Training examples the evaluations read "
       "(TrainConfig.train_eval_size); all if unset.")
 
+  def __post_init__(self):
+    for schedule in _words(self.lr_schedules):
+      if schedule not in config_lib.LR_SCHEDULES:
+        raise ValueError("lr_schedules must be of "
+                         f"{config_lib.LR_SCHEDULES}, got {schedule!r}")
+
 
 def floats(values):
   """A grid as a list of floats, from a tuple or a comma-separated string."""
   if isinstance(values, str):
     values = values.split(",")
   return [float(v) for v in values]
+
+
+def _words(values):
+  """A list of words, from a tuple or a comma-separated string."""
+  return values.split(",") if isinstance(values, str) else list(values)
 
 
 def _validation_data(full, size, run):
@@ -143,9 +161,11 @@ def _run(algorithm, trial, output_dir, base, **fields):
   return design.Run(algorithm, fields.get("amplitude", 0.0), trial, config)
 
 
-def _adaptive_run(algorithm, seed, directory, base, eta, gamma, amplitude,
-                  decay, utility_at):
+def _adaptive_run(algorithm, seed, directory, base, step_size, amplitude, decay,
+                  utility_at):
+  """A run of adaptive `algorithm` at `step_size`, (eta, gamma, schedule)."""
   _, utility, rule = presets.ALGORITHMS[algorithm]
+  eta, gamma, schedule = step_size
   return _run(algorithm,
               seed,
               directory,
@@ -155,6 +175,7 @@ def _adaptive_run(algorithm, seed, directory, base, eta, gamma, amplitude,
               optimizer=rule,
               learning_rate=eta,
               lr_decay=gamma,
+              lr_schedule=schedule,
               amplitude=amplitude,
               decay=decay,
               utility_at=utility_at)
@@ -240,14 +261,20 @@ def tuned_settings(settings, results):
   # A tuning that did not vary the utility option chose amplitude and decay.
   amplitude, decay, *utility_at = results["stage3_setting"]
   utility_at = utility_at[0] if utility_at else settings.utility_at
-  # Results of a tuning before the baselines had their own step sizes
-  # leave the settings' own.
+  # Results of a tuning before the baselines had their own step sizes, or
+  # before the schedules were tuned, leave the settings' own.
   own = results.get("chosen_baseline_step_sizes")
   baselines = {}
   if own is not None:
     baselines = dict(
         baseline_learning_rates=tuple(own[name][0] for name in ALTERNATIVES),
         baseline_lr_decays=tuple(own[name][1] for name in ALTERNATIVES))
+  schedules = results.get("chosen_lr_schedules")
+  if schedules is not None:
+    baselines.update(sgd_lr_schedule=schedules["sgd"],
+                     adagrad_lr_schedule=schedules["adagrad"],
+                     baseline_lr_schedules=tuple(
+                         schedules[name] for name in ALTERNATIVES))
   return dataclasses.replace(settings,
                              sgd_learning_rate=sgd_eta,
                              sgd_lr_decay=sgd_gamma,
@@ -260,35 +287,51 @@ def tuned_settings(settings, results):
                              **baselines)
 
 
+def step_size_grid(options, rule):
+  """Stage 1's step sizes of update rule `rule`: (eta, gamma, schedule) for
+  every schedule of `options.lr_schedules`, SGD's inverse_time over every
+  gamma of the grid, the others (and AdaGrad's) at gamma 0."""
+  etas = floats(options.sgd_learning_rates if rule ==
+                "sgd" else options.adagrad_learning_rates)
+  grid = []
+  for schedule in _words(options.lr_schedules):
+    gammas = (floats(options.sgd_lr_decays)
+              if rule == "sgd" and schedule == "inverse_time" else [0.0])
+    grid += [(eta, gamma, schedule) for eta in etas for gamma in gammas]
+  return grid
+
+
+def _stage1_directory(options, prefix, step_size):
+  eta, gamma, schedule = step_size
+  # inverse_time keeps the directories of the tuning before the schedules.
+  tail = f"gamma{gamma:g}" if schedule == "inverse_time" else schedule
+  return os.path.join(options.output_dir, "stage1",
+                      f"{prefix}-eta{eta:g}-{tail}")
+
+
 def _stage1(options, seeds, base, train, results):
   """Step sizes of the uniform algorithms and the baselines; {algorithm:
-  ((eta, gamma), runs at those)}."""
-  grids = {
-      "sgd": [(eta, gamma)
-              for eta in floats(options.sgd_learning_rates)
-              for gamma in floats(options.sgd_lr_decays)],
-      "adagrad": [(eta, 0.0) for eta in floats(options.adagrad_learning_rates)]
-  }
+  ((eta, gamma, schedule), runs at those)}."""
   stage1 = {}
   for algorithm in STAGE1:
     sampling, utility, rule = presets.RUNS[algorithm]
     # Uniform runs keep the directories of the tuning before the baselines.
     prefix = rule if sampling == "uniform" else algorithm
     stage1[algorithm] = {
-        (eta, gamma): [
+        step_size: [
             _run(algorithm,
                  seed,
-                 os.path.join(options.output_dir, "stage1",
-                              f"{prefix}-eta{eta:g}-gamma{gamma:g}"),
+                 _stage1_directory(options, prefix, step_size),
                  base,
                  sampling=sampling,
                  utility=utility,
                  optimizer=rule,
-                 learning_rate=eta,
-                 lr_decay=gamma,
+                 learning_rate=step_size[0],
+                 lr_decay=step_size[1],
+                 lr_schedule=step_size[2],
                  **presets.COMPETITOR_SAMPLERS.get(algorithm, {}))
             for seed in seeds
-        ] for eta, gamma in grids[rule]
+        ] for step_size in step_size_grid(options, rule)
     }
   train("stage 1, step sizes", [
       run for grid in stage1.values() for runs in grid.values() for run in runs
@@ -297,13 +340,14 @@ def _stage1(options, seeds, base, train, results):
   winners = {}
   for algorithm, grid in stage1.items():
     rows = {}
-    for (eta, gamma), runs in grid.items():
+    for (eta, gamma, schedule), runs in grid.items():
       scores = np.array([_scores(run)[:2] for run in runs])
-      rows[(eta, gamma)] = {
+      rows[(eta, gamma, schedule)] = {
           "algorithm": algorithm,
           "rule": presets.RUNS[algorithm][2],
           "eta": eta,
           "gamma": gamma,
+          "schedule": schedule,
           "auc": scores[:, 0].tolist(),
           "final": scores[:, 1].tolist()
       }
@@ -311,10 +355,18 @@ def _stage1(options, seeds, base, train, results):
     best = max(rows.items(), key=lambda item: np.mean(item[1]["auc"]))[0]
     winners[algorithm] = (best, grid[best])
   results["chosen_step_sizes"] = {
-      presets.RUNS[name][2]: list(winners[name][0]) for name in STAGE1[:2]
+      presets.RUNS[name][2]: list(winners[name][0][:2]) for name in STAGE1[:2]
   }
   results["chosen_baseline_step_sizes"] = {
-      name: list(winners[name][0]) for name in ALTERNATIVES
+      name: list(winners[name][0][:2]) for name in ALTERNATIVES
+  }
+  results["chosen_lr_schedules"] = {
+      **{
+          presets.RUNS[name][2]: winners[name][0][2] for name in STAGE1[:2]
+      },
+      **{
+          name: winners[name][0][2] for name in ALTERNATIVES
+      }
   }
   return {presets.RUNS[name][2]: winners[name] for name in STAGE1[:2]}
 
@@ -340,14 +392,14 @@ def _stage2(options, seeds, base, train, results, uniform):
     for decay in floats(options.decays):
       for utility_at in names(options.utilities_at):
         for algorithm in ADAPTIVE:
-          eta, gamma = uniform[presets.ALGORITHMS[algorithm][2]][0]
+          step_size = uniform[presets.ALGORITHMS[algorithm][2]][0]
           stage2[(amplitude, decay, utility_at, algorithm)] = [
               _adaptive_run(
                   algorithm, seed,
                   os.path.join(
                       options.output_dir, "stage2",
                       f"{algorithm}-a{amplitude:g}-d{decay:g}-{utility_at}"),
-                  base, eta, gamma, amplitude, decay, utility_at)
+                  base, step_size, amplitude, decay, utility_at)
               for seed in seeds[:count]
           ]
   train("stage 2, amplitude, decay and utility option",
@@ -379,7 +431,7 @@ def _stage3(options, base, train, results, uniform, stage2):
   amplitude, decay, utility_at = chosen(results)
   grid, new_runs = {}, []
   for algorithm in ADAPTIVE:
-    (eta, gamma), _ = uniform[presets.ALGORITHMS[algorithm][2]]
+    (eta, gamma, schedule), _ = uniform[presets.ALGORITHMS[algorithm][2]]
     grid[(algorithm, eta)] = stage2[(amplitude, decay, utility_at, algorithm)]
     for factor in floats(options.adaptive_lr_factors):
       grid[(algorithm, eta * factor)] = [
@@ -387,8 +439,8 @@ def _stage3(options, base, train, results, uniform, stage2):
               algorithm, run.trial,
               os.path.join(options.output_dir, "stage3",
                            f"{algorithm}-eta{eta * factor:g}-{utility_at}"),
-              base, eta * factor, gamma, amplitude, decay, utility_at)
-          for run in grid[(algorithm, eta)]
+              base, (eta * factor, gamma, schedule), amplitude, decay,
+              utility_at) for run in grid[(algorithm, eta)]
       ]
       new_runs += grid[(algorithm, eta * factor)]
   train("stage 3, adaptive step sizes", new_runs)
@@ -524,25 +576,29 @@ def markdown(results, command):
       "",
       "## Stage 1: step sizes (uniform sampling and the baselines)",
       "",
-      "| algorithm | update rule | eta | gamma | validation accuracy, "
-      "time-averaged | final validation accuracy |",
-      "|---|---|---|---|---|---|",
+      "| algorithm | update rule | eta | gamma | schedule | validation "
+      "accuracy, time-averaged | final validation accuracy |",
+      "|---|---|---|---|---|---|---|",
   ]
   for row in results["step_sizes"]:
+    schedule = row.get("schedule", "inverse_time")
     cells = [
         row["algorithm"], row["rule"], f"{row['eta']:g}", f"{row['gamma']:g}",
+        schedule,
         text.mean_std(row["auc"]),
         text.mean_std(row["final"])
     ]
-    if [row["eta"], row["gamma"]] == _stage1_winner(results, row["algorithm"]):
+    if [row["eta"], row["gamma"],
+        schedule] == _stage1_winner(results, row["algorithm"]):
       cells = [f"**{cell}**" for cell in cells]
     lines.append("| " + " | ".join(cells) + " |")
   lines += [
       "",
       "(mean ± std over the seeds; the winner of each algorithm in bold:"
-      " SGD's step size is eta / (1 + gamma t). The adaptive algorithms "
-      "start from their uniform counterpart's; the baselines keep their "
-      "own.)",
+      " inverse_time is eta / (1 + gamma t), linear eta (1 - t / T) and "
+      "cosine eta (1 + cos(pi t / T)) / 2 over the run's T steps. The "
+      "adaptive algorithms start from their uniform counterpart's; the "
+      "baselines keep their own.)",
       "",
       "## Stage 2: amplitude, decay and utility option (adaptive minus "
       "uniform, same seed)",
@@ -572,10 +628,16 @@ def markdown(results, command):
 
 
 def _stage1_winner(results, algorithm):
-  """Stage 1's [eta, gamma] for `algorithm`."""
+  """Stage 1's [eta, gamma, schedule] for `algorithm`."""
   if algorithm in ALTERNATIVES:
-    return results["chosen_baseline_step_sizes"][algorithm]
-  return results["chosen_step_sizes"][presets.RUNS[algorithm][2]]
+    key = algorithm
+    step_size = results["chosen_baseline_step_sizes"][algorithm]
+  else:
+    key = presets.RUNS[algorithm][2]
+    step_size = results["chosen_step_sizes"][key]
+  # None in results of a tuning before the schedules were tuned.
+  schedules = results.get("chosen_lr_schedules", {})
+  return [*step_size, schedules.get(key, "inverse_time")]
 
 
 def _choice_lines(results):

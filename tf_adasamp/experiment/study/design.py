@@ -22,8 +22,9 @@ from tf_adasamp.experiment.study import presets
 from tf_adasamp.experiment.training import config as config_lib
 from tf_adasamp.experiment.training import run_files
 
-CURVE_METRICS = ("train_loss", "train_accuracy", "test_loss", "test_accuracy",
-                 "kl", "ess_fraction", "max_probability", "misclassified_mass",
+CURVE_METRICS = ("train_loss", "train_accuracy", "validation_loss",
+                 "validation_accuracy", "test_loss", "test_accuracy", "kl",
+                 "ess_fraction", "max_probability", "misclassified_mass",
                  "examples_forwarded", "examples_backpropagated",
                  "train_seconds")
 # Logged by runs of the logistic model only (training.loop).
@@ -52,6 +53,7 @@ def run_config(settings, algorithm, amplitude, trial, run_dir, **fields):
   options = dict(optimizer=optimizer,
                  learning_rate=learning_rate,
                  lr_decay=lr_decay,
+                 lr_schedule=settings.lr_schedule(algorithm),
                  batch_size=settings.batch_size,
                  sampling=sampling,
                  utility=utility,

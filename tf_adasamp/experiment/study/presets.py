@@ -63,8 +63,8 @@ class Settings:
   """Hyperparameters of the experiment (per data set: PRESETS); each field
   is also a flag of tf_adasamp.experiment.reproduce.
 
-  The step sizes are per algorithm where the tuning chose them so: a
-  learning rate of None in `step_sizes` means the update rule's."""
+  The step sizes and their schedules are per algorithm where the tuning
+  chose them so; an empty per-algorithm tuple means the update rules'."""
   steps: int = option(dataclasses.MISSING, "Training steps per run.")
   eval_interval: int = option(dataclasses.MISSING, "Steps between evaluations.")
   sgd_learning_rate: float = option(dataclasses.MISSING,
@@ -91,6 +91,23 @@ class Settings:
       (), "Comma-separated gammas of the baselines and the methods from "
       f"the field (0 for AdaGrad ones), in the order "
       f"{', '.join(ALTERNATIVES)}; empty: their update rules'.")
+  sgd_lr_schedule: str = option(
+      "inverse_time", "SGD's step-size schedule (TrainConfig.lr_schedule): "
+      "inverse_time, eta / (1 + gamma t); linear or cosine to 0 at the run's "
+      "end.",
+      choices=config_lib.LR_SCHEDULES)
+  adagrad_lr_schedule: str = option(
+      "inverse_time", "AdaGrad's step-size schedule (TrainConfig.lr_schedule; "
+      "inverse_time with gamma 0 is a constant step size).",
+      choices=config_lib.LR_SCHEDULES)
+  adaptive_lr_schedules: tuple[str, ...] = option(
+      (), "Comma-separated step-size schedules of the four adaptive "
+      "algorithms, in the order of adaptive_learning_rates; empty: their "
+      "update rules'.")
+  baseline_lr_schedules: tuple[str, ...] = option(
+      (), "Comma-separated step-size schedules of the baselines and the "
+      f"methods from the field, in the order {', '.join(ALTERNATIVES)}; "
+      "empty: their update rules'.")
   sweep_algorithm: str = option(
       "AdaSamp-01-SGD", "Adaptive algorithm whose "
       "amplitude is swept.")
@@ -125,16 +142,33 @@ class Settings:
       gamma = self._own("baseline_lr_decays", ALTERNATIVES, algorithm, gamma)
     return eta, gamma
 
-  def _own(self, field, names, algorithm, default):
+  def lr_schedule(self, algorithm):
+    """The step-size schedule of `algorithm` (one of
+    config_lib.LR_SCHEDULES): its own where the preset has one, else its
+    update rule's."""
+    rule = RUNS[algorithm][2]
+    schedule = self.sgd_lr_schedule if rule == "sgd" else (
+        self.adagrad_lr_schedule)
+    for field, names in (("adaptive_lr_schedules", ADAPTIVE),
+                         ("baseline_lr_schedules", ALTERNATIVES)):
+      if algorithm in names:
+        schedule = self._own(field, names, algorithm, schedule, str)
+    if schedule not in config_lib.LR_SCHEDULES:
+      raise ValueError(f"{algorithm}'s lr_schedule must be one of "
+                       f"{config_lib.LR_SCHEDULES}, got {schedule!r}")
+    return schedule
+
+  def _own(self, field, names, algorithm, default, kind=float):
     """`algorithm`'s entry of the per-algorithm tuple `field` (one value
-    per name of `names`), or `default` where the tuple is empty."""
+    per name of `names`) as a `kind`, or `default` where the tuple is
+    empty."""
     values = getattr(self, field)
     if not values:
       return default
     if len(values) != len(names):
       raise ValueError(f"{field} needs {len(names)} values (one per "
                        f"algorithm of {', '.join(names)}), got {values}")
-    return float(values[names.index(algorithm)])
+    return kind(values[names.index(algorithm)])
 
 
 # The model each data set runs by default.

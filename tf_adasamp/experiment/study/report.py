@@ -383,6 +383,16 @@ def _certificate_lines(curves):
   return lines + [""]
 
 
+def step_size_text(settings, algorithm):
+  """`algorithm`'s step size as the summary states it: "0.3 / (1 + 0.001
+  t)", "0.1" (constant), "0.3, linear to 0" or "0.3, cosine to 0"."""
+  eta, gamma = settings.learning_rate(algorithm)
+  schedule = settings.lr_schedule(algorithm)
+  if schedule != "inverse_time":
+    return f"{eta:g}, {schedule} to 0"
+  return f"{eta:g}" + (f" / (1 + {gamma:g} t)" if gamma else "")
+
+
 def summary_markdown(curves,
                      sweep,
                      settings,
@@ -410,9 +420,8 @@ def summary_markdown(curves,
       "",
       f"Settings: {settings.steps} steps of batch {settings.batch_size}, "
       f"evaluation every {settings.eval_interval} steps; step sizes " +
-      ", ".join(f"{name} {settings.learning_rate(name)[0]:g}" +
-                (f" / (1 + {settings.learning_rate(name)[1]:g} t)" if settings.
-                 learning_rate(name)[1] else "") for name in presets.RUNS) +
+      ", ".join(
+          f"{name} {step_size_text(settings, name)}" for name in presets.RUNS) +
       f"; amplitude {settings.amplitude:g}, decay {settings.decay:g}, "
       f"utility at '{settings.utility_at}'. Trial k runs every algorithm "
       "with seed k.",

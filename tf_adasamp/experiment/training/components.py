@@ -1,8 +1,9 @@
 """The run's parts, made from its settings: strategy, sampler (and its
-amplitude schedule), optimizer."""
+amplitude schedule), optimizer (and its step-size schedule)."""
 
 import tensorflow as tf
 
+from tf_adasamp import _validation
 from tf_adasamp import distribute
 from tf_adasamp import schedules
 from tf_adasamp.experiment.training import cluster
@@ -74,7 +75,8 @@ def amplitude_schedule(name, amplitude, fraction, total_steps):
   constant: `amplitude` throughout, as Algorithm 1; warmup: from 0 up to it
   over the first `fraction` of the run; anneal: from it down to 0 at the
   end; final_uniform: it, then 0 (uniform sampling) for the last `fraction`,
-  as InfoBatch ends on the full data.
+  as InfoBatch ends on the full data; initial_uniform: 0 for the first
+  `fraction`, then it.
   """
   if name == "constant":
     return amplitude
@@ -84,22 +86,51 @@ def amplitude_schedule(name, amplitude, fraction, total_steps):
     return schedules.anneal(amplitude, total_steps)
   if name == "final_uniform":
     return schedules.final_uniform(amplitude, total_steps, 1 - fraction)
+  if name == "initial_uniform":
+    return schedules.initial_uniform(amplitude, total_steps, fraction)
   raise ValueError(f"unknown amplitude_schedule {name!r}; choose one of "
                    f"{config_lib.AMPLITUDE_SCHEDULES}")
 
 
-def make_optimizer(name, learning_rate, lr_decay):
-  """SGD or AdaGrad with step size learning_rate / (1 + lr_decay * t).
+def make_optimizer(name,
+                   learning_rate,
+                   lr_decay,
+                   lr_schedule="inverse_time",
+                   total_steps=None):
+  """SGD or AdaGrad whose step size follows `lr_schedule`
+  (config_lib.LR_SCHEDULES).
 
-  The paper's SGD schedule eta / (1 + gamma t), with t the number of updates
-  made before this one; lr_decay = 0 keeps the step size constant.
+  With t the number of updates made before this one and T = `total_steps`:
+  inverse_time, the paper's learning_rate / (1 + lr_decay * t) (lr_decay = 0
+  keeps it constant); linear, learning_rate * (1 - t / T); cosine,
+  learning_rate * (1 + cos(pi t / T)) / 2. linear and cosine reach 0 at the
+  run's end, t = T, and need `total_steps`; they do not read lr_decay.
   """
-  schedule = tf.keras.optimizers.schedules.InverseTimeDecay(learning_rate,
-                                                            decay_steps=1,
-                                                            decay_rate=lr_decay)
+  schedule = _lr_schedule(lr_schedule, learning_rate, lr_decay, total_steps)
   if name == "sgd":
     return tf.keras.optimizers.SGD(schedule)
   if name == "adagrad":
     return tf.keras.optimizers.Adagrad(schedule)
   raise ValueError(
       f"unknown optimizer {name!r}; choose one of {config_lib.OPTIMIZERS}")
+
+
+def _lr_schedule(name, learning_rate, lr_decay, total_steps):
+  """The Keras LearningRateSchedule called `name` (`make_optimizer`)."""
+  schedules_lib = tf.keras.optimizers.schedules
+  if name == "inverse_time":
+    return schedules_lib.InverseTimeDecay(learning_rate,
+                                          decay_steps=1,
+                                          decay_rate=lr_decay)
+  if name not in config_lib.LR_SCHEDULES:
+    raise ValueError(f"unknown lr_schedule {name!r}; choose one of "
+                     f"{config_lib.LR_SCHEDULES}")
+  total_steps = _validation.positive_int(total_steps, "total_steps")
+  if name == "linear":
+    return schedules_lib.PolynomialDecay(learning_rate,
+                                         decay_steps=total_steps,
+                                         end_learning_rate=0.0,
+                                         power=1.0)
+  return schedules_lib.CosineDecay(learning_rate,
+                                   decay_steps=total_steps,
+                                   alpha=0.0)

@@ -48,14 +48,20 @@ def _utility_names():
   return tuple(library.UTILITIES) if library else BUILT_IN_UTILITIES
 
 
+# The utility of RHO-LOSS (tf_adasamp.utilities.ReducibleLoss), which reads
+# per-example irreducible losses and so is no registry function.
+REDUCIBLE_LOSS = "reducible_loss"
 # The names --model and --utility offer: models.register_model's and
-# tf_adasamp.utilities.register_utility's registries.
+# tf_adasamp.utilities.register_utility's registries, and the reducible
+# loss.
 MODELS = Registered(lambda: models.MODELS)
-UTILITIES = Registered(_utility_names)
+UTILITIES = Registered(lambda: (*_utility_names(), REDUCIBLE_LOSS))
 SAMPLINGS = ("uniform", "reshuffle", "adaptive")
-AMPLITUDE_SCHEDULES = ("constant", "warmup", "anneal", "final_uniform")
+AMPLITUDE_SCHEDULES = ("constant", "warmup", "anneal", "final_uniform",
+                       "initial_uniform")
 STRATEGIES = ("default", "mirrored", "multi_worker")
 OPTIMIZERS = ("sgd", "adagrad")
+LR_SCHEDULES = ("inverse_time", "linear", "cosine")
 UTILITY_AT = ("updated", "step")
 # Step counts past 2**53 lose integer precision as floats (the epoch).
 MAX_STEPS = 2**53
@@ -100,7 +106,14 @@ class TrainConfig:
   learning_rate: float = option(0.3, "Initial step size eta.")
   lr_decay: float = option(
       0.002, "gamma of the step size eta / (1 + gamma "
-      "t); 0 keeps it constant.")
+      "t); 0 keeps it constant. Read by lr_schedule inverse_time only.")
+  lr_schedule: str = option(
+      "inverse_time", "The step size over the run's T steps, for sgd and "
+      "adagrad alike: inverse_time, eta / (1 + gamma t), the paper's; "
+      "linear, eta (1 - t / T); cosine, eta (1 + cos(pi t / T)) / 2. linear "
+      "and cosine reach 0 at the run's end, so a resumed run keeps its "
+      "length.",
+      choices=LR_SCHEDULES)
   batch_size: int = option(100, "Examples drawn per step.")
   sampling: str = option(
       "adaptive", "How training examples are drawn: uniform, with "
@@ -108,9 +121,28 @@ class TrainConfig:
       "permutation each epoch (tf.data's shuffle); adaptive, "
       "Algorithm 1.",
       choices=SAMPLINGS)
-  utility: str = option("zero_one", "Utility that reweights drawn examples "
-                        "(adaptive only).",
-                        choices=UTILITIES)
+  utility: str = option(
+      "zero_one", "Utility that reweights drawn examples (adaptive only); "
+      "reducible_loss: RHO-LOSS's, the cross-entropy minus the example's "
+      "irreducible loss (that of a model trained on the validation split "
+      "alone: needs validation_size), clipped to [0, reducible_loss_bound] "
+      "and divided by it (tf_adasamp.utilities.ReducibleLoss).",
+      choices=UTILITIES)
+  irreducible_model: str | None = option(
+      None, "The model whose cross-entropy on each training example, once "
+      "trained on the validation split alone before the run, is its "
+      "irreducible loss (utility reducible_loss): one of --model's choices; "
+      "unset: --model itself, of the same size.",
+      choices=MODELS)
+  irreducible_epochs: float = option(
+      10.0, "Epochs over the validation split that the irreducible model "
+      "trains for (utility reducible_loss): Adam at Keras's default step "
+      "size 0.001, batches of batch_size, a fresh permutation each epoch, "
+      "from --seed.")
+  reducible_loss_bound: float | None = option(
+      None, "U of utility reducible_loss, min(max(loss - irreducible loss, "
+      "0), U) / U: the reducible cross-entropy worth the utility 1; unset: "
+      "log(classes), a uniform prediction's cross-entropy.")
   utility_at: str = option(
       "updated", "updated: utility of the model after the update, h_t, as "
       "in Algorithm 1 (a second forward pass); step: reuse the step's own "
@@ -127,11 +159,12 @@ class TrainConfig:
   amplitude_schedule: str = option(
       "constant", "The amplitude over the run: constant; warmup from 0 over "
       "the first schedule_fraction; anneal to 0 at the end; final_uniform, 0 "
-      "for the last schedule_fraction (adaptive only).",
+      "for the last schedule_fraction; initial_uniform, 0 for the first "
+      "schedule_fraction (adaptive only).",
       choices=AMPLITUDE_SCHEDULES)
   schedule_fraction: float = option(
       0.125, "The fraction of the run that warmup ramps over, or that "
-      "final_uniform samples uniformly.")
+      "final_uniform or initial_uniform samples uniformly.")
   beta: float = option(
       0.0, "Importance-weight exponent in [0, 1]: each example's loss "
       "weighed by (1 / (n q_i)) ** beta; 0 weighs none (Algorithm 1), 1 "
@@ -140,6 +173,13 @@ class TrainConfig:
       0.0, "Fraction in [0, 1) of the training labels replaced by another "
       "class drawn at random, the same examples in every run "
       "(datasets.with_label_noise); the test labels stay clean.")
+  validation_size: int = option(
+      0, "Training examples held out as a validation split: a fixed random "
+      "subset (the same for every run of a data set; after label_noise, "
+      "whose flips it shares), never trained on, evaluated at each "
+      "evaluation (validation_loss, validation_accuracy beside train_* and "
+      "test_*); the data of the reducible_loss utility's irreducible model. "
+      "0 holds none out.")
   steps: int | None = option(500, "Training steps.")
   epochs: float | None = option(
       None, "Training length in epochs; overrides "
@@ -195,9 +235,14 @@ class TrainConfig:
     self._check_combinations()
 
   def _check_choices(self):
+    if self.irreducible_model not in (None, *MODELS):
+      raise ValueError(f"irreducible_model must be one of {MODELS}, got "
+                       f"{self.irreducible_model!r}")
     for name, allowed in [("dataset", datasets.DATASETS), ("model", MODELS),
-                          ("optimizer", OPTIMIZERS), ("sampling", SAMPLINGS),
-                          ("utility", UTILITIES), ("utility_at", UTILITY_AT),
+                          ("optimizer", OPTIMIZERS),
+                          ("lr_schedule", LR_SCHEDULES),
+                          ("sampling", SAMPLINGS), ("utility", UTILITIES),
+                          ("utility_at", UTILITY_AT),
                           ("amplitude_schedule", AMPLITUDE_SCHEDULES),
                           ("strategy", STRATEGIES)]:
       if getattr(self, name) not in allowed:
@@ -271,6 +316,35 @@ class TrainConfig:
     if self.label_noise and self.data_path is not None:
       raise ValueError("label_noise flips in-memory labels; it cannot apply "
                        "to data_path")
+    size = self.validation_size
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+      raise ValueError(f"validation_size must be an int >= 0, got {size!r}")
+    if size and self.data_path is not None:
+      raise ValueError("validation_size holds out in-memory images; it "
+                       "cannot apply to data_path")
+    self._check_reducible_loss()
+
+  def _check_reducible_loss(self):
+    if not 0 < self.irreducible_epochs < math.inf:
+      raise ValueError("irreducible_epochs must be finite and > 0, got "
+                       f"{self.irreducible_epochs}")
+    bound = self.reducible_loss_bound
+    if bound is not None and not 0 < bound < math.inf:
+      raise ValueError("reducible_loss_bound must be finite and > 0, got "
+                       f"{bound}")
+    if self.utility != REDUCIBLE_LOSS:
+      used = [
+          name for name in ("irreducible_model", "reducible_loss_bound")
+          if getattr(self, name) is not None
+      ]
+      if used:
+        raise ValueError(f"{' and '.join(used)} "
+                         f"{'need' if len(used) > 1 else 'needs'} utility "
+                         f"{REDUCIBLE_LOSS!r}, got {self.utility!r}")
+    elif self.sampling == "adaptive" and not self.validation_size:
+      raise ValueError(f"utility {REDUCIBLE_LOSS!r} needs a validation_size "
+                       "> 0: its irreducible model trains on the validation "
+                       "split")
 
   def _check_combinations(self):
     if self.sampling == "reshuffle" and self.strategy != "default":
@@ -308,6 +382,17 @@ class TrainConfig:
       raise ValueError("jit_compile cannot read data_path: XLA does not "
                        "compile the read of the drawn records (a Python "
                        "call); drop one of the two")
+
+  def schedules_over_length(self):
+    """The settings whose schedule reads the run's length, as strings such
+    as "lr_schedule 'cosine'": a run of another length would follow another
+    schedule."""
+    over_length = []
+    if self.lr_schedule != "inverse_time":
+      over_length.append(f"lr_schedule {self.lr_schedule!r}")
+    if self.amplitude_schedule != "constant":
+      over_length.append(f"amplitude_schedule {self.amplitude_schedule!r}")
+    return over_length
 
   def num_steps(self, num_examples):
     if self.epochs is None:

@@ -24,8 +24,10 @@ int32 labels.
 scikit-learn, Keras' data sets and tensorflow_datasets are imported inside
 their loaders, so the trainer imports none of them until it needs one.
 
-`validation_split` carves a validation set out of a training set, for tuning
-hyperparameters without touching the test set.
+`with_validation` holds a fixed validation split out of a training set
+(the trainer's --validation_size): never trained on, evaluated beside the
+test set. `validation_split` carves one out in place of the test set, for
+tuning hyperparameters without touching it.
 """
 
 import dataclasses
@@ -42,6 +44,9 @@ SUBSET_SEED = 0
 # The examples whose labels with_label_noise flips, and their new labels,
 # are fixed by this seed: the same in every trial, so runs pair.
 LABEL_NOISE_SEED = 0
+# The trainer's validation split (with_validation) is drawn with this seed:
+# the same examples in every run of a data set, whatever the run's seed.
+VALIDATION_SEED = 0
 DIGITS_TEST_SIZE = 297  # leaves 1500 training images
 # Where Debian's dataset-fashion-mnist puts the four files Keras reads.
 FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
@@ -69,7 +74,9 @@ class Dataset:
   `flipped`, where labels were flipped (`with_label_noise`): a bool [n]
   mask of the training examples whose label is not their true one.
   `class_names`, where the data set names its classes: the name of each
-  class id.
+  class id. `x_validation` and `y_validation`, where a validation split is
+  held out of the training examples (`with_validation`): its images and
+  labels.
   """
   name: str
   x_train: np.ndarray
@@ -79,6 +86,8 @@ class Dataset:
   num_classes: int
   flipped: np.ndarray | None = None
   class_names: tuple | None = None
+  x_validation: np.ndarray | None = None
+  y_validation: np.ndarray | None = None
 
   @property
   def image_shape(self):
@@ -261,6 +270,36 @@ def with_label_noise(data, fraction, seed=LABEL_NOISE_SEED):
                              flipped=flipped)
 
 
+def with_validation(data, size, seed=VALIDATION_SEED):
+  """`data` with a random `size` of its training examples held out as its
+  validation split, which it does not train on; the test split stays.
+
+  Args:
+    data: a Dataset without a validation split.
+    size: the number of examples held out, an int >= 1 below the number of
+      training examples.
+    seed: fixes which examples are held out.
+
+  Returns:
+    A Dataset: the held-out examples in `x_validation` and `y_validation`,
+    the others (and their marks in `flipped`) in their original order.
+
+  Raises:
+    ValueError: `size` leaves no training or no validation examples, or
+      `data` holds a validation split already.
+  """
+  if data.x_validation is not None:
+    raise ValueError(f"{data.name} holds a validation split already")
+  held, kept = _held_out(len(data.y_train), size, seed)
+  return dataclasses.replace(
+      data,
+      x_train=data.x_train[kept],
+      y_train=data.y_train[kept],
+      flipped=None if data.flipped is None else data.flipped[kept],
+      x_validation=data.x_train[held],
+      y_validation=data.y_train[held])
+
+
 def validation_split(data, size, seed):
   """`data` with a random `size` of its training examples held out as the
   test split (the test set itself is dropped): for tuning hyperparameters.
@@ -269,11 +308,7 @@ def validation_split(data, size, seed):
   """
   n = len(data.y_train)
   count = int(round(size * n)) if 0 < size < 1 else int(size)
-  if not 0 < count < n:
-    raise ValueError(f"validation size {size} leaves no training or no "
-                     f"validation examples out of {n}")
-  order = np.random.default_rng(seed).permutation(n)
-  held, kept = np.sort(order[:count]), np.sort(order[count:])
+  held, kept = _held_out(n, count, seed)
   return Dataset(f"{data.name} (validation split)",
                  data.x_train[kept],
                  data.y_train[kept],
@@ -281,6 +316,16 @@ def validation_split(data, size, seed):
                  data.y_train[held],
                  data.num_classes,
                  class_names=data.class_names)
+
+
+def _held_out(n, count, seed):
+  """(held, kept): sorted indices of a random `count` of n examples, drawn
+  with `seed`, and of the others."""
+  if not 0 < count < n:
+    raise ValueError(f"validation size {count} leaves no training or no "
+                     f"validation examples out of {n}")
+  order = np.random.default_rng(seed).permutation(n)
+  return np.sort(order[:count]), np.sort(order[count:])
 
 
 def network_reachable(address, timeout=2.0):

@@ -2,7 +2,9 @@
 
 Each record holds the step and epoch; loss and accuracy on the training
 set (or its fixed subset of `config.train_eval_size` examples,
-`train_eval_indices`) and on the whole test set; the sampler's view of Q_t (`tf_adasamp.diagnostics`, under
+`train_eval_indices`), on the whole validation split where the data hold
+one out (`datasets.with_validation`: validation_loss and
+validation_accuracy) and on the whole test set; the sampler's view of Q_t (`tf_adasamp.diagnostics`, under
 the record keys of `DIAGNOSTIC_KEYS`): kl = KL(Q_t || uniform),
 max_probability, ess_fraction (the effective sample size as a fraction of
 n), misclassified_mass (Q_t's mass on the training examples the model gets
@@ -10,7 +12,9 @@ wrong) and, after the first step, unique_per_batch (distinct examples per
 batch since the last record); the learning rate of the next step; and the
 divergence bounds (`bound_metrics`); and the trainer's clocks
 (`trainer.CLOCKS`): the wall and CPU seconds of the training calls since
-the run began and the examples they forwarded and back-propagated. Under
+the run began and the examples they forwarded and back-propagated (and,
+in a run of utility reducible_loss, `loop.IRREDUCIBLE_SECONDS`: the wall
+seconds its irreducible losses took before its first step). Under
 label noise, also clean_train_loss and clean_train_accuracy (on the
 examples whose labels are clean) and flipped_mass (Q_t's mass on the
 flipped ones). An adaptive run's records end with heaviest: the
@@ -75,6 +79,11 @@ class Evaluator:
     data, config = self._data, self._config
     train_loss, train_accuracy, misclassified = self._split_metrics(
         *data.training_examples(self._evaluated))
+    held_out = {}
+    if getattr(data, "x_validation", None) is not None:
+      loss, accuracy, _ = self._split_metrics(data.x_validation,
+                                              data.y_validation)
+      held_out = {"validation_loss": loss, "validation_accuracy": accuracy}
     test_loss, test_accuracy, _ = self._split_metrics(data.x_test, data.y_test)
     log_q = diagnostics.log_probabilities(self._sampler)
     sampler_view = diagnostics.compute(self._sampler)
@@ -84,6 +93,7 @@ class Evaluator:
         "epoch": step * config.batch_size / data.num_train,
         "train_loss": train_loss,
         "train_accuracy": train_accuracy,
+        **held_out,
         "test_loss": test_loss,
         "test_accuracy": test_accuracy,
         **{

@@ -248,10 +248,11 @@ def is_complete(output_dir, steps):
   return bool(records) and records[-1]["step"] >= steps
 
 
-# Fields a resumed run may change: where it reads and writes, how long it is,
-# and how many steps a call runs (which does not change the results).
-# deterministic is not one: op determinism picks other kernels, whose
-# results differ in the last bit.
+# Fields a resumed run may change: where it reads and writes, how long it is
+# (unless a schedule reads its length: `check_output_dir`), and how many
+# steps a call runs (which does not change the results). deterministic is
+# not one: op determinism picks other kernels, whose results differ in the
+# last bit.
 _RESUMABLE_CHANGES = {
     "data_dir", "output_dir", "resume", "steps", "epochs",
     "steps_per_execution", "cluster_timeout"
@@ -263,8 +264,9 @@ def check_output_dir(config):
 
   A new run needs a directory without a run; a resumed one, a run of the
   same configuration (config.json), up to the fields a resumption may
-  change: a run without its config.json is not resumed, as its settings
-  cannot be compared.
+  change, and of the same length where a schedule reads it
+  (`TrainConfig.schedules_over_length`): a run without its config.json is
+  not resumed, as its settings cannot be compared.
   """
   if not config.output_dir:
     return
@@ -292,6 +294,24 @@ def check_output_dir(config):
           f"{config.output_dir} holds a run with other settings (" +
           ", ".join(f"{name}: {theirs[name]!r} there, {ours[name]!r} here"
                     for name in changed) + "); choose another output_dir")
+    over_length = config.schedules_over_length()
+    if over_length and _length(theirs) != _length(ours):
+      there, here = (
+          " ".join(map(str, _length(settings))) for settings in (theirs, ours))
+      verb = "follows" if len(over_length) == 1 else "follow"
+      raise RunExistsError(
+          f"cannot resume {config.output_dir} with another length ({there} "
+          f"there, {here} here): its {' and '.join(over_length)} {verb} the "
+          "run's length; resume with the run's own, or choose another "
+          "output_dir")
+
+
+def _length(settings):
+  """A run's length as its settings (a dict) give it: ("epochs", epochs)
+  where set, else ("steps", steps)."""
+  if settings["epochs"] is not None:
+    return "epochs", settings["epochs"]
+  return "steps", settings["steps"]
 
 
 def _saved_settings(path, output_dir):

@@ -3,7 +3,10 @@
 Two runs, as `keras.callbacks.TensorBoard` writes them: `train` (the whole
 training set's loss and accuracy, the sampler's diagnostics, the learning
 rate and the bounds) and `validation` (the held-out split's loss and
-accuracy), so the two splits' curves overlay. The sampler's tags are
+accuracy), so the two splits' curves overlay. The held-out split is the
+test set, unless the run holds a validation split out of its training
+images: then `validation` is that split's, and the test set's goes to a
+third run, `test`. The sampler's tags are
 `tf_adasamp.diagnostics.TAGS`, and an adaptive run's heaviest examples
 (images and table) are under `tf_adasamp.diagnostics.HEAVIEST_TAG`;
 docs/tensorboard.md lists every tag.
@@ -17,6 +20,8 @@ from tf_adasamp import diagnostics
 from tf_adasamp.experiment.training import evaluator
 
 RUNS = ("train", "validation")
+# The run of the test set's scalars where a validation split has `validation`.
+TEST_RUN = "test"
 
 # Record key -> (run, tag) of the record's scalars that are not the
 # sampler's diagnostics.
@@ -25,6 +30,8 @@ SCALAR_TAGS = {
     "train_accuracy": ("train", "accuracy"),
     "test_loss": ("validation", "loss"),
     "test_accuracy": ("validation", "accuracy"),
+    "validation_loss": ("validation", "loss"),
+    "validation_accuracy": ("validation", "accuracy"),
     "epoch": ("train", "epoch"),
     "learning_rate": ("train", "learning_rate"),
     "kl_bound": ("train", "bounds/kl_bound"),
@@ -47,9 +54,10 @@ class Summaries:
   def __init__(self, log_dir, data=None):
     self.log_dir = log_dir
     self._data = data if hasattr(data, "x_train") else None
+    self._held_out = getattr(data, "x_validation", None) is not None
     self._writers = {
         run: tf.summary.create_file_writer(os.path.join(log_dir, run))
-        for run in RUNS
+        for run in RUNS + ((TEST_RUN,) if self._held_out else ())
     }
 
   def write(self, evaluation):
@@ -59,6 +67,8 @@ class Summaries:
     for key, value in record.items():
       if key in SCALAR_TAGS and value is not None:
         run, tag = SCALAR_TAGS[key]
+        if self._held_out and key.startswith("test_"):
+          run = TEST_RUN
         with self._writers[run].as_default(step=step):
           tf.summary.scalar(tag, value)
     sampler_view = {
