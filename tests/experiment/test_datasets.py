@@ -192,6 +192,34 @@ def test_subset_is_a_fixed_sample_of_both_splits_in_their_order():
     datasets.subset(full, "small", 500, 2000, seed=0)
 
 
+def _rows(images):
+  """The set of `full`'s rows that `images` are (as bytes)."""
+  return {image.tobytes() for image in images}
+
+
+def test_subset_parts_and_their_validation_splits_share_no_example():
+  full = datasets.load_digits()
+  parts = [
+      datasets.subset(full, "small", 300, 100, 0, part=k, validation_size=200)
+      for k in (0, 1)
+  ]
+  # Part 0 is the subset drawn without parts.
+  plain = datasets.subset(full, "small", 300, 100, 0)
+  np.testing.assert_array_equal(parts[0].x_train, plain.x_train)
+  np.testing.assert_array_equal(parts[0].y_test, plain.y_test)
+  trains = [_rows(p.x_train) for p in parts]
+  validations = [_rows(p.x_validation) for p in parts]
+  tests = [_rows(p.x_test) for p in parts]
+  assert [len(v) for v in validations] == [200, 200]
+  every = trains + validations
+  for i, one in enumerate(every):
+    for other in every[i + 1:]:
+      assert not one & other
+  assert not tests[0] & tests[1]
+  with pytest.raises(ValueError, match="must fit in"):
+    datasets.subset(full, "small", 300, 100, 0, part=1, validation_size=500)
+
+
 @fashion_mnist_installed
 def test_fashion_mnist_5k_is_5000_and_5000_of_fashion_mnist():
   data = datasets.load("fashion_mnist_5k")

@@ -144,7 +144,7 @@ def test_the_answer_is_the_chosen_settings_against_reshuffling(
   text = "\n".join(heldout.lines(curves, sweep, SETTINGS, trials=6))
   answer = next(l for l in text.splitlines() if "Held-out answer" in l)
   assert "AdaSamp-01-SGD, amplitude 1 (trials 0-5" in answer
-  assert "of Shuffle-SGD's training seconds" in answer
+  assert "of Shuffle-SGD's example passes" in answer
   assert f"**{verdict}**" in answer
   # Every variant has its one baseline in every table.
   assert "| Unif-AdaGrad | " not in text.split("| run | baseline |")[0]
@@ -160,4 +160,31 @@ def test_wall_time_opens_with_the_chosen_settings_held_out_answer():
   wall = timing.markdown_of(baselines, timed, SETTINGS, "synthetic", "cmd",
                             "a CPU")
   answer = next(l for l in wall.splitlines() if "Held-out answer" in l)
+  assert "of Shuffle-SGD's training seconds" in answer
   assert "**met**" in answer
+
+
+def test_the_replication_answers_on_the_second_subset_and_on_both():
+  curves, sweep = study(2.0)
+  # On the second subset the setting is no faster than reshuffling.
+  replica = {
+      name: curve(1.0, seed=40 + i)
+      for i, name in enumerate(("Unif-SGD", "Shuffle-SGD", "AdaSamp-01-SGD"))
+  }
+  lines = heldout.replication_lines(curves, sweep, SETTINGS, replica, "b")
+  text = "\n".join(lines)
+  on_b = next(l for l in lines if l.startswith("**On the second subset**"))
+  both = next(l for l in lines if l.startswith("**Both subsets**"))
+  assert "**not met**" in on_b and "trials 0-5" in on_b
+  assert "(12 trials, 6 on each subset)" in both
+  assert "on b: other training, test and validation images" in text
+  # Pooled, the ratio lies between the two subsets' (2x faster and 1x).
+  ratio = float(both.split("it takes ")[1].split()[0])
+  assert 0.5 < ratio < 1.0
+
+
+def test_pooling_joins_the_trials_and_keeps_the_evaluations():
+  one, two = curve(1.0, trials=3, seed=1), curve(1.0, trials=4, seed=2)
+  both = heldout.pooled(one, two)
+  assert both["test_accuracy"].shape == (7, len(STEPS))
+  np.testing.assert_array_equal(both["step"], STEPS)

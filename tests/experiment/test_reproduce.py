@@ -96,6 +96,27 @@ def test_plan_gives_adaptive_algorithms_their_own_step_sizes(tmp_path):
                 str(tmp_path), "digits")
 
 
+def test_the_replication_runs_the_headline_comparison(tmp_path):
+  settings = dataclasses.replace(TINY, amplitude=1.0, utility_at="step")
+  runs = design.replication_plan(settings,
+                                 2,
+                                 str(tmp_path),
+                                 "digits",
+                                 model="logistic")
+  assert {(run.algorithm, run.amplitude, run.config.utility_at) for run in runs
+         } == {
+             ("AdaSamp-01-SGD", 1.0, "step"),
+             ("Unif-SGD", 0.0, "step"),
+             ("Shuffle-SGD", 0.0, "step"),
+             ("IS-SGD", 0.0, "step"),
+         }
+  assert sorted(run.trial for run in runs) == [0] * 4 + [1] * 4
+  curves = design.curves_by_algorithm([])
+  assert curves == {}
+  assert presets.preset("fashion_mnist_5k_b",
+                        "mlp") == presets.preset("fashion_mnist_5k", "mlp")
+
+
 def test_plan_refuses_a_uniform_sweep_algorithm(tmp_path):
   settings = dataclasses.replace(TINY, sweep_algorithm="Unif-SGD")
   with pytest.raises(ValueError, match="adaptive algorithm"):

@@ -129,6 +129,7 @@ def main():
   try:
     settings, runs, data = _plan(options, model, output_dir, report_dir)
     pool.run_all(runs, data, progress=options.progress, workers=options.workers)
+    replication = _replicate(options, settings, model, output_dir)
   except (TypeError, ValueError, datasets.DatasetUnavailableError) as error:
     # run_files.RunError is a ValueError: a run that cannot start or failed.
     sys.exit(f"{PROGRAM}: {error}")
@@ -146,8 +147,26 @@ def main():
                             report_dir,
                             command,
                             departures,
-                            dataset=options.dataset):
+                            dataset=options.dataset,
+                            replication=replication):
     print(f"wrote {path}")
+
+
+def _replicate(options, settings, model, output_dir):
+  """Trains the headline comparison on the data set's replication, if it
+  has one (presets.REPLICATIONS), into <output_dir>/replication; (its name,
+  its runs) or None."""
+  replica = presets.REPLICATIONS.get(options.dataset)
+  if replica is None:
+    return None
+  runs = design.replication_plan(settings, options.trials,
+                                 os.path.join(output_dir, "replication"),
+                                 replica, options.data_dir, model)
+  pool.run_all(runs,
+               datasets.load(replica, options.data_dir),
+               progress=options.progress,
+               workers=options.workers)
+  return replica, runs
 
 
 def run():

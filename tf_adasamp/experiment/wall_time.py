@@ -104,6 +104,9 @@ def main():
   run_files.write_atomically(
       report, timing.markdown(runs, settings, title, command, _machine()))
   print(f"wrote {report}")
+  figure = timing.heldout_figure(runs, settings,
+                                 os.path.dirname(report) or ".", title)
+  print(f"wrote {figure}")
 
 
 def run():

@@ -111,6 +111,40 @@ def plan(settings, trials, output_dir, dataset, data_dir=None, model="cnn"):
   return list(runs.values())
 
 
+def replication_plan(settings,
+                     trials,
+                     output_dir,
+                     dataset,
+                     data_dir=None,
+                     model="cnn"):
+  """The runs of the headline comparison on a replication `dataset`
+  (presets.REPLICATIONS): the swept algorithm at the preset's amplitude and
+  utility option, its uniform counterpart, and the baselines and methods
+  from the field with its update rule."""
+  algorithm = settings.sweep_algorithm
+  rule = presets.RUNS[algorithm][2]
+  others = {presets.counterpart(algorithm)} | {
+      name for name in (*presets.BASELINES, *presets.COMPETITORS)
+      if presets.RUNS[name][2] == rule
+  }
+  return [
+      run
+      for run in plan(settings, trials, output_dir, dataset, data_dir, model)
+      if run.algorithm in others or
+      (run.algorithm == algorithm and run.amplitude == settings.amplitude and
+       run.config.utility_at == settings.utility_at)
+  ]
+
+
+def curves_by_algorithm(runs):
+  """{algorithm: curves} of `runs`, one setting an algorithm
+  (`replication_plan`'s)."""
+  groups = {}
+  for run in runs:
+    groups.setdefault(run.algorithm, []).append(run)
+  return {name: curves_of(group) for name, group in groups.items()}
+
+
 def other_utility_at(settings):
   """The utility option the sweep also runs if `sweep_both_utilities`."""
   return next(u for u in config_lib.UTILITY_AT if u != settings.utility_at)

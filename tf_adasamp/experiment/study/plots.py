@@ -218,32 +218,45 @@ def heaviest_grid(rows, path, title=""):
 
 HELDOUT_FIGURE = "heldout.png"
 
+# The clocks of the held-out figure: (curves' key, axis label).
+PASSES_AND_STEPS = (("passes", "example passes"), ("step", "steps"))
+SECONDS = (("train_seconds", "training seconds"),)
 
-def heldout_figure(lines, out_dir, title=""):
-  """Writes HELDOUT_FIGURE to `out_dir`: held-out accuracy and loss against
-  training seconds and against example passes, mean +- std over trials,
-  each run's curve read at a common grid up to the shortest run's end;
-  returns its path.
+
+def heldout_figure(lines,
+                   out_dir,
+                   title="",
+                   clocks=PASSES_AND_STEPS,
+                   name=HELDOUT_FIGURE):
+  """Writes the held-out figure `name` to `out_dir`: held-out accuracy and
+  loss against each of `clocks`, mean +- std over trials, each run's curve
+  read at a common grid up to the shortest run's end; returns its path.
 
   Args:
     lines: [(label, curves)], curves as `design.collect` gives them with
       "passes" [trials, E] (`heldout.passes`) added.
     out_dir: directory for the PNG file.
     title: the figure's title.
+    clocks: (curves' key, axis label) of each column.
+    name: the file's name.
   """
-  fig, axes = plt.subplots(2, 2, figsize=(13, 9), constrained_layout=True)
-  for row, (metric, name) in enumerate([("test_accuracy", "held-out accuracy"),
-                                        ("test_loss", "held-out loss")]):
-    for column, (clock, clock_name) in enumerate([
-        ("train_seconds", "training seconds"), ("passes", "example passes")
-    ]):
+  fig, axes = plt.subplots(2,
+                           len(clocks),
+                           figsize=(6.5 * len(clocks), 9),
+                           squeeze=False,
+                           constrained_layout=True)
+  for row, (metric, name_text) in enumerate([("test_accuracy",
+                                              "held-out accuracy"),
+                                             ("test_loss", "held-out loss")]):
+    for column, (clock, clock_name) in enumerate(clocks):
       ax = axes[row, column]
       for number, (label, curve) in enumerate(lines):
-        end = curve[clock][:, -1].min()
-        grid = np.linspace(0, end, 200)
-        values = np.array([
-            np.interp(grid, c, v) for c, v in zip(curve[clock], curve[metric])
-        ])
+        trials = len(curve[metric])
+        # Steps are one row for every trial.
+        times = np.broadcast_to(curve[clock], (trials, len(curve["step"])))
+        grid = np.linspace(0, times[:, -1].min(), 200)
+        values = np.array(
+            [np.interp(grid, c, v) for c, v in zip(times, curve[metric])])
         mean, std = values.mean(axis=0), values.std(axis=0)
         colour = f"C{number}"
         ax.plot(grid, mean, color=colour, label=label, linewidth=1.6)
@@ -254,18 +267,19 @@ def heldout_figure(lines, out_dir, title=""):
                         alpha=0.15,
                         linewidth=0)
       ax.set_xlabel(clock_name)
-      ax.set_ylabel(name)
+      ax.set_ylabel(name_text)
       ax.grid(True, alpha=0.3)
       if metric == "test_loss":
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
         ax.yaxis.set_minor_formatter(ticker.FormatStrFormatter("%g"))
       ax.legend(fontsize="small")
-      ax.set_title(f"({'abcd'[2 * row + column]}) {name} against {clock_name}")
+      letter = "abcd"[len(clocks) * row + column]
+      ax.set_title(f"({letter}) {name_text} against {clock_name}")
   if title:
     fig.suptitle(title)
   os.makedirs(out_dir, exist_ok=True)
-  path = os.path.join(out_dir, HELDOUT_FIGURE)
+  path = os.path.join(out_dir, name)
   fig.savefig(path, dpi=100)
   plt.close(fig)
   return path

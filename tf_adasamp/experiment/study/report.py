@@ -9,14 +9,14 @@ import os
 import numpy as np
 
 from tf_adasamp.experiment.study import claims as claims_lib
+from tf_adasamp.experiment.study import design
 from tf_adasamp.experiment.study import heldout
 from tf_adasamp.experiment.study import plots
 from tf_adasamp.experiment.study import presets
 from tf_adasamp.experiment.study import targets
 from tf_adasamp.experiment.study import text
 from tf_adasamp.experiment.study import verdicts
-from tf_adasamp.experiment.study.design import collect
-from tf_adasamp.experiment.study.design import mean_over
+
 from tf_adasamp.experiment.training import config as config_lib
 from tf_adasamp.experiment.training import run_files
 
@@ -346,10 +346,10 @@ def _algorithm_lines(curves, trials):
     cells = [
         c["train_loss"][:, -1], c["train_accuracy"][:, -1],
         c["test_accuracy"][:, -1],
-        mean_over(c["epoch"], c["train_loss"], half),
-        mean_over(c["epoch"], c["train_accuracy"], half),
-        mean_over(c["epoch"], c["test_accuracy"], half),
-        mean_over(c["epoch"], c["test_accuracy"])
+        design.mean_over(c["epoch"], c["train_loss"], half),
+        design.mean_over(c["epoch"], c["train_accuracy"], half),
+        design.mean_over(c["epoch"], c["test_accuracy"], half),
+        design.mean_over(c["epoch"], c["test_accuracy"])
     ]
     lines.append(f"| {name} | " + " | ".join(text.mean_std(v) for v in cells) +
                  f" | {text.mean_std(np.nan_to_num(c['kl']).max(axis=1), 3)} |")
@@ -401,9 +401,12 @@ def summary_markdown(curves,
                      command,
                      departures=(),
                      num_classes=10,
-                     dataset=None):
+                     dataset=None,
+                     replication=None):
   """The experiment's summary as markdown; a `dataset` of
-  presets.SMOKE_TESTS gets its claims without verdicts."""
+  presets.SMOKE_TESTS gets its claims without verdicts; `replication`,
+  (data set, {algorithm: curves}) of the headline comparison there, gets a
+  section."""
   claims = claims_lib.assess(curves, sweep, settings.amplitude, settings.decay,
                              num_classes)
   lines = [
@@ -413,6 +416,8 @@ def summary_markdown(curves,
       "",
       *heldout.lines(curves, sweep, settings, trials,
                      collapse_test(num_classes)),
+      *(heldout.replication_lines(curves, sweep, settings, replication[1],
+                                  replication[0]) if replication else []),
       *time_to_target_lines(curves, sweep, settings, num_classes),
       "## Departures from the paper",
       "",
@@ -443,11 +448,13 @@ def report(runs,
            report_dir,
            command,
            departures=(),
-           dataset=None):
+           dataset=None,
+           replication=None):
   """Draws Figure 1, the held-out figure and heaviest.png (where the runs
   list their heaviest examples) and writes summary.md to `report_dir`;
-  returns their paths."""
-  curves, sweep = collect(runs, settings)
+  returns their paths. `replication`: (data set, runs) of
+  `design.replication_plan`, or None."""
+  curves, sweep = design.collect(runs, settings)
   paths = plots.figure1(curves, sweep, report_dir, title=title)
   paths.append(
       plots.heldout_figure(heldout.figure_lines(curves, sweep, settings),
@@ -458,14 +465,17 @@ def report(runs,
   paths.append(os.path.join(report_dir, "summary.md"))
   with open(paths[-1], "w") as f:
     f.write(
-        summary_markdown(curves,
-                         sweep,
-                         settings,
-                         trials,
-                         title,
-                         command,
-                         departures,
-                         dataset=dataset))
+        summary_markdown(
+            curves,
+            sweep,
+            settings,
+            trials,
+            title,
+            command,
+            departures,
+            dataset=dataset,
+            replication=replication and
+            (replication[0], design.curves_by_algorithm(replication[1]))))
     if heaviest_lines:
       f.write("\n" + "\n".join(heaviest_lines) + "\n")
   return paths

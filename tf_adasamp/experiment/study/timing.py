@@ -18,6 +18,7 @@ import numpy as np
 
 from tf_adasamp.experiment.study import design
 from tf_adasamp.experiment.study import heldout
+from tf_adasamp.experiment.study import plots
 from tf_adasamp.experiment.study import presets
 from tf_adasamp.experiment.study import report
 from tf_adasamp.experiment.study import text
@@ -77,7 +78,9 @@ def _answer_lines(curves, timed, settings, trials):
   chosen = [entry for entry in timed if entry[0] == name]
   if not chosen:
     return [f"The setting chosen on validation, {name}, was not timed.", ""]
-  return heldout.answer_lines(heldout.rows(curves, chosen)[0], trials)
+  return heldout.answer_lines(heldout.rows(curves, chosen)[0],
+                              trials,
+                              clock="seconds")
 
 
 def markdown(runs, settings, title, command, machine, num_classes=10):
@@ -135,3 +138,24 @@ def markdown_of(curves,
           f"{text.ratio_text(shuffle[0].steps) if shuffle else '–'} |")
     lines.append("")
   return "\n".join(lines).rstrip("\n") + "\n"
+
+
+HELDOUT_FIGURE = "heldout_seconds.png"
+
+
+def heldout_figure(runs, settings, out_dir, title):
+  """Draws HELDOUT_FIGURE to `out_dir`: the held-out curves, against
+  training seconds, of the setting chosen on validation, the uniform
+  baselines and the methods from the field; returns its path."""
+  curves, timed = variants(runs, settings)
+  chosen = heldout.chosen_name({"algorithm": settings.sweep_algorithm},
+                               settings)
+  lines = [(name, curve) for name, curve, _ in timed if name == chosen]
+  lines += [(name, curve) for name, curve in curves.items()]
+  return plots.heldout_figure([(name, {
+      **curve, "passes": heldout.passes(curve)
+  }) for name, curve in lines],
+                              out_dir,
+                              title,
+                              clocks=plots.SECONDS,
+                              name=HELDOUT_FIGURE)

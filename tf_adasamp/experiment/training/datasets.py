@@ -12,7 +12,12 @@ int32 labels.
                  and 5,000 of its test images (the experiment's main data
                  set: small enough that a model fits it, and every
                  evaluation reads the whole of both, in the time a 2-core
-                 CPU has).
+                 CPU has), with a validation split of 5,000 other training
+                 images.
+  fashion_mnist_5k_b
+                 its replication: 5,000 other training images, the other
+                 5,000 test images and 5,000 more training images for
+                 validation, none shared with fashion_mnist_5k.
   cifar10        CIFAR-10 through tensorflow_datasets (the paper's data):
                  read from a prepared `data_dir`, or downloaded where a
                  network is reachable. With neither it fails at once, naming
@@ -36,11 +41,15 @@ import socket
 
 import numpy as np
 
-DATASETS = ("digits", "fashion_mnist", "fashion_mnist_5k", "cifar10")
-# fashion_mnist_5k's sizes, and the seed that draws its examples.
+DATASETS = ("digits", "fashion_mnist", "fashion_mnist_5k", "fashion_mnist_5k_b",
+            "cifar10")
+# fashion_mnist_5k's sizes, and the seed that draws its examples; its
+# replication is the next part of the same draw (subset's `part`).
 SUBSET_TRAIN_SIZE = 5000
 SUBSET_TEST_SIZE = 5000
+SUBSET_VALIDATION_SIZE = 5000
 SUBSET_SEED = 0
+SUBSET_PARTS = {"fashion_mnist_5k": 0, "fashion_mnist_5k_b": 1}
 # The examples whose labels with_label_noise flips, and their new labels,
 # are fixed by this seed: the same in every trial, so runs pair.
 LABEL_NOISE_SEED = 0
@@ -122,9 +131,14 @@ def load(name, data_dir=None):
     return load_digits()
   if name == "fashion_mnist":
     return load_fashion_mnist()
-  if name == "fashion_mnist_5k":
-    return subset(load_fashion_mnist(), name, SUBSET_TRAIN_SIZE,
-                  SUBSET_TEST_SIZE, SUBSET_SEED)
+  if name in SUBSET_PARTS:
+    return subset(load_fashion_mnist(),
+                  name,
+                  SUBSET_TRAIN_SIZE,
+                  SUBSET_TEST_SIZE,
+                  SUBSET_SEED,
+                  part=SUBSET_PARTS[name],
+                  validation_size=SUBSET_VALIDATION_SIZE)
   if name == "cifar10":
     return load_cifar10(data_dir)
   raise ValueError(f"unknown dataset {name!r}; choose one of {DATASETS}")
@@ -210,26 +224,51 @@ def load_fashion_mnist(source_dir=None):
                  class_names=FASHION_MNIST_CLASSES)
 
 
-def subset(data, name, train_size, test_size, seed):
+def subset(data,
+           name,
+           train_size,
+           test_size,
+           seed,
+           part=0,
+           validation_size=0,
+           parts=len(SUBSET_PARTS)):
   """A fixed random `train_size` of `data`'s training examples and
   `test_size` of its test examples, in their original order, drawn with
-  `seed`."""
+  `seed`; with `validation_size`, that many other training examples as its
+  validation split.
+
+  One random order of the training examples and one of the test examples
+  are drawn; part k takes the k-th `train_size` and `test_size` of them,
+  and its validation split the k-th `validation_size` after the `parts`
+  parts' training examples: the parts, and their validation splits, share
+  no example.
+  """
   rng = np.random.default_rng(seed)
+  train_order = rng.permutation(len(data.y_train))
+  test_order = rng.permutation(len(data.y_test))
 
-  def pick(count, total):
-    if not 0 < count <= total:
-      raise ValueError(f"subset size {count} must be in [1, {total}]")
-    return np.sort(rng.permutation(total)[:count])
+  def pick(order, start, count):
+    if not 0 < count or start + count > len(order):
+      raise ValueError(f"subset size {count} from {start} must fit in "
+                       f"{len(order)} examples")
+    return np.sort(order[start:start + count])
 
-  train = pick(train_size, len(data.y_train))
-  test = pick(test_size, len(data.y_test))
+  train = pick(train_order, part * train_size, train_size)
+  test = pick(test_order, part * test_size, test_size)
+  validation = {}
+  if validation_size:
+    held = pick(train_order, parts * train_size + part * validation_size,
+                validation_size)
+    validation = dict(x_validation=data.x_train[held],
+                      y_validation=data.y_train[held])
   return Dataset(name,
                  data.x_train[train],
                  data.y_train[train],
                  data.x_test[test],
                  data.y_test[test],
                  data.num_classes,
-                 class_names=data.class_names)
+                 class_names=data.class_names,
+                 **validation)
 
 
 def with_label_noise(data, fraction, seed=LABEL_NOISE_SEED):
