@@ -66,6 +66,15 @@ def test_the_summary_says_what_to_use(winner, expected):
   assert summary.count(f"What to use: {expected}") == len(noise.NOISE_LEVELS)
   if winner:
     assert "beats Unif-SGD's" in summary
+  # Held-out measures against Unif-SGD: ending 2 points lower, a setting is
+  # behind at the whole budget.
+  heldout_rows = [
+      line for line in summary.splitlines()
+      if line.startswith("| AdaSamp-01-SGD, amplitude 1 | ") and
+      "of the budget" not in line and line.count("|") == 6
+  ]
+  assert len(heldout_rows) == len(noise.NOISE_LEVELS)
+  assert heldout_rows[0].split("|")[3].strip().startswith("-0.0")
 
 
 def test_no_setting_shown_worse_is_called_the_least_harmful():

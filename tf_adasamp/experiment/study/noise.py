@@ -19,6 +19,7 @@ import os
 import numpy as np
 
 from tf_adasamp.experiment.study import design
+from tf_adasamp.experiment.study import heldout
 from tf_adasamp.experiment.study import presets
 from tf_adasamp.experiment.study import text
 from tf_adasamp.experiment.study import targets
@@ -199,8 +200,33 @@ def summary_markdown(collected, settings, trials, command):
           f"{text.interval_text(b_test)} | {text.p_text(b_p)} | "
           f"{text.ratio_text(row.steps)} | {text.ratio_text(row.passes)} "
           f"| {text.ratio_text(to_held_out.steps)} | {flipped:.3f} |")
-    lines.append("")
+    lines += ["", *_heldout_lines(curves)]
   return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _heldout_lines(curves):
+  """A noise level's held-out measures (`heldout`), each variant against
+  Unif-SGD."""
+  rows = heldout.rows(curves, [(name, curves[name], VARIANTS[name][0])
+                               for name in VARIANTS
+                               if name != BASELINE])
+  lines = [
+      "Held-out accuracy, variant minus Unif-SGD, at a quarter and a half "
+      "of Unif-SGD's budget of example passes, and example passes to 95% of "
+      "its best and to its final held-out accuracy (smoothed, "
+      "`heldout.ladder`), as ratios to its:", "",
+      "| run | at 25% of the budget | at 50% | passes to 95% of the best | "
+      "passes to the final |", "|---|---|---|---|---|"
+  ]
+  for row in rows:
+    budget = {b.fraction: b for b in row.budget}
+    rungs = {rung.label: rung for rung in row.ladder}
+    lines.append(f"| {row.name} | "
+                 f"{text.interval_text(budget[0.25].accuracy)} | "
+                 f"{text.interval_text(budget[0.5].accuracy)} | "
+                 f"{text.ratio_text(rungs['95% of the best'].passes)} | "
+                 f"{text.ratio_text(rungs['the final'].passes)} |")
+  return lines + [""]
 
 
 def noise_targets(curves):
