@@ -69,6 +69,12 @@ def assert_fails_in_one_line(result, message):
         (["--batch_size=abc"], "Flags parsing error"),
         (["--lr_schedule=step"
          ], "should be one of <inverse_time|linear|cosine>"),
+        (["--utility=reducible_loss"], "needs a validation_size > 0"),
+        (["--irreducible_model=resnet"], "should be one of <"),
+        ([
+            "--utility=reducible_loss", "--validation_size=10",
+            "--reducible_loss_bound=nan"
+        ], "reducible_loss_bound must be finite"),
         (["--validation_size=-1"], "validation_size must be an int >= 0"),
         (["--validation_size=1500"], "validation size 1500 leaves no training"),
         (["--steps=" + str(10**23)], "steps must be at most 2**53"),
@@ -162,6 +168,7 @@ finally:
     ("train", ["--seed=-1"]),
     ("train", ["--model=x"]),
     ("train", [f"--output_dir={UNWRITABLE}"]),
+    ("train", ["--utility=reducible_loss"]),
     ("reproduce", ["--help"]),
     ("reproduce", ["--trials=0"]),
     ("tuning", ["--help"]),

@@ -48,10 +48,14 @@ def _utility_names():
   return tuple(library.UTILITIES) if library else BUILT_IN_UTILITIES
 
 
+# The utility of RHO-LOSS (tf_adasamp.utilities.ReducibleLoss), which reads
+# per-example irreducible losses and so is no registry function.
+REDUCIBLE_LOSS = "reducible_loss"
 # The names --model and --utility offer: models.register_model's and
-# tf_adasamp.utilities.register_utility's registries.
+# tf_adasamp.utilities.register_utility's registries, and the reducible
+# loss.
 MODELS = Registered(lambda: models.MODELS)
-UTILITIES = Registered(_utility_names)
+UTILITIES = Registered(lambda: (*_utility_names(), REDUCIBLE_LOSS))
 SAMPLINGS = ("uniform", "reshuffle", "adaptive")
 AMPLITUDE_SCHEDULES = ("constant", "warmup", "anneal", "final_uniform",
                        "initial_uniform")
@@ -117,9 +121,28 @@ class TrainConfig:
       "permutation each epoch (tf.data's shuffle); adaptive, "
       "Algorithm 1.",
       choices=SAMPLINGS)
-  utility: str = option("zero_one", "Utility that reweights drawn examples "
-                        "(adaptive only).",
-                        choices=UTILITIES)
+  utility: str = option(
+      "zero_one", "Utility that reweights drawn examples (adaptive only); "
+      "reducible_loss: RHO-LOSS's, the cross-entropy minus the example's "
+      "irreducible loss (that of a model trained on the validation split "
+      "alone: needs validation_size), clipped to [0, reducible_loss_bound] "
+      "and divided by it (tf_adasamp.utilities.ReducibleLoss).",
+      choices=UTILITIES)
+  irreducible_model: str | None = option(
+      None, "The model whose cross-entropy on each training example, once "
+      "trained on the validation split alone before the run, is its "
+      "irreducible loss (utility reducible_loss): one of --model's choices; "
+      "unset: --model itself, of the same size.",
+      choices=MODELS)
+  irreducible_epochs: float = option(
+      10.0, "Epochs over the validation split that the irreducible model "
+      "trains for (utility reducible_loss): Adam at Keras's default step "
+      "size 0.001, batches of batch_size, a fresh permutation each epoch, "
+      "from --seed.")
+  reducible_loss_bound: float | None = option(
+      None, "U of utility reducible_loss, min(max(loss - irreducible loss, "
+      "0), U) / U: the reducible cross-entropy worth the utility 1; unset: "
+      "log(classes), a uniform prediction's cross-entropy.")
   utility_at: str = option(
       "updated", "updated: utility of the model after the update, h_t, as "
       "in Algorithm 1 (a second forward pass); step: reuse the step's own "
@@ -212,6 +235,9 @@ class TrainConfig:
     self._check_combinations()
 
   def _check_choices(self):
+    if self.irreducible_model not in (None, *MODELS):
+      raise ValueError(f"irreducible_model must be one of {MODELS}, got "
+                       f"{self.irreducible_model!r}")
     for name, allowed in [("dataset", datasets.DATASETS), ("model", MODELS),
                           ("optimizer", OPTIMIZERS),
                           ("lr_schedule", LR_SCHEDULES),
@@ -296,6 +322,29 @@ class TrainConfig:
     if size and self.data_path is not None:
       raise ValueError("validation_size holds out in-memory images; it "
                        "cannot apply to data_path")
+    self._check_reducible_loss()
+
+  def _check_reducible_loss(self):
+    if not 0 < self.irreducible_epochs < math.inf:
+      raise ValueError("irreducible_epochs must be finite and > 0, got "
+                       f"{self.irreducible_epochs}")
+    bound = self.reducible_loss_bound
+    if bound is not None and not 0 < bound < math.inf:
+      raise ValueError("reducible_loss_bound must be finite and > 0, got "
+                       f"{bound}")
+    if self.utility != REDUCIBLE_LOSS:
+      used = [
+          name for name in ("irreducible_model", "reducible_loss_bound")
+          if getattr(self, name) is not None
+      ]
+      if used:
+        raise ValueError(f"{' and '.join(used)} "
+                         f"{'need' if len(used) > 1 else 'needs'} utility "
+                         f"{REDUCIBLE_LOSS!r}, got {self.utility!r}")
+    elif self.sampling == "adaptive" and not self.validation_size:
+      raise ValueError(f"utility {REDUCIBLE_LOSS!r} needs a validation_size "
+                       "> 0: its irreducible model trains on the validation "
+                       "split")
 
   def _check_combinations(self):
     if self.sampling == "reshuffle" and self.strategy != "default":

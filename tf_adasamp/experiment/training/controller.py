@@ -67,6 +67,10 @@ class Controller:
       trainer; if it returns True, the run raises KeyboardInterrupt there
       (train.py's Ctrl-C, which Python can lose: a KeyboardInterrupt raised
       inside a garbage-collector callback is printed and dropped).
+    prepare: an optional callable, run once before a new run's first
+      evaluation, to make state that its checkpoints then hold (the
+      irreducible losses of utility reducible_loss): a resumed run restores
+      that state instead.
 
   Raises:
     ValueError: `eval_interval` or `steps_per_execution` is below 1, or
@@ -87,7 +91,8 @@ class Controller:
                multi_worker=False,
                divergence_advice=None,
                sampler=None,
-               stop_requested=None):
+               stop_requested=None,
+               prepare=None):
     if eval_interval < 1 or steps_per_execution < 1:
       raise ValueError("eval_interval and steps_per_execution must be at "
                        f"least 1, not {eval_interval} and "
@@ -108,11 +113,12 @@ class Controller:
     self._divergence_advice = divergence_advice
     self._sampler = sampler
     self._stop_requested = stop_requested or (lambda: False)
+    self._prepare = prepare or (lambda: None)
     self._metrics = None
 
   def start(self, total_steps=None):
-    """Restores the checkpoint to resume, if any, and records the run's
-    start.
+    """Restores the checkpoint to resume, if any (else runs `prepare`), and
+    records the run's start.
 
     Args:
       total_steps: the run's length, past which no checkpoint is restored.
@@ -128,6 +134,7 @@ class Controller:
     self._metrics = run_files.MetricsLog(self._output_dir,
                                          keep_until_step=step if path else -1)
     if not path:
+      self._prepare()
       self._evaluate_and_save()
     elif self._metrics.last_step != step:
       # Killed between the checkpoint and its record.

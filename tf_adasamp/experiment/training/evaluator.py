@@ -12,7 +12,9 @@ wrong) and, after the first step, unique_per_batch (distinct examples per
 batch since the last record); the learning rate of the next step; and the
 divergence bounds (`bound_metrics`); and the trainer's clocks
 (`trainer.CLOCKS`): the wall and CPU seconds of the training calls since
-the run began and the examples they forwarded and back-propagated. Under
+the run began and the examples they forwarded and back-propagated (and,
+in a run of utility reducible_loss, `loop.IRREDUCIBLE_SECONDS`: the wall
+seconds its irreducible losses took before its first step). Under
 label noise, also clean_train_loss and clean_train_accuracy (on the
 examples whose labels are clean) and flipped_mass (Q_t's mass on the
 flipped ones). An adaptive run's records end with heaviest: the

@@ -11,6 +11,9 @@
                                summaries, divergence and a lost worker
   resume                       which checkpoint a run (or a cluster's
                                worker) resumes from
+  irreducible                  the irreducible losses of utility
+                               reducible_loss, fitted before a new run's
+                               first evaluation (Controller's `prepare`)
 
 Uniform sampling takes the same step with `UniformSampler`, which draws from
 the same seeded random stream as `AdaptiveSampler` and skips the utility and
@@ -22,15 +25,19 @@ state, optimizer, step, bound sums: variables only, no Python objects), and
 """
 
 import dataclasses
+import functools
 import json
 import os
+import time
 
 import tensorflow as tf
 
 from tf_adasamp.bound_tracker import BoundTracker
 from tf_adasamp.experiment.training import cluster
+from tf_adasamp.experiment.training import config as config_lib
 from tf_adasamp.experiment.training import datasets
 from tf_adasamp.experiment.training import disk_data
+from tf_adasamp.experiment.training import irreducible
 from tf_adasamp.experiment.training import models
 from tf_adasamp.experiment.training import resume
 from tf_adasamp.experiment.training import run_files
@@ -51,6 +58,11 @@ from tf_adasamp.experiment.training.steps import make_reading_train_step
 from tf_adasamp.experiment.training.steps import make_train_step
 from tf_adasamp.experiment.training.trainer import Trainer
 from tf_adasamp.experiment.training.uniform_sampler import UniformSampler
+
+# The record key, and clock, of the wall seconds a reducible-loss run spent
+# training its irreducible model and computing its irreducible losses,
+# before its first step: a cost of the method that train_seconds leaves out.
+IRREDUCIBLE_SECONDS = "irreducible_seconds"
 
 
 def train(config, data=None, progress=False, stop_requested=None):
@@ -190,12 +202,20 @@ def _build(config, data, strategy, common_step=None, stop_requested=None):
                                    config.num_steps(num_examples))
   sampler = make_sampler(config.sampling, num_examples, amplitude, config.decay,
                          config.seed, strategy, **controls)
+  # RHO-LOSS's utility keeps per-example state of its own, saved with the
+  # run; only its runs have it, so that the others keep their checkpoints'
+  # layout.
+  reducible = None
+  if (config.sampling == "adaptive" and
+      config.utility == config_lib.REDUCIBLE_LOSS):
+    with strategy.scope():
+      reducible = irreducible.reducible_loss(config, data)
   step = make_reading_train_step(model,
                                  optimizer,
                                  sampler,
                                  data.batch_reader(),
                                  config.batch_size,
-                                 config.utility,
+                                 reducible or config.utility,
                                  config.utility_at,
                                  strategy,
                                  weighted=config.beta > 0)
@@ -213,7 +233,8 @@ def _build(config, data, strategy, common_step=None, stop_requested=None):
   trainer = Trainer(step,
                     tracker,
                     (forward_passes * config.batch_size, config.batch_size),
-                    jit_compile=config.jit_compile)
+                    jit_compile=config.jit_compile,
+                    extra_clocks=(IRREDUCIBLE_SECONDS,) if reducible else ())
   # model.variables includes Keras' dropout seed states. Variables only:
   # restoring reads numbers, never Python objects.
   checkpoint = tf.train.Checkpoint(
@@ -224,14 +245,36 @@ def _build(config, data, strategy, common_step=None, stop_requested=None):
       step=trainer.step,
       interval_steps=trainer.interval_steps,
       interval_distinct_draws=trainer.interval_distinct_draws,
+      **({
+          "reducible_loss": reducible
+      } if reducible else {}),
       **trainer.clocks)
   evaluator = Evaluator(model, sampler, optimizer, tracker, data, config)
+  prepare = None
+  if reducible:
+    prepare = functools.partial(_fit_irreducible_losses, config, data,
+                                reducible, trainer.clocks[IRREDUCIBLE_SECONDS])
   return _controller(config, trainer, evaluator, checkpoint, sampler, data,
-                     common_step, stop_requested)
+                     common_step, stop_requested, prepare)
 
 
-def _controller(config, trainer, evaluator, checkpoint, sampler, data,
-                common_step, stop_requested):
+def _fit_irreducible_losses(config, data, reducible, seconds):
+  """Gives `reducible` the irreducible losses of `data` (irreducible.fit),
+  and `seconds` the wall seconds that took."""
+  start = time.perf_counter()
+  reducible.assign(irreducible.fit(config, data))
+  seconds.assign(time.perf_counter() - start)
+
+
+def _controller(config,
+                trainer,
+                evaluator,
+                checkpoint,
+                sampler,
+                data,
+                common_step,
+                stop_requested,
+                prepare=None):
   """The run's Controller; `common_step` as in `_agree_on_checkpoint`."""
   multi_worker = config.strategy == "multi_worker"
   manager = summaries = resume_from = None
@@ -255,4 +298,5 @@ def _controller(config, trainer, evaluator, checkpoint, sampler, data,
                     divergence_advice="try a learning_rate smaller than "
                     f"{config.learning_rate:g}",
                     sampler=sampler,
-                    stop_requested=stop_requested)
+                    stop_requested=stop_requested,
+                    prepare=prepare)

@@ -59,7 +59,10 @@ def make_reading_train_step(model,
   """One training step as a `tf.function` of no arguments.
 
   `read_batch` maps the drawn indices (an int64 tensor [b]) to the batch's
-  images and labels, e.g. gathered from tensors or read from a file. Under
+  images and labels, e.g. gathered from tensors or read from a file.
+  `utility` is a name in `tf_adasamp.utilities.UTILITIES`, a callable
+  (labels, probs) -> utilities, or a `tf_adasamp.utilities.ReducibleLoss`
+  (made under `strategy`'s scope), which reads the drawn indices too. Under
   `strategy` (model, optimizer and sampler made in its scope), each of its
   R replicas draws batch_size / R examples, and the gradients and the
   sampler's update cover the whole batch. With `weighted`, each example's
@@ -82,7 +85,7 @@ def make_reading_train_step(model,
                      f"{num_replicas} replicas")
   step = _ReplicaStep(model, optimizer, sampler,
                       read_batch, batch_size // num_replicas,
-                      utilities.get(utility), utility_at, num_replicas,
+                      _utility_of_logits(utility), utility_at, num_replicas,
                       weighted)
 
   @tf.function
@@ -96,6 +99,15 @@ def make_reading_train_step(model,
               strategy.gather(batch_utilities, axis=0))
 
   return train_step
+
+
+def _utility_of_logits(utility):
+  """`utility` as a function (indices, labels, logits) -> [b] utilities."""
+  if isinstance(utility, utilities.ReducibleLoss):
+    return utility.from_logits
+  utility = utilities.get(utility)
+  return lambda indices, labels, logits: utilities.from_logits(
+      utility, labels, logits)
 
 
 class _ReplicaStep:
@@ -127,8 +139,7 @@ class _ReplicaStep:
               tf.zeros([self._batch_size], tf.float32))
     if self._utility_at == "updated":
       logits = self._model(batch_images, training=False)
-    batch_utilities = utilities.from_logits(self._utility_fn, batch_labels,
-                                            logits)
+    batch_utilities = self._utility_fn(indices, batch_labels, logits)
     finite = tf.math.is_finite(batch_utilities)
     self._sampler.update(
         indices,

@@ -41,6 +41,9 @@ class Trainer(tf.Module):
     examples_per_step: (forwarded, backpropagated) examples of one step:
       a step with Algorithm 1's utility at h_t forwards its batch twice.
     jit_compile: compile the loop with XLA.
+    extra_clocks: names of further float64 clocks, kept, read and saved
+      with the `CLOCKS` but set by the caller (`loop`'s irreducible_seconds:
+      the seconds a reducible-loss run spent on its irreducible losses).
     name: the module's name.
   """
 
@@ -49,6 +52,7 @@ class Trainer(tf.Module):
                tracker,
                examples_per_step,
                jit_compile=False,
+               extra_clocks=(),
                name=None):
     super().__init__(name=name)
     self._train_step = train_step
@@ -60,6 +64,11 @@ class Trainer(tf.Module):
         for name, dtype in zip(CLOCKS, (tf.float64, tf.float64, tf.int64,
                                         tf.int64))
     }
+    for clock in extra_clocks:
+      self.clocks[clock] = tf.Variable(0,
+                                       dtype=tf.float64,
+                                       trainable=False,
+                                       name=clock)
     self.interval_steps = tf.Variable(0,
                                       dtype=tf.int64,
                                       trainable=False,
