@@ -105,11 +105,14 @@ def test_a_data_set_of_ones_own_trains_end_to_end():
 
 def test_the_flags_offer_what_is_registered():
   assert tuple(config_lib.MODELS) == ("cnn", "logistic", "mlp")
-  assert tuple(config_lib.UTILITIES) == config_lib.BUILT_IN_UTILITIES
+  # The registry's, then the reducible loss, which is no registry function.
+  assert tuple(config_lib.UTILITIES) == (*config_lib.BUILT_IN_UTILITIES,
+                                         config_lib.REDUCIBLE_LOSS)
   models.register_model("linear", linear)
   utilities.register_utility("never", never)
   assert tuple(config_lib.MODELS) == tuple(models.MODELS)
-  assert tuple(config_lib.UTILITIES) == tuple(utilities.UTILITIES)
+  assert tuple(config_lib.UTILITIES) == (*utilities.UTILITIES,
+                                         config_lib.REDUCIBLE_LOSS)
   assert config_lib.TrainConfig(model="linear",
                                 utility="never").model == ("linear")
 

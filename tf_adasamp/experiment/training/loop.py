@@ -220,15 +220,16 @@ def _build(config, data, strategy, common_step=None, stop_requested=None):
       config.utility == config_lib.REDUCIBLE_LOSS):
     with strategy.scope():
       reducible = irreducible.reducible_loss(config, data)
-  step = make_reading_train_step(model,
-                                 optimizer,
-                                 sampler,
-                                 data.batch_reader(),
-                                 config.batch_size,
-                                 reducible or config.utility,
-                                 config.utility_at,
-                                 strategy,
-                                 weighted=config.beta > 0)
+  step = make_reading_train_step(
+      model,
+      optimizer,
+      sampler,
+      data.batch_reader(),
+      config.batch_size,
+      config.utility if reducible is None else reducible,
+      config.utility_at,
+      strategy,
+      weighted=config.beta > 0)
   # Theorems 4 and 5 (and Corollary 1) for the run so far. Uniform sampling
   # is Algorithm 1 with amplitude 0: its bounds are 0, as KL(P || P) is.
   # Under a schedule they take its peak, config.amplitude, which bounds the
@@ -244,7 +245,8 @@ def _build(config, data, strategy, common_step=None, stop_requested=None):
                     tracker,
                     (forward_passes * config.batch_size, config.batch_size),
                     jit_compile=config.jit_compile,
-                    extra_clocks=(IRREDUCIBLE_SECONDS,) if reducible else ())
+                    extra_clocks=() if reducible is None else
+                    (IRREDUCIBLE_SECONDS,))
   # model.variables includes Keras' dropout seed states. Variables only:
   # restoring reads numbers, never Python objects.
   checkpoint = tf.train.Checkpoint(
@@ -255,13 +257,13 @@ def _build(config, data, strategy, common_step=None, stop_requested=None):
       step=trainer.step,
       interval_steps=trainer.interval_steps,
       interval_distinct_draws=trainer.interval_distinct_draws,
-      **({
+      **({} if reducible is None else {
           "reducible_loss": reducible
-      } if reducible else {}),
+      }),
       **trainer.clocks)
   evaluator = Evaluator(model, sampler, optimizer, tracker, data, config)
   prepare = None
-  if reducible:
+  if reducible is not None:
     prepare = functools.partial(_fit_irreducible_losses, config, data,
                                 reducible, trainer.clocks[IRREDUCIBLE_SECONDS])
   return _controller(config, trainer, evaluator, checkpoint, sampler, data,
