@@ -30,6 +30,7 @@ from tensorflow.python.trackable import data_structures
 
 from tf_adasamp import _checkpointing
 from tf_adasamp import _validation
+from tf_adasamp import defaults
 from tf_adasamp import ops
 from tf_adasamp.sum_tree import SumTree
 from tf_adasamp.sum_tree import TensorLike
@@ -133,15 +134,17 @@ class AdaptiveSampler(tf.Module):
 
   def __init__(self,
                num_examples: int,
-               amplitude: float | Schedule,
-               decay: float,
+               amplitude: float | Schedule = defaults.AMPLITUDE,
+               decay: float = defaults.DECAY,
                seed: int | None = None,
                stratified: bool = False,
                dtype: tf.DType = tf.float64,
                name: str | None = None,
                epsilon: float = 0.0,
-               beta: float | Schedule = 1.0):
+               beta: float | Schedule = defaults.BETA):
     """Creates a uniform sampler over `num_examples` indices.
+
+    `amplitude`, `decay` and `beta` default to `tf_adasamp.defaults`.
 
     Args:
       num_examples: n, an int >= 1.
@@ -166,8 +169,8 @@ class AdaptiveSampler(tf.Module):
         default) draws from Q_t, as Algorithm 1.
       beta: the importance exponent, in [0, 1], or a schedule of it (as for
         `amplitude`, evaluated at the update count when weights are made):
-        `importance_weights` gives (1 / (n p_i)) ** beta, 1 (the default)
-        unbiased, 0 none.
+        `importance_weights` gives (1 / (n p_i)) ** beta, 1 unbiased, 0
+        none.
 
     Raises:
       TypeError: if an argument is of the wrong type (a bool for an int, a
