@@ -176,8 +176,16 @@ class AdaptiveSampler(tf.Module):
       TypeError: if an argument is of the wrong type (a bool for an int, a
         dtype other than float32 or float64).
       ValueError: if an argument is out of its range above, also once
-        rounded to `dtype`.
+        rounded to `dtype`; or if made in a `tf.distribute` strategy's
+        scope, where `tf_adasamp.distribute.create_sampler` makes it.
     """
+    if tf.distribute.has_strategy() and tf.distribute.in_cross_replica_context(
+    ):
+      # Its tree is built by an op on the variable's handle, which a mirrored
+      # variable has only in replica context, where create_sampler builds.
+      raise ValueError(
+          "AdaptiveSampler is made in a tf.distribute strategy's scope; make "
+          "it with tf_adasamp.distribute.create_sampler(strategy, ...)")
     super().__init__(name=name)
     self._num_examples = _validation.positive_int(num_examples, "num_examples")
     self._dtype = _validation.float_dtype(dtype)
