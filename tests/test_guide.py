@@ -20,7 +20,9 @@ def snippets(doc):
 
 
 def test_guide_has_the_three_ways_in_and_the_controls():
-  assert len(snippets("guide")) == 4
+  # The stage, the step's own draws, fit (arrays; a dataset under a
+  # strategy), the controls.
+  assert len(snippets("guide")) == 5
 
 
 def test_readme_has_its_quick_start():
