@@ -11,8 +11,7 @@ import keras
 # to the accuracy that fits the labels' and predictions' shapes, which
 # `keras.metrics.get("accuracy")` does not.
 from keras.src.trainers.compile_utils import CompileMetrics
-# How `fit` holds out `validation_split`: the last part, before shuffling.
-from keras.src.trainers.data_adapters.array_slicing import train_validation_split  # pylint: disable=unused-import
+from keras.src.trainers.data_adapters import array_slicing
 
 TESTED_KERAS_VERSION = "3.15"
 
@@ -31,6 +30,13 @@ def metrics_like_compile(metrics):
   """A Keras metric that runs `metrics` (as `compile` takes them), as
   `compile` would build them."""
   return CompileMetrics(None, metrics)
+
+
+def train_validation_split(arrays, validation_split):
+  """(training, validation) parts of `arrays`, as `fit` holds out
+  `validation_split`: the last part, before any shuffle; refused (a
+  ValueError) where a part would be empty."""
+  return array_slicing.train_validation_split(arrays, validation_split)
 
 
 class StageBatchBuild:
