@@ -32,7 +32,7 @@ CC_SOURCES := $(shell find cc -name '*.cc' -o -name '*.h' -o -name '*.cu')
 # .style.yapf (TensorFlow's: Google's, 2-space indents).
 CC_FORMATTED := $(CC_SOURCES) $(wildcard tests/*.cc benchmarks/*.cc \
   benchmarks/*.cu)
-PY_FORMATTED := setup.py bazel tf_adasamp tests benchmarks
+PY_FORMATTED := setup.py bazel tf_adasamp tests benchmarks examples
 OP_LIBRARY := tf_adasamp/_sum_tree_ops.so
 FASHION_MNIST := /usr/share/datasets/fashion-mnist
 # Where Debian's googletest package puts the sources (WORKSPACE reads them).

@@ -169,8 +169,11 @@ def trainer_benchmark(steps, rounds, model, jit_compile, base_steps=25):
     return np.array([time.perf_counter() - wall, time.process_time() - cpu])
 
   def trainer_run(total):
+    # The settings of `make_step`'s step.
     config = config_lib.TrainConfig(dataset="digits",
                                     model=model,
+                                    utility_at="updated",
+                                    beta=0.0,
                                     steps=total,
                                     eval_interval=total,
                                     jit_compile=jit_compile)

@@ -15,8 +15,8 @@ import urllib.parse
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PUBLIC_MODULES = ("bounds", "data", "diagnostics", "distribute", "keras",
-                  "schedules", "sources", "utilities")
+PUBLIC_MODULES = ("bounds", "data", "datasets", "defaults", "diagnostics",
+                  "distribute", "keras", "schedules", "sources", "utilities")
 
 
 class Page(html.parser.HTMLParser):

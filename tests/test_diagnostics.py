@@ -20,6 +20,8 @@ def reference(log_weights, indices, misclassified):
       "kl_divergence": max(float(np.sum(q * (log_q + np.log(n)))), 0.0),
       "max_probability": float(q.max()),
       "effective_sample_size": float(1 / (n * np.sum(q * q))),
+      # 1% of n, rounded up: the heaviest example, for these n.
+      "heaviest_share": float(np.sort(q)[-math.ceil(0.01 * n):].sum()),
       "distinct_draws": len(np.unique(indices)),
       "misclassified_mass": float(q[misclassified].sum()),
       "log_n_probability": (log_q + np.log(n)).astype(np.float64),
@@ -68,6 +70,19 @@ def test_compute_matches_the_numpy_reference(log_weights):
   values = {name: value.numpy() for name, value in values.items()}
   assert_matches(values, reference(log_weights, indices, misclassified))
   assert np.isfinite(values["log_n_probability"]).all()
+
+
+@pytest.mark.parametrize("n,k", [(1, 1), (100, 1), (101, 2), (60000, 600)])
+def test_heaviest_share_is_of_one_percent_rounded_up(n, k):
+  assert diagnostics.heaviest_count(n) == k
+  log_q = np.log(np.arange(1.0, n + 1) / (n * (n + 1) / 2))
+  np.testing.assert_allclose(diagnostics.heaviest_share(log_q, k),
+                             np.exp(log_q)[-k:].sum(),
+                             rtol=1e-12)
+  uniform = np.full(n, -math.log(n))
+  np.testing.assert_allclose(diagnostics.heaviest_share(uniform, k),
+                             k / n,
+                             rtol=1e-12)
 
 
 def test_histogram_is_finite_where_a_cached_weight_underflowed():

@@ -75,7 +75,8 @@ def test_fit_reports_loss_metrics_kl_and_validation():
                         verbose=0)
   assert set(history.history) == {
       "loss", "accuracy", "adaptive_loss", "adaptive_accuracy", "kl",
-      "distinct_draws", "val_loss", "val_accuracy"
+      "distinct_draws", "effective_sample_size", "heaviest_share", "val_loss",
+      "val_accuracy"
   }
   assert len(batch_logs.logs) == 16
   kl = [logs["kl"] for logs in batch_logs.logs]
@@ -311,8 +312,9 @@ def test_a_failed_fit_does_not_hold_back_the_next():
   trainer = AdaptiveSamplingModel(classifier(), stage)
   trainer.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
   with pytest.raises(tf.errors.InvalidArgumentError) as failed:
-    trainer.fit(x, y + 5, steps_per_epoch=3, verbose=0)  # labels out of range
-  history = trainer.fit(x, y, steps_per_epoch=3, verbose=0)
+    # Labels out of range.
+    trainer.fit(stage.dataset((x, y + 5)), steps_per_epoch=3, verbose=0)
+  history = trainer.fit(stage.dataset((x, y)), steps_per_epoch=3, verbose=0)
   assert np.isfinite(history.history["loss"]).all()
   assert failed.traceback  # still held
 
@@ -375,14 +377,11 @@ def test_one_hot_labels_reweight_as_class_ids_do():
         "image": x,
         "label": y
     })), ValueError, r"dict with keys \['image', 'label'\]"),
-    (lambda s, x, y: dict(x=tf.data.Dataset.from_tensor_slices(
-        (x, y)).batch(4)), ValueError, "stage.dataset"),
     (lambda s, x, y: dict(x=x, y=y, validation_data=s.dataset(
         (x, y))), ValueError, "validation_data is the stage's dataset"),
     (lambda s, x, y: dict(x=x), ValueError, "fit needs labels"),
-    (lambda s, x, y: dict(x=x, y=y, batch_size=5), ValueError, "batch_size=5"),
-    (lambda s, x, y: dict(x=x, y=y, validation_split=0.2), ValueError,
-     "validation_data="),
+    (lambda s, x, y: dict(x=s.dataset(
+        (x, y)), batch_size=5), ValueError, "batch_size=5"),
     (lambda s, x, y: dict(x=x, y=y, class_weight={"a": 1}), ValueError,
      "class_weight"),
 ])

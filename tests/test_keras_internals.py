@@ -56,3 +56,13 @@ def test_symbolic_build_is_the_hook_fit_builds_through():
   assert "_maybe_symbolic_build" in source
   builder = inspect.getsource(keras.Model._maybe_symbolic_build)  # pylint: disable=protected-access
   assert "self._symbolic_build(data_batch=" in builder
+
+
+def test_validation_split_holds_out_the_end_before_any_shuffle():
+  x, y = np.arange(10), np.arange(10) * 2
+  (x_train, y_train), (x_val, y_val) = _keras_internals.train_validation_split(
+      (x, y), 0.25)
+  np.testing.assert_array_equal(x_train, np.arange(7))  # floor(10 * 0.75)
+  np.testing.assert_array_equal(y_val, [14, 16, 18])
+  source = inspect.getsource(keras.Model.fit)
+  assert "train_validation_split" in source  # the split fit makes

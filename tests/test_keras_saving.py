@@ -7,6 +7,7 @@ import sys
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import child_process
 from kernel_helpers import assert_same_state
@@ -194,12 +195,17 @@ class Interrupt(keras.callbacks.Callback):
       raise RuntimeError("interrupted")
 
 
-def test_backup_and_restore_resumes_the_distribution(tmp_path):
+def test_backup_and_restore_resumes_draw_for_draw(tmp_path):
+  # fit draws arrays in the step, so the backup at an epoch's end holds the
+  # generator as the next epoch starts from it: the resumed fit repeats the
+  # uninterrupted one exactly.
   x, y = toy_data()
+  whole = make_trainer()
+  whole.fit(x, y, steps_per_epoch=3, epochs=3, verbose=0)
   backup = os.path.join(tmp_path, "backup")
-  trainer = make_trainer()
+  interrupted = make_trainer()
   with pytest.raises(RuntimeError, match="interrupted"):
-    trainer.fit(
+    interrupted.fit(
         x,
         y,
         steps_per_epoch=3,
@@ -207,23 +213,16 @@ def test_backup_and_restore_resumes_the_distribution(tmp_path):
         verbose=0,
         callbacks=[keras.callbacks.BackupAndRestore(backup),
                    Interrupt()])
-  live = sampler_state(trainer)  # after the backup at the end of epoch 1
-  resumed = make_trainer(seed=1)  # no manual build
-  seen = []
-
-  class Record(keras.callbacks.Callback):
-
-    def on_train_begin(self, logs=None):
-      seen.append(sampler_state(resumed))
-
+  resumed = make_trainer(seed=1)  # another start, no manual build
   resumed.fit(x,
               y,
               steps_per_epoch=3,
               epochs=3,
               verbose=0,
-              callbacks=[keras.callbacks.BackupAndRestore(backup),
-                         Record()])
-  assert_saved_during_training(seen[0], live)
+              callbacks=[keras.callbacks.BackupAndRestore(backup)])
+  assert_same_state(sampler_state(resumed), sampler_state(whole))
+  for ours, theirs in zip(resumed.get_weights(), whole.get_weights()):
+    np.testing.assert_array_equal(ours, theirs)
 
 
 def test_early_stopping_restores_the_best_epochs_distribution():
@@ -258,3 +257,93 @@ def test_early_stopping_restores_the_best_epochs_distribution():
   distribution = len(trainer.stage.sampler.variables)
   assert_same_state(
       sampler_state(trainer)[:distribution], at_epoch_end[0][:distribution])
+
+
+@tf_adasamp.utilities.register_utility("test_keras_saving_margin")
+def margin(labels, probs):
+  """1 minus the true class's probability margin over the others' largest."""
+  true = tf.gather(probs, labels, batch_dims=1)
+  return 1 - true + tf.reduce_max(
+      probs - tf.one_hot(labels, tf.shape(probs)[1], dtype=probs.dtype), 1)
+
+
+def stage_less(utility="l1", **sampler_options):
+  keras.utils.set_random_seed(0)
+  trainer = AdaptiveSamplingModel(keras.Sequential(
+      [keras.Input((4,)),
+       keras.layers.Dense(2, activation="softmax")]),
+                                  utility=utility,
+                                  sampler_options=sampler_options)
+  trainer.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+  return trainer
+
+
+@pytest.mark.parametrize("trainer,message", [
+    (lambda: stage_less(lambda labels, probs: 1 - tf.reduce_max(probs, 1)),
+     r"the utility \S*<lambda> cannot be saved: .* tf_adasamp.utilities."
+     r"register_utility"),
+    (lambda: stage_less(amplitude=lambda count: 1.0),
+     r"the sampler's amplitude schedule \S*<lambda> cannot be saved: .* "
+     r"tf_adasamp.schedules"),
+])
+def test_what_cannot_be_loaded_is_refused_at_save(tmp_path, trainer, message):
+  trainer = trainer()
+  x, y = toy_data()
+  path = os.path.join(tmp_path, "trainer.keras")
+  with pytest.raises(ValueError, match=message):
+    trainer.save(path)
+  trainer.fit(x, y, steps_per_epoch=1, verbose=0)  # with its sampler too
+  with pytest.raises(ValueError, match=message):
+    trainer.save(path)
+  assert not os.path.exists(path)
+
+
+def test_a_model_checkpoint_of_what_cannot_be_loaded_is_refused_at_fit(
+    tmp_path):
+  trainer = stage_less(lambda labels, probs: 1 - tf.reduce_max(probs, 1))
+  x, y = toy_data()
+  checkpoint = keras.callbacks.ModelCheckpoint(
+      os.path.join(tmp_path, "best.keras"))
+  with pytest.raises(ValueError, match="register_utility"):
+    trainer.fit(x, y, epochs=2, callbacks=[checkpoint], verbose=0)
+  assert trainer.stage is None  # refused before anything began
+  # Weights alone hold no code: they save.
+  weights = keras.callbacks.ModelCheckpoint(os.path.join(
+      tmp_path, "best.weights.h5"),
+                                            save_weights_only=True)
+  trainer.fit(x, y, steps_per_epoch=2, callbacks=[weights], verbose=0)
+
+
+def test_a_registered_utility_and_a_named_schedule_round_trip(tmp_path):
+  trainer = stage_less("test_keras_saving_margin",
+                       amplitude=tf_adasamp.schedules.warmup(1.0, 10),
+                       seed=4)
+  x, y = toy_data()
+  trainer.fit(x, y, batch_size=8, validation_split=0.25, epochs=2, verbose=0)
+  path = os.path.join(tmp_path, "trainer.keras")
+  trainer.save(path)
+  loaded = keras.models.load_model(path)
+  assert loaded.utility is margin
+  assert loaded.stage.batch_size == 8
+  assert_same_state(sampler_state(loaded), sampler_state(trainer))
+
+
+def test_a_fresh_wrapper_loads_weights_saved_after_a_fit(tmp_path):
+  # Its first fit has not made the sampler yet: loading makes it, over the
+  # saved state's examples.
+  trainer = stage_less(seed=2)
+  x, y = toy_data()
+  trainer.fit(x, y, epochs=2, verbose=0)
+  path = os.path.join(tmp_path, "trainer.weights.h5")
+  trainer.save_weights(path)
+  fresh = stage_less(seed=2)
+  fresh.load_weights(path)
+  assert_same_state(sampler_state(fresh), sampler_state(trainer))
+  # Refused, it leaves the wrapper without a sampler, as it was.
+  other = stage_less(amplitude=2.0)
+  with pytest.raises(ValueError, match="checkpoint's amplitude differs"):
+    other.load_weights(path)
+  assert other.stage is None
+  before_fit = os.path.join(tmp_path, "before.keras")
+  stage_less().save(before_fit)
+  assert keras.models.load_model(before_fit).stage is None

@@ -9,10 +9,10 @@ import pytest
 import child_process
 
 LIBRARY_MODULES = [
-    "tf_adasamp", "tf_adasamp.bounds", "tf_adasamp.data",
-    "tf_adasamp.diagnostics", "tf_adasamp.distribute", "tf_adasamp.keras",
-    "tf_adasamp._keras_internals", "tf_adasamp.ops", "tf_adasamp.sampler",
-    "tf_adasamp.sum_tree", "tf_adasamp.utilities"
+    "tf_adasamp", "tf_adasamp.bounds", "tf_adasamp.data", "tf_adasamp.datasets",
+    "tf_adasamp.defaults", "tf_adasamp.diagnostics", "tf_adasamp.distribute",
+    "tf_adasamp.keras", "tf_adasamp._keras_internals", "tf_adasamp.ops",
+    "tf_adasamp.sampler", "tf_adasamp.sum_tree", "tf_adasamp.utilities"
 ]
 APPLICATION_ONLY = [
     "tf_adasamp.experiment", "tensorflow_datasets", "matplotlib", "sklearn"

@@ -24,6 +24,8 @@ _EXPORTS = {
     "SumTree": "tf_adasamp.sum_tree",
     "bounds": "tf_adasamp.bounds",
     "data": "tf_adasamp.data",
+    "datasets": "tf_adasamp.datasets",
+    "defaults": "tf_adasamp.defaults",
     "diagnostics": "tf_adasamp.diagnostics",
     "distribute": "tf_adasamp.distribute",
     "keras": "tf_adasamp.keras",

@@ -11,6 +11,7 @@ import keras
 # to the accuracy that fits the labels' and predictions' shapes, which
 # `keras.metrics.get("accuracy")` does not.
 from keras.src.trainers.compile_utils import CompileMetrics
+from keras.src.trainers.data_adapters import array_slicing
 
 TESTED_KERAS_VERSION = "3.15"
 
@@ -31,16 +32,26 @@ def metrics_like_compile(metrics):
   return CompileMetrics(None, metrics)
 
 
+def train_validation_split(arrays, validation_split):
+  """(training, validation) parts of `arrays`, as `fit` holds out
+  `validation_split`: the last part, before any shuffle; refused (a
+  ValueError) where a part would be empty."""
+  return array_slicing.train_validation_split(arrays, validation_split)
+
+
 class StageBatchBuild:
-  """A `keras.Model` mixin: builds the model from a batch of the stage.
+  """A `keras.Model` mixin: builds the model from a batch of its examples.
 
   Under a tf.distribute strategy, `fit` builds the model's, loss's and
   metrics' state from one training batch before the first step, through
   `Trainer._symbolic_build`, which takes the batch as (x, y, sample_weight);
-  the stage's batches end with its indices and probabilities.
+  the stage's batches end with its indices and probabilities, and where the
+  step draws its own batch the dataset holds placeholders. The class says
+  which batch to build from with `_batch_to_build_from(data_batch)`, and
+  builds its own state from it in `_after_symbolic_build(data_batch)`.
   """
 
   def _symbolic_build(self, iterator=None, data_batch=None):
-    if data_batch is not None and len(data_batch) > 3:
-      data_batch = tuple(data_batch[:-2])
+    data_batch = self._batch_to_build_from(data_batch)
     super()._symbolic_build(iterator=iterator, data_batch=data_batch)  # pylint: disable=no-member
+    self._after_symbolic_build(data_batch)

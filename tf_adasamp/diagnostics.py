@@ -13,6 +13,9 @@ The quantities, keyed by their names in `TAGS`:
   effective_sample_size  1 / (n sum_i q_i^2), the effective sample size as a
                          fraction of n: 1 when uniform, 1 / n when one
                          example takes all.
+  heaviest_share         the share of the draws that go to the heaviest
+                         1% of the examples (`heaviest_count`), the sum of
+                         their q_i; 0.01 when uniform, 1 when they take all.
   distinct_draws         distinct examples in a batch of draws.
   misclassified_mass     sum of q_i over the training examples the model gets
                          wrong; uniform sampling gives them the error rate.
@@ -41,11 +44,14 @@ TAGS = {
     "kl_divergence": "sampler/kl_divergence",
     "max_probability": "sampler/max_probability",
     "effective_sample_size": "sampler/effective_sample_size",
+    "heaviest_share": "sampler/heaviest_share",
     "distinct_draws": "sampler/distinct_draws",
     "misclassified_mass": "sampler/misclassified_mass",
     "log_n_probability": "sampler/log_n_probability",
 }
 HISTOGRAMS = frozenset({"log_n_probability"})
+# The heaviest examples whose share of the draws `compute` gives: 1% of n.
+HEAVIEST_FRACTION = 0.01
 # `heaviest_summary`'s default name: its images are written under
 # HEAVIEST_TAG + "/images", its table under HEAVIEST_TAG + "/table".
 HEAVIEST_TAG = "sampler/heaviest"
@@ -253,6 +259,43 @@ def effective_sample_size(log_q):
   return tf.exp(-tf.reduce_logsumexp(2 * log_q) - math.log(n))
 
 
+def heaviest_count(num_examples):
+  """How many examples `compute`'s heaviest_share is of: 1% of n, at least 1.
+
+  Args:
+    num_examples: n, an int >= 1.
+
+  Returns:
+    An int in [1, n].
+  """
+  return math.ceil(HEAVIEST_FRACTION *
+                   _validation.positive_int(num_examples, "num_examples"))
+
+
+def heaviest_share(log_q, k):
+  """The share of the draws that go to the `k` examples drawn most.
+
+  The sum of their q_i: k / n when Q is uniform.
+
+  Args:
+    log_q: [n] log probabilities, as `log_probabilities` returns them.
+    k: how many examples, an int in [1, n].
+
+  Returns:
+    A scalar of `log_q`'s dtype, in (0, 1].
+
+  Raises:
+    TypeError: if `k` is not an int.
+    ValueError: if `log_q` is not a vector, or `k` is below 1 or (where n
+      is static) above n.
+  """
+  log_q = tf.convert_to_tensor(log_q)
+  if log_q.shape.rank != 1:
+    raise ValueError(f"log_q must be a vector, got shape {log_q.shape}")
+  _check_count(k, log_q.shape[0])
+  return tf.reduce_sum(tf.exp(tf.math.top_k(log_q, k=k).values))
+
+
 def misclassified_mass(log_q, misclassified):
   """The probability of drawing a misclassified example, sum_i q_i over them.
 
@@ -323,7 +366,8 @@ def compute(sampler, indices=None, misclassified=None):
 
   Returns:
     A dict with the scalars kl_divergence, max_probability,
-    effective_sample_size, the [n] log_n_probability and, given their
+    effective_sample_size, heaviest_share (of `heaviest_count(n)`
+    examples), the [n] log_n_probability and, given their
     inputs, distinct_draws and misclassified_mass: {quantity: tensor}.
 
   Raises:
@@ -331,10 +375,16 @@ def compute(sampler, indices=None, misclassified=None):
   """
   log_q = log_probabilities(sampler)
   values = {
-      "kl_divergence": kl_divergence(log_q),
-      "max_probability": max_probability(log_q),
-      "effective_sample_size": effective_sample_size(log_q),
-      "log_n_probability": log_n_probability(log_q),
+      "kl_divergence":
+          kl_divergence(log_q),
+      "max_probability":
+          max_probability(log_q),
+      "effective_sample_size":
+          effective_sample_size(log_q),
+      "heaviest_share":
+          heaviest_share(log_q, heaviest_count(_num_examples(log_q))),
+      "log_n_probability":
+          log_n_probability(log_q),
   }
   if indices is not None:
     values["distinct_draws"] = distinct_draws(indices)

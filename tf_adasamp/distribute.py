@@ -25,15 +25,19 @@ so its checkpoints restore under any strategy, or none.
 import tensorflow as tf
 
 from tf_adasamp import _validation
+from tf_adasamp import defaults
 from tf_adasamp.sampler import AdaptiveSampler
 
 
-def create_sampler(strategy: tf.distribute.Strategy, num_examples: int,
-                   amplitude: float, decay: float, **kwargs) -> AdaptiveSampler:
+def create_sampler(strategy: tf.distribute.Strategy,
+                   num_examples: int,
+                   amplitude: float = defaults.AMPLITUDE,
+                   decay: float = defaults.DECAY,
+                   **kwargs) -> AdaptiveSampler:
   """Creates an `AdaptiveSampler` with one copy of its state per replica.
 
   Example, a step of a custom training loop:
-    sampler = distribute.create_sampler(strategy, len(x), 0.1, 0.5, seed=0)
+    sampler = distribute.create_sampler(strategy, len(x), seed=0)
 
     @tf.function
     def train_step():
@@ -50,7 +54,7 @@ def create_sampler(strategy: tf.distribute.Strategy, num_examples: int,
     amplitude: as for `AdaptiveSampler`.
     decay: as for `AdaptiveSampler`.
     **kwargs: the other arguments of `AdaptiveSampler` (seed, stratified,
-      dtype, name).
+      dtype, name, epsilon, beta).
 
   Returns:
     The sampler. In replica context its `sample` methods draw the replica's

@@ -30,6 +30,7 @@ from tensorflow.python.trackable import data_structures
 
 from tf_adasamp import _checkpointing
 from tf_adasamp import _validation
+from tf_adasamp import defaults
 from tf_adasamp import ops
 from tf_adasamp.sum_tree import SumTree
 from tf_adasamp.sum_tree import TensorLike
@@ -133,15 +134,17 @@ class AdaptiveSampler(tf.Module):
 
   def __init__(self,
                num_examples: int,
-               amplitude: float | Schedule,
-               decay: float,
+               amplitude: float | Schedule = defaults.AMPLITUDE,
+               decay: float = defaults.DECAY,
                seed: int | None = None,
                stratified: bool = False,
                dtype: tf.DType = tf.float64,
                name: str | None = None,
                epsilon: float = 0.0,
-               beta: float | Schedule = 1.0):
+               beta: float | Schedule = defaults.BETA):
     """Creates a uniform sampler over `num_examples` indices.
+
+    `amplitude`, `decay` and `beta` default to `tf_adasamp.defaults`.
 
     Args:
       num_examples: n, an int >= 1.
@@ -166,15 +169,23 @@ class AdaptiveSampler(tf.Module):
         default) draws from Q_t, as Algorithm 1.
       beta: the importance exponent, in [0, 1], or a schedule of it (as for
         `amplitude`, evaluated at the update count when weights are made):
-        `importance_weights` gives (1 / (n p_i)) ** beta, 1 (the default)
-        unbiased, 0 none.
+        `importance_weights` gives (1 / (n p_i)) ** beta, 1 unbiased, 0
+        none.
 
     Raises:
       TypeError: if an argument is of the wrong type (a bool for an int, a
         dtype other than float32 or float64).
       ValueError: if an argument is out of its range above, also once
-        rounded to `dtype`.
+        rounded to `dtype`; or if made in a `tf.distribute` strategy's
+        scope, where `tf_adasamp.distribute.create_sampler` makes it.
     """
+    if tf.distribute.has_strategy() and tf.distribute.in_cross_replica_context(
+    ):
+      # Its tree is built by an op on the variable's handle, which a mirrored
+      # variable has only in replica context, where create_sampler builds.
+      raise ValueError(
+          "AdaptiveSampler is made in a tf.distribute strategy's scope; make "
+          "it with tf_adasamp.distribute.create_sampler(strategy, ...)")
     super().__init__(name=name)
     self._num_examples = _validation.positive_int(num_examples, "num_examples")
     self._dtype = _validation.float_dtype(dtype)

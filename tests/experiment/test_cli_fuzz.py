@@ -97,10 +97,11 @@ def assert_fails_in_one_line(result, message):
             "--num_classes=2"
         ], "/none' is not a file"),
         (DATA_FILES + ["--num_classes=2"], "cannot read ArrayRecord file"),
-        # Runs, and diverges: NaN outputs give the sampler NaN utilities.
+        # Runs, and diverges: the updated model's NaN outputs give the
+        # sampler NaN utilities.
         ([
-            "--learning_rate=1e30", "--utility=l1", "--steps=4",
-            "--eval_interval=2"
+            "--learning_rate=1e30", "--utility=l1", "--utility_at=updated",
+            "--steps=4", "--eval_interval=2"
         ], "the run diverged at step 1"),
     ])
 def test_train_rejects_bad_flags_in_one_line(tmp_path, args, message):

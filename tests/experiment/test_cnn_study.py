@@ -9,18 +9,18 @@ import numpy as np
 import pytest
 
 import child_process
+from tf_adasamp import datasets as library_datasets
 from tf_adasamp.experiment import cnn_study
 from tf_adasamp.experiment.study import presets
-from tf_adasamp.experiment.training import datasets
 from tf_adasamp.experiment.training import evaluator
 from tf_adasamp.experiment.training import loop
 
 needs_fashion_mnist = pytest.mark.skipif(
     not os.path.exists(
-        os.path.join(datasets.FASHION_MNIST_DIR,
-                     datasets.FASHION_MNIST_FILES[0])),
+        os.path.join(library_datasets.FASHION_MNIST_DIR,
+                     library_datasets.FASHION_MNIST_FILES[0])),
     reason=f"needs Debian's dataset-fashion-mnist in "
-    f"{datasets.FASHION_MNIST_DIR}")
+    f"{library_datasets.FASHION_MNIST_DIR}")
 
 
 def test_the_gpu_scale_is_the_papers_protocol(tmp_path):

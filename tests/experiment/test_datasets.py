@@ -12,6 +12,7 @@ from sklearn import datasets as sk_datasets
 
 import child_process
 
+from tf_adasamp import datasets as library_datasets
 from tf_adasamp.experiment.training import datasets
 
 
@@ -48,13 +49,13 @@ def test_digits_split_is_deterministic_and_partitions_the_data():
 
 
 fashion_mnist_installed = pytest.mark.skipif(
-    not os.path.isdir(datasets.FASHION_MNIST_DIR),
+    not os.path.isdir(library_datasets.FASHION_MNIST_DIR),
     reason=f"needs Debian's dataset-fashion-mnist in "
-    f"{datasets.FASHION_MNIST_DIR}")
+    f"{library_datasets.FASHION_MNIST_DIR}")
 
 
 @fashion_mnist_installed
-def test_fashion_mnist_loads_through_keras_from_the_debian_files():
+def test_fashion_mnist_loads_from_the_debian_files():
   data = datasets.load("fashion_mnist")
   check_images_and_labels(data.x_train, data.y_train, (28, 28, 1))
   check_images_and_labels(data.x_test, data.y_test, (28, 28, 1))
@@ -63,8 +64,7 @@ def test_fashion_mnist_loads_through_keras_from_the_debian_files():
   assert data.x_train.max() == 1.0  # scaled from uint8 by 255
 
 
-def test_fashion_mnist_missing_names_the_apt_command(tmp_path, monkeypatch):
-  monkeypatch.setattr(datasets, "_keras_cache_dir", lambda: str(tmp_path))
+def test_fashion_mnist_missing_names_the_apt_command(tmp_path):
   with pytest.raises(datasets.DatasetUnavailableError,
                      match="apt-get install -y dataset-fashion-mnist"):
     datasets.load_fashion_mnist(source_dir=str(tmp_path / "absent"))

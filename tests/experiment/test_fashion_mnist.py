@@ -6,15 +6,16 @@ import os
 import numpy as np
 import pytest
 
+from tf_adasamp import datasets as library_datasets
 from tf_adasamp.experiment.training import config as config_lib
 from tf_adasamp.experiment.training import datasets
 from tf_adasamp.experiment.training import loop
 from tf_adasamp.experiment.training import models
 
 pytestmark = pytest.mark.skipif(
-    not os.path.isdir(datasets.FASHION_MNIST_DIR),
+    not os.path.isdir(library_datasets.FASHION_MNIST_DIR),
     reason=f"needs Debian's dataset-fashion-mnist in "
-    f"{datasets.FASHION_MNIST_DIR}")
+    f"{library_datasets.FASHION_MNIST_DIR}")
 
 
 @pytest.fixture(scope="module")

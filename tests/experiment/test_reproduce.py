@@ -62,6 +62,16 @@ def test_plan_runs_importance_sampling_with_its_own_sampler(tmp_path):
   assert config.output_dir.endswith("IS-SGD/seed0")
 
 
+def test_plan_runs_algorithm_1_whatever_the_trainers_defaults(tmp_path):
+  # The library's defaults weigh losses (beta 1) and take the step's own
+  # utility; the paper's algorithms set theirs.
+  runs = design.plan(TINY, 1, str(tmp_path), "digits", model="logistic")
+  for run in runs:
+    if run.algorithm in presets.ALGORITHMS:
+      assert run.config.beta == 0.0, run.algorithm
+      assert run.config.utility_at == TINY.utility_at == "updated"
+
+
 def test_plan_sweeps_both_utility_options_where_asked(tmp_path):
   settings = dataclasses.replace(TINY, sweep_both_utilities=True)
   runs = design.plan(settings, 1, str(tmp_path), "digits", model="logistic")

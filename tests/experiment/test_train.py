@@ -705,6 +705,7 @@ def test_diverging_run_names_its_step_and_keeps_its_checkpoint(
   config = tiny_config(model="cnn",
                        learning_rate=1e30,
                        utility=utility,
+                       utility_at="updated",
                        steps=4,
                        eval_interval=2,
                        jit_compile=jit_compile,

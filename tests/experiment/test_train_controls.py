@@ -12,9 +12,10 @@ from tf_adasamp.experiment.training import loop
 
 
 def tiny_config(**overrides):
-  """A small adaptive run at amplitude 1, long enough to resume twice."""
+  """A small run of Algorithm 1 (no importance weights) at amplitude 1,
+  long enough to resume twice."""
   return run_records.tiny_config(**{
-      **dict(steps=6, sampling="adaptive", amplitude=1.0),
+      **dict(steps=6, sampling="adaptive", amplitude=1.0, beta=0.0),
       **overrides
   })
 
@@ -130,8 +131,8 @@ def test_an_initial_uniform_phase_trains_as_uniform_sampling_until_it_ends(
     (dict(label_noise=1.0), "label_noise must be in"),
     (dict(sampling="uniform", epsilon=0.1), "^epsilon needs sampling "
      "'adaptive'"),
-    (dict(sampling="reshuffle", epsilon=0.1,
-          beta=1.0), "^epsilon and beta need sampling 'adaptive'"),
+    (dict(sampling="reshuffle", epsilon=0.1, amplitude_schedule="warmup"),
+     "^epsilon and amplitude_schedule need sampling 'adaptive'"),
     (dict(amplitude_schedule="cosine"), "amplitude_schedule must be one of"),
 ])
 def test_bad_controls_are_refused(overrides, message):

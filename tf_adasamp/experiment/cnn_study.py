@@ -324,9 +324,13 @@ def read_archive(path, directory):
     os.makedirs(run_dir)
     with open(os.path.join(run_dir, run_files.METRICS_FILE), "w") as f:
       f.writelines(json.dumps(r) + "\n" for r in entry["records"])
+    # The archive keeps no configs; design.collect groups the runs by their
+    # utility option, the settings' (the study sweeps no other).
+    config = config_lib.TrainConfig(output_dir=run_dir,
+                                    utility_at=settings.utility_at)
     runs.append(
         design.Run(entry["algorithm"], entry["amplitude"], entry["trial"],
-                   config_lib.TrainConfig(output_dir=run_dir)))
+                   config))
   return header, settings, runs
 
 

@@ -3,7 +3,7 @@
 Trains a logistic regression on scikit-learn's digits (1500 training, 297
 held-out images, 10 classes) twice from the same initial weights: once
 drawing batches uniformly, once from an AdaptiveSampler with the zero-one
-utility. While training it prints, for the adaptive run, how much sampling
+utility and the library's defaults (`tf_adasamp.defaults`). While training it prints, for the adaptive run, how much sampling
 mass sits on the training examples the model gets wrong ("Q(wrong)")
 beside the share uniform sampling gives them (the training error); at the
 end, the held-out accuracy of both runs, over several seeds, with the
@@ -15,17 +15,12 @@ paired difference and its 95% interval.
 import numpy as np
 
 import tf_adasamp
+from tf_adasamp import defaults
 from tf_adasamp.experiment import flags as flags_lib
 from tf_adasamp.experiment.study import verdicts
 from tf_adasamp.experiment.training import datasets
 
 PROGRAM = "tf-adasamp-demo"
-
-# The defaults users get (README): no worse than uniform sampling on
-# validation splits of digits and Fashion-MNIST (docs/experiment.md,
-# "When adaptive sampling helps").
-AMPLITUDE = 0.1
-DECAY = 0.5
 
 
 def train(data,
@@ -93,7 +88,10 @@ def _print_diagnostics(trainer, x, y, step, every):
         f"{float(values['kl_divergence']):7.3f}")
 
 
-def main(steps=500, amplitude=AMPLITUDE, decay=DECAY, seeds=5):
+def main(steps=500,
+         amplitude=defaults.AMPLITUDE,
+         decay=defaults.DECAY,
+         seeds=5):
   data = datasets.load_digits()
   print(f"Adaptive sampling (amplitude {amplitude:g}, decay {decay:g}, "
         "zero-one utility), seed 0:")

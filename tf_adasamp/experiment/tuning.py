@@ -217,17 +217,19 @@ def tune(options, full_data, settings, log=print):
   _validation.positive_int(options.workers, "workers")
   names(options.utilities_at)
   seeds = [int(s) for s in floats(options.seeds)]
-  base = config_lib.TrainConfig(dataset=options.dataset,
-                                data_dir=options.data_dir,
-                                model=options.model,
-                                steps=settings.steps,
-                                eval_interval=settings.eval_interval,
-                                batch_size=settings.batch_size,
-                                utility_at=settings.utility_at,
-                                jit_compile=options.jit_compile,
-                                train_eval_size=options.train_eval_size,
-                                output_dir=options.output_dir,
-                                resume=True)
+  base = config_lib.TrainConfig(
+      dataset=options.dataset,
+      data_dir=options.data_dir,
+      model=options.model,
+      steps=settings.steps,
+      eval_interval=settings.eval_interval,
+      batch_size=settings.batch_size,
+      utility_at=settings.utility_at,
+      beta=0.0,  # Algorithm 1, as design.run_config
+      jit_compile=options.jit_compile,
+      train_eval_size=options.train_eval_size,
+      output_dir=options.output_dir,
+      resume=True)
   data = functools.partial(_validation_data, full_data, options.validation_size)
 
   def train(stage, runs):

@@ -50,22 +50,26 @@ def run_config(settings, algorithm, amplitude, trial, run_dir, **fields):
     # (and resumable) whatever the adaptive settings.
     amplitude, decay = 0.0, presets.UNIFORM_DECAY
   learning_rate, lr_decay = settings.learning_rate(algorithm)
-  options = dict(optimizer=optimizer,
-                 learning_rate=learning_rate,
-                 lr_decay=lr_decay,
-                 lr_schedule=settings.lr_schedule(algorithm),
-                 batch_size=settings.batch_size,
-                 sampling=sampling,
-                 utility=utility,
-                 utility_at=settings.utility_at,
-                 amplitude=amplitude,
-                 decay=decay,
-                 steps=settings.steps,
-                 eval_interval=settings.eval_interval,
-                 early_evaluations=settings.early_evaluations,
-                 seed=trial,
-                 output_dir=run_dir,
-                 resume=True)
+  options = dict(
+      optimizer=optimizer,
+      learning_rate=learning_rate,
+      lr_decay=lr_decay,
+      lr_schedule=settings.lr_schedule(algorithm),
+      batch_size=settings.batch_size,
+      sampling=sampling,
+      utility=utility,
+      utility_at=settings.utility_at,
+      # Algorithm 1 weighs no loss, whatever the trainer's
+      # default; the methods from the field set their own.
+      beta=0.0,
+      amplitude=amplitude,
+      decay=decay,
+      steps=settings.steps,
+      eval_interval=settings.eval_interval,
+      early_evaluations=settings.early_evaluations,
+      seed=trial,
+      output_dir=run_dir,
+      resume=True)
   options.update(fields)
   options.update(presets.COMPETITOR_SAMPLERS.get(algorithm, {}))
   return config_lib.TrainConfig(**options)

@@ -10,6 +10,7 @@ import math
 import sys
 
 from tf_adasamp import _validation
+from tf_adasamp import defaults
 from tf_adasamp.experiment.flags import option
 from tf_adasamp.experiment.training import datasets
 from tf_adasamp.experiment.training import models
@@ -73,9 +74,10 @@ FLOAT32_MAX = 3.4028234663852886e38
 class TrainConfig:
   """Everything that defines a training run.
 
-  The defaults are AdaSamp-01-SGD on digits, with the library's default
-  amplitude and decay (docs/experiment.md says why); each field is also a
-  flag of tf_adasamp.experiment.train.
+  The defaults are adaptive sampling with the zero-one utility and SGD,
+  the main job's model on digits, and the library's amplitude, decay,
+  utility option and beta (`tf_adasamp.defaults` says why); each field is
+  also a flag of tf_adasamp.experiment.train.
   """
   dataset: str = option(
       "digits", "Data set: digits (scikit-learn's) and fashion_mnist "
@@ -95,9 +97,10 @@ class TrainConfig:
   num_classes: int | None = option(
       None, "Classes of --data_path's labels, which lie in [0, "
       "num_classes).")
-  model: str = option("cnn", "cnn: the paper's CNN; logistic: "
-                      "L2-regularised logistic regression (strongly "
-                      "convex); mlp: one hidden layer of 512 ReLUs.",
+  model: str = option("mlp", "mlp: one hidden layer of 512 ReLUs (the "
+                      "experiment's main job); cnn: the paper's CNN; "
+                      "logistic: L2-regularised logistic regression "
+                      "(strongly convex).",
                       choices=MODELS)
   l2: float = option(
       1e-3, "L2 penalty (strong-convexity modulus) of the "
@@ -144,15 +147,15 @@ class TrainConfig:
       "0), U) / U: the reducible cross-entropy worth the utility 1; unset: "
       "log(classes), a uniform prediction's cross-entropy.")
   utility_at: str = option(
-      "updated", "updated: utility of the model after the update, h_t, as "
-      "in Algorithm 1 (a second forward pass); step: reuse the step's own "
-      "forward pass (h_{t-1}, dropout on), cheaper.",
+      defaults.UTILITY_AT,
+      "step: reuse the step's own forward pass (h_{t-1}, dropout on), no "
+      "extra cost; updated: utility of the model after the update, h_t, as "
+      "in Algorithm 1 (a second forward pass).",
       choices=UTILITY_AT)
-  amplitude: float = option(
-      1.0, "Amplitude alpha >= 0 of the weight update; 1, where the "
-      "experiment's runs reached uniform sampling's final training loss "
-      "soonest without collapsing (docs/guide.md).")
-  decay: float = option(0.5, "Decay lambda in (0, 1) of the weight update.")
+  amplitude: float = option(defaults.AMPLITUDE,
+                            "Amplitude alpha >= 0 of the weight update.")
+  decay: float = option(defaults.DECAY,
+                        "Decay lambda in (0, 1) of the weight update.")
   epsilon: float = option(
       0.0, "Uniform floor in [0, 1]: draws from (1 - epsilon) Q_t + epsilon "
       "U (adaptive only; 0 is Algorithm 1).")
@@ -166,9 +169,9 @@ class TrainConfig:
       0.125, "The fraction of the run that warmup ramps over, or that "
       "final_uniform or initial_uniform samples uniformly.")
   beta: float = option(
-      0.0, "Importance-weight exponent in [0, 1]: each example's loss "
-      "weighed by (1 / (n q_i)) ** beta; 0 weighs none (Algorithm 1), 1 "
-      "gives an unbiased gradient (adaptive only).")
+      defaults.BETA, "Importance-weight exponent in [0, 1]: each example's "
+      "loss weighed by (1 / (n q_i)) ** beta; 1 gives an unbiased gradient, "
+      "0 weighs none (Algorithm 1). Uniform sampling's weights are all 1.")
   label_noise: float = option(
       0.0, "Fraction in [0, 1) of the training labels replaced by another "
       "class drawn at random, the same examples in every run "
@@ -302,10 +305,11 @@ class TrainConfig:
     if not 0 <= self.label_noise < 1:
       raise ValueError(f"label_noise must be in [0, 1), got "
                        f"{self.label_noise}")
+    # Not beta: uniform sampling's importance weights are all 1, whatever
+    # their exponent.
     controls = {
         "epsilon": self.epsilon != 0,
         "amplitude_schedule": self.amplitude_schedule != "constant",
-        "beta": self.beta != 0,
     }
     used = [name for name, on in controls.items() if on]
     if used and self.sampling != "adaptive":

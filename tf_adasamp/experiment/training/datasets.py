@@ -5,8 +5,8 @@ set is four NumPy arrays held in memory: float32 images in [0, 1], NHWC, and
 int32 labels.
 
   fashion_mnist  Fashion-MNIST (60000 train, 10000 test, 28x28x1, 10
-                 classes) from Debian's `dataset-fashion-mnist` package,
-                 read by Keras' own loader.
+                 classes) from Debian's `dataset-fashion-mnist` package
+                 (`tf_adasamp.datasets.load_fashion_mnist`).
   fashion_mnist_5k
                  a fixed random 5,000 of Fashion-MNIST's training images
                  and 5,000 of its test images (the experiment's main data
@@ -24,10 +24,10 @@ int32 labels.
                  the offline options.
   digits         scikit-learn's bundled 8x8 handwritten digits (1797
                  images), for tests and quick runs; split train/test
-                 deterministically.
+                 deterministically (`tf_adasamp.datasets.load_digits`).
 
-scikit-learn, Keras' data sets and tensorflow_datasets are imported inside
-their loaders, so the trainer imports none of them until it needs one.
+scikit-learn and tensorflow_datasets are imported inside their loaders, so
+the trainer imports neither until it needs one.
 
 `with_validation` holds a fixed validation split out of a training set
 (the trainer's --validation_size): never trained on, evaluated beside the
@@ -36,10 +36,11 @@ tuning hyperparameters without touching it.
 """
 
 import dataclasses
-import os
 import socket
 
 import numpy as np
+
+from tf_adasamp import datasets as library_datasets
 
 DATASETS = ("digits", "fashion_mnist", "fashion_mnist_5k", "fashion_mnist_5k_b",
             "cifar10")
@@ -56,18 +57,9 @@ LABEL_NOISE_SEED = 0
 # The trainer's validation split (with_validation) is drawn with this seed:
 # the same examples in every run of a data set, whatever the run's seed.
 VALIDATION_SEED = 0
-DIGITS_TEST_SIZE = 297  # leaves 1500 training images
-# Where Debian's dataset-fashion-mnist puts the four files Keras reads.
-FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
-FASHION_MNIST_FILES = ("train-images-idx3-ubyte.gz",
-                       "train-labels-idx1-ubyte.gz",
-                       "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")
-FASHION_MNIST_INSTALL = "apt-get install -y dataset-fashion-mnist"
 # Where tensorflow_datasets downloads CIFAR-10 from.
 CIFAR10_HOST = ("www.cs.toronto.edu", 443)
-# The names of the class ids, from the data sets' own documentation.
-FASHION_MNIST_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
-                         "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot")
+# The names of the class ids, from the data set's own documentation.
 CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog",
                    "frog", "horse", "ship", "truck")
 
@@ -146,71 +138,31 @@ def load(name, data_dir=None):
 
 def load_digits():
   """scikit-learn's digits as 8x8x1 images; a fixed, class-stratified split."""
-  # pylint: disable=import-outside-toplevel
-  from sklearn import datasets as sk_datasets
-  from sklearn import model_selection
-  digits = sk_datasets.load_digits()
-  images = (digits.images / 16.0).astype(np.float32)[..., np.newaxis]
-  labels = digits.target.astype(np.int32)
-  x_train, x_test, y_train, y_test = model_selection.train_test_split(
-      images,
-      labels,
-      test_size=DIGITS_TEST_SIZE,
-      random_state=0,
-      stratify=labels)
-  return Dataset("digits", x_train, y_train, x_test, y_test, num_classes=10)
-
-
-def _keras_cache_dir():
-  """The directory where keras.datasets.fashion_mnist looks for its files.
-
-  Keras fixes its home when it is imported ($KERAS_HOME, else ~/.keras) and
-  falls back to /tmp/.keras where that cannot be written; this asks Keras
-  for the home it uses and makes the directory.
-  """
-  try:
-    from keras.src.backend.config import keras_home  # pylint: disable=import-outside-toplevel
-    home = keras_home()
-  except (ImportError, AttributeError):  # another Keras layout
-    home = os.environ.get("KERAS_HOME") or os.path.expanduser("~/.keras")
-  home = os.path.expanduser(home)
-  try:
-    os.makedirs(home, exist_ok=True)
-  except OSError:
-    pass
-  if not os.access(home, os.W_OK):
-    home = os.path.join("/tmp", ".keras")
-  cache = os.path.join(home, "datasets", "fashion-mnist")
-  os.makedirs(cache, exist_ok=True)
-  return cache
+  (x_train, y_train), (x_test, y_test) = library_datasets.load_digits()
+  return Dataset("digits",
+                 x_train[..., np.newaxis],
+                 y_train.astype(np.int32),
+                 x_test[..., np.newaxis],
+                 y_test.astype(np.int32),
+                 num_classes=10)
 
 
 def load_fashion_mnist(source_dir=None):
   """Fashion-MNIST as 28x28x1 images in [0, 1]: 60000 train, 10000 test.
 
-  Links the files of Debian's dataset-fashion-mnist (in `source_dir`,
-  FASHION_MNIST_DIR by default) into Keras' cache and reads them with
-  `keras.datasets.fashion_mnist.load_data()`, so nothing is downloaded.
-  Raises DatasetUnavailableError, naming the apt command, where neither the
-  cache nor `source_dir` has them.
+  Read from the files of Debian's dataset-fashion-mnist (in `source_dir`,
+  `tf_adasamp.datasets.FASHION_MNIST_DIR` by default), so nothing is
+  downloaded. Raises DatasetUnavailableError, naming the apt command, where
+  they are missing.
   """
-  import keras  # pylint: disable=import-outside-toplevel
-  source_dir = source_dir or FASHION_MNIST_DIR
-  cache = _keras_cache_dir()
-  for name in FASHION_MNIST_FILES:
-    cached, source = os.path.join(cache, name), os.path.join(source_dir, name)
-    if os.path.exists(cached):
-      continue
-    if not os.path.exists(source):
-      raise DatasetUnavailableError(
-          f"Fashion-MNIST is not in {source_dir}: install it with "
-          f"`{FASHION_MNIST_INSTALL}` (run `apt-get update` first if apt "
-          "does not find it).")
-    if os.path.islink(cached):  # a link to a file that is gone
-      os.remove(cached)
-    os.symlink(source, cached)
-  (x_train, y_train), (x_test,
-                       y_test) = (keras.datasets.fashion_mnist.load_data())
+  try:
+    (x_train,
+     y_train), (x_test,
+                y_test) = (library_datasets.load_fashion_mnist(source_dir))
+  except FileNotFoundError as error:
+    raise DatasetUnavailableError(
+        f"{error} (run `apt-get update` first if apt does not find it)"
+    ) from None
 
   def images(x):
     return (x.astype(np.float32) / 255.0)[..., np.newaxis]
@@ -221,7 +173,7 @@ def load_fashion_mnist(source_dir=None):
                  images(x_test),
                  y_test.astype(np.int32),
                  num_classes=10,
-                 class_names=FASHION_MNIST_CLASSES)
+                 class_names=library_datasets.FASHION_MNIST_CLASSES)
 
 
 def subset(data,

@@ -229,7 +229,7 @@ def _build(config, data, strategy, common_step=None, stop_requested=None):
       config.utility if reducible is None else reducible,
       config.utility_at,
       strategy,
-      weighted=config.beta > 0)
+      weighted=config.sampling == "adaptive" and config.beta > 0)
   # Theorems 4 and 5 (and Corollary 1) for the run so far. Uniform sampling
   # is Algorithm 1 with amplitude 0: its bounds are 0, as KL(P || P) is.
   # Under a schedule they take its peak, config.amplitude, which bounds the
