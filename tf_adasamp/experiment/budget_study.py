@@ -91,14 +91,48 @@ def _command(options):
   """The command that reproduces the reports, as they name it: the flags
   that change them (not --stage or --workers), where not the defaults."""
   defaults = Options()
+  fields = ("scale", "trials", "wall_time_trials", "output_dir", "report_dir")
   changed = [
-      f"--{field}={getattr(options, field)}" for field in ("scale", "trials",
-                                                           "wall_time_trials",
-                                                           "output_dir",
-                                                           "report_dir")
+      f"--{field}={getattr(options, field)}" for field in fields
       if getattr(options, field) != getattr(defaults, field)
   ]
   return " ".join(["python -m tf_adasamp.experiment.budget_study", *changed])
+
+
+def _study(options, settings, trials, data, report_dir, command):
+  """Trains the study's runs; writes summary.md and the figures."""
+  spec = budget.SCALES[options.scale]
+  runs = budget.plan(settings, trials, os.path.join(options.output_dir, "runs"),
+                     options.scale)
+  pool.run_all(runs, data, workers=options.workers, spawn=spec.spawn)
+  num_train = data.num_train - spec.validation_size
+  collected = budget.collect(runs, num_train)
+  seeds = [int(seed) for seed in tuning.floats(dict(spec.tuning)["seeds"])]
+  summary = os.path.join(report_dir, "summary.md")
+  run_files.write_atomically(
+      summary,
+      budget.summary_markdown(collected, settings, options.scale, num_train,
+                              trials, seeds, command))
+  print(f"wrote {summary}")
+  for path in budget.figures(collected, report_dir):
+    print(f"wrote {path}")
+
+
+def _wall_time(options, settings, trials, data, report_dir, command):
+  """Trains the first `trials` trials' runs again, one at a time; writes
+  wall_time.md and its figure."""
+  spec = budget.SCALES[options.scale]
+  runs = budget.plan(settings, trials,
+                     os.path.join(options.output_dir, "wall_time"),
+                     options.scale)
+  pool.run_all(runs, data, workers=1, spawn=spec.spawn)
+  collected = budget.collect(runs, data.num_train - spec.validation_size)
+  wall_time = os.path.join(report_dir, "wall_time.md")
+  run_files.write_atomically(
+      wall_time,
+      budget.wall_time_markdown(collected, trials, command, timing.machine()))
+  print(f"wrote {wall_time}")
+  print(f"wrote {budget.seconds_figure(collected, report_dir)}")
 
 
 def main():
@@ -125,46 +159,21 @@ def main():
     run_files.ensure_writable_dir(options.output_dir, "output_dir")
     run_files.ensure_writable_dir(report_dir, "report_dir")
     data = budget.load_data(options.scale)
-    # One thread, as each worker of the pool: the wall-time pass trains
-    # here.
+    # One thread, as each worker of the pool: a tuning of one worker
+    # trains here.
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     if options.stage in ("tuning", "all"):
-      results = tuning.tune(tuning_options, data, settings)
-      tuning.write(results, tuning_options.report, command)
+      tuning.write(tuning.tune(tuning_options, data, settings),
+                   tuning_options.report, command)
       print(f"wrote {tuning_options.report}")
     with open(tuned_path) as f:
       settings = tuning.tuned_settings(settings, json.load(f))
-    num_train = data.num_train - budget.SCALES[options.scale].validation_size
     if options.stage in ("study", "all"):
-      runs = budget.plan(settings, trials,
-                         os.path.join(options.output_dir, "runs"),
-                         options.scale)
-      pool.run_all(runs, data, workers=options.workers)
-      collected = budget.collect(runs, num_train)
-      seeds = tuning.floats(tuning_options.seeds)
-      summary = os.path.join(report_dir, "summary.md")
-      run_files.write_atomically(
-          summary,
-          budget.summary_markdown(collected, settings, options.scale, num_train,
-                                  trials, [int(s) for s in seeds], command))
-      print(f"wrote {summary}")
-      for path in budget.figures(collected, report_dir):
-        print(f"wrote {path}")
+      _study(options, settings, trials, data, report_dir, command)
     if options.stage in ("wall_time", "all"):
-      runs = budget.plan(settings, wall_trials,
-                         os.path.join(options.output_dir, "wall_time"),
-                         options.scale)
-      pool.run_all(runs, data, workers=1)
-      collected = budget.collect(runs, num_train)
-      wall_time = os.path.join(report_dir, "wall_time.md")
-      run_files.write_atomically(
-          wall_time,
-          budget.wall_time_markdown(collected, wall_trials, command,
-                                    timing.machine()))
-      print(f"wrote {wall_time}")
-      print(f"wrote {budget.seconds_figure(collected, report_dir)}")
+      _wall_time(options, settings, wall_trials, data, report_dir, command)
   except (TypeError, ValueError, RuntimeError, OSError,
           datasets.DatasetUnavailableError) as error:
     sys.exit(f"{PROGRAM}: {error}")
