@@ -12,6 +12,12 @@
 #   make wall-time  set up, then time the main job's runs to their targets
 #                    one at a time (nothing else running), its report in
 #                    runs/wall_time/fashion_mnist_5k/wall_time.md
+#   make budget-study  set up, then run the budget-limited regime on all of
+#                    Fashion-MNIST: its tuning on the validation split, the
+#                    mechanisms against random reshuffling (clean and 20%
+#                    of the labels flipped) and their wall-time pass one at
+#                    a time (nothing else running), its reports in
+#                    runs/fashion_mnist_budget/report
 #   make test    set up, then run every test: pytest and `bazel test //...`
 #   make api-docs  the API reference, from the docstrings, in build/api
 # Set-up is idempotent: a virtual environment in .venv with TensorFlow and the
@@ -39,7 +45,7 @@ FASHION_MNIST := /usr/share/datasets/fashion-mnist
 GOOGLETEST := /usr/src/googletest
 
 .PHONY: setup build-deps fashion-mnist experiment experiment-docs noise-study \
-  wall-time \
+  wall-time budget-study \
   experiment-docs-check demo api-docs test pytest \
   bazel-test format format-check clang-format clean
 
@@ -86,6 +92,10 @@ noise-study: setup
 wall-time: setup
 	$(PY) -m tf_adasamp.experiment.wall_time --trials=10 \
 	  --output_dir=runs/wall_time/fashion_mnist_5k
+
+budget-study: setup
+	$(PY) -m tf_adasamp.experiment.budget_study \
+	  --output_dir=runs/fashion_mnist_budget
 
 demo: setup
 	$(PY) -m tf_adasamp.experiment.demo

@@ -309,6 +309,8 @@ setup(
             "tf-adasamp-demo = tf_adasamp.experiment.demo:run",
             "tf-adasamp-noise-study = tf_adasamp.experiment.noise_study:run",
             "tf-adasamp-wall-time = tf_adasamp.experiment.wall_time:run",
+            "tf-adasamp-budget-study = "
+            "tf_adasamp.experiment.budget_study:run",
         ],
     },
     zip_safe=False,

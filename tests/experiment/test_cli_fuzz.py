@@ -16,6 +16,7 @@ import pytest
 import tensorflow as tf
 
 import checkpoint_edits
+from tf_adasamp.experiment import budget_study
 from tf_adasamp.experiment import reproduce
 from tf_adasamp.experiment import tuning
 from tf_adasamp.experiment import wall_time
@@ -127,6 +128,23 @@ def test_reproduce_rejects_bad_flags_in_one_line(tmp_path, args, message):
 
 
 @pytest.mark.parametrize("args,message", [
+    (["--trials=0"], "trials must be >= 1, got 0"),
+    (["--wall_time_trials=-1"], "wall_time_trials must be >= 1, got -1"),
+    (["--workers=0"], "workers must be >= 1, got 0"),
+    (["--stage=report"], "should be one of <all|tuning|study|wall_time>"),
+    (["--scale=tiny"], "should be one of <full|smoke>"),
+    (["--trials=x"], "Flags parsing error"),
+    (["--stage=study"], "tuning.json does not exist: run --stage=tuning first"),
+    (["--output_dir={tmp}/file"], "output_dir {tmp}/file is a file"),
+    ([f"--report_dir={UNWRITABLE}"], "cannot write to report_dir"),
+])
+def test_budget_study_rejects_bad_flags_in_one_line(tmp_path, args, message):
+  result = run_cli("budget_study", ["--output_dir={tmp}/runs", *args], tmp_path)
+  assert_fails_in_one_line(result, message.format(tmp=tmp_path))
+  assert not (tmp_path / "runs").exists() or not os.listdir(tmp_path / "runs")
+
+
+@pytest.mark.parametrize("args,message", [
     (["--epochs=inf"], "--epochs must be finite and > 0, got inf"),
     (["--epochs=nan"], "--epochs must be finite and > 0, got nan"),
     (["--epochs=10", "--batch_size=0"], "--batch_size must be >= 1, got 0"),
@@ -175,6 +193,10 @@ finally:
     ("tuning", ["--help"]),
     ("tuning", ["--workers=x"]),
     ("tuning", ["--lr_schedules=inverse_time,step"]),
+    ("tuning", ["--adaptive=AdaSamp-01-SGD,x"]),
+    ("budget_study", ["--help"]),
+    ("budget_study", ["--trials=0"]),
+    ("budget_study", ["--stage=study", f"--report_dir={UNWRITABLE}"]),
     ("demo", ["--help"]),
     ("wall_time", ["--help"]),
     ("wall_time", ["--trials=0"]),
@@ -199,6 +221,7 @@ def test_command_lines_answer_help_and_bad_flags_before_tensorflow_loads(
     ("reproduce", [reproduce.Options, presets.Settings]),
     ("tuning", [tuning.Options]),
     ("wall_time", [wall_time.Options]),
+    ("budget_study", [budget_study.Options]),
 ])
 def test_help_lists_every_setting(tmp_path, module, settings):
   result = run_cli(module, ["--help"], tmp_path)

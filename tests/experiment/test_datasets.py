@@ -105,6 +105,9 @@ def test_with_validation_holds_out_a_fixed_split_and_keeps_the_test_set():
   np.testing.assert_array_equal(noisy.y_train != held.y_train, flipped)
   flipped_held = noisy.y_validation != held.y_validation
   assert flipped.sum() + flipped_held.sum() == round(0.2 * 1500)
+  # Drawn apart from the flips: each part about as noisy as the whole.
+  assert flipped.mean() == pytest.approx(0.2, abs=0.03)
+  assert flipped_held.mean() == pytest.approx(0.2, abs=0.06)
   with pytest.raises(ValueError, match="holds a validation split already"):
     datasets.with_validation(held, 10)
   with pytest.raises(ValueError, match="leaves no training"):

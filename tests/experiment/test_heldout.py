@@ -100,6 +100,28 @@ def test_at_a_fraction_of_the_budget_the_faster_runs_are_ahead(speed, sign):
   assert abs(budget[-1].accuracy.mean) < abs(quarter.accuracy.mean)
 
 
+def test_the_ladder_and_the_budget_read_the_split_they_are_given():
+  # Twice as fast on the test split; on the validation split, the
+  # baseline's own curves.
+  ours, theirs = curve(2.0, seed=1), curve(1.0, seed=2)
+  for c in (ours, theirs):
+    c["validation_accuracy"] = theirs["test_accuracy"]
+    c["validation_loss"] = theirs["test_loss"]
+  on_test = heldout.ladder(ours, theirs)[0]
+  on_validation = heldout.ladder(ours, theirs, split="validation")[0]
+  assert on_test.steps.geometric_mean == pytest.approx(0.5, rel=0.1)
+  assert on_validation.steps.geometric_mean == pytest.approx(1.0)
+  quarter = heldout.at_budget(ours, theirs, split="validation")[1]
+  assert quarter.accuracy.mean == quarter.loss.mean == 0
+  assert heldout.at_budget(ours, theirs)[1].accuracy.mean > 0.05
+  # The final test accuracy is the test split's whatever the split.
+  row = heldout.rows({"Shuffle-SGD": theirs}, [("ours", ours, "Unif-SGD")],
+                     split="validation")[0]
+  assert row.ladder[0].steps.geometric_mean == pytest.approx(1.0)
+  assert row.final_accuracy.mean == pytest.approx(
+      (ours["test_accuracy"][:, -1] - theirs["test_accuracy"][:, -1]).mean())
+
+
 def test_stopping_on_validation_reads_test_accuracy_where_validation_peaks():
   ours, theirs = curve(1.0, seed=1), curve(1.0, seed=2)
   assert heldout.stopped(ours, theirs) is None  # no validation split

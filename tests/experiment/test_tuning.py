@@ -102,8 +102,10 @@ def test_stage_1_tries_each_schedule_with_the_gammas_it_reads():
 
 def test_validation_data_differs_per_seed():
   full = datasets.load("digits")
-  first = tuning._validation_data(full, 300, design.Run("a", 0, 100, None))  # pylint: disable=protected-access
-  second = tuning._validation_data(full, 300, design.Run("a", 0, 101, None))  # pylint: disable=protected-access
+  first = tuning._validation_data(full, 300, False,
+                                  design.Run("a", 0, 100, None))  # pylint: disable=protected-access
+  second = tuning._validation_data(full, 300, False,
+                                   design.Run("a", 0, 101, None))  # pylint: disable=protected-access
   assert len(first.y_test) == 300
   assert not np.array_equal(first.y_test, second.y_test)
 
@@ -274,3 +276,81 @@ def test_tuned_settings_take_the_choices_and_keep_old_results_working():
   assert tuned.learning_rate("AdaSamp-L1-AdaGrad") == (0.2, 0.0)
   for name, step_size in results["chosen_baseline_step_sizes"].items():
     assert list(tuned.learning_rate(name)) == step_size
+
+
+def test_fixed_validation_holds_out_the_trainers_split_for_every_seed(digits):
+  split = [
+      tuning._validation_data(digits, 300, True, design.Run("a", 0, seed, None))  # pylint: disable=protected-access
+      for seed in (100, 101)
+  ]
+  held = datasets.with_validation(digits, 300)
+  for data in split:
+    np.testing.assert_array_equal(data.x_test, held.x_validation)
+    np.testing.assert_array_equal(data.y_train, held.y_train)
+  with pytest.raises(ValueError, match="must be a whole number, got 0.2"):
+    tuning.Options(fixed_validation=True, validation_size=0.2)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("adaptive", "AdaSamp-01-SGD,Nonesuch", "adaptive takes AdaSamp-01-SGD, "),
+    ("adaptive", (), "adaptive names no algorithm"),
+    ("score", "best", "score must be one of"),
+])
+def test_options_refuse_what_tuning_cannot_do(field, value, message):
+  with pytest.raises(ValueError, match=message):
+    tuning.Options(**{field: value})
+
+
+def test_a_tuning_of_one_adaptive_algorithm_ranks_step_sizes_by_final_accuracy(
+    tmp_path, digits):
+  poisoned = dataclasses.replace(digits,
+                                 x_test=digits.x_test[:1] * np.nan,
+                                 y_test=digits.y_test[:1])
+  options = tuning.Options(dataset="digits",
+                           model="logistic",
+                           seeds="100,101",
+                           validation_size=300,
+                           fixed_validation=True,
+                           adaptive="AdaSamp-01-SGD",
+                           score="final",
+                           sgd_learning_rates="0.01,1",
+                           sgd_lr_decays="0",
+                           lr_schedules="linear",
+                           amplitudes="1",
+                           decays="0.5",
+                           utilities_at="step",
+                           adaptive_lr_factors="2",
+                           output_dir=str(tmp_path),
+                           workers=1)
+  preset = presets.preset("digits", "logistic")
+  settings = dataclasses.replace(preset,
+                                 steps=4,
+                                 eval_interval=2,
+                                 batch_size=16)
+  results = tuning.tune(options, poisoned, settings, log=lambda _: None)
+  # Stage 1: the SGD algorithms only; no AdaGrad run.
+  assert [row["algorithm"] for row in results["step_sizes"]] == [
+      "Unif-SGD", "Unif-SGD", "Shuffle-SGD", "Shuffle-SGD", "IS-SGD", "IS-SGD"
+  ]
+  assert not (tmp_path / "stage1" / "adagrad-eta0.1-linear").exists()
+  for name in ("Unif-SGD", "Shuffle-SGD", "IS-SGD"):
+    rows = [r for r in results["step_sizes"] if r["algorithm"] == name]
+    best = max(rows, key=lambda r: np.mean(r["final"]))
+    assert best["eta"] == tuning._stage1_winner(results, name)[0]  # pylint: disable=protected-access
+  assert {r["algorithm"] for r in results["amplitude_decay"]
+         } == {"AdaSamp-01-SGD"}
+  assert {r["algorithm"] for r in results["adaptive_step_sizes"]
+         } == {"AdaSamp-01-SGD"}
+  assert results["chosen_adaptive_learning_rates"][1:] == [None, None, None]
+  # The algorithms left out keep the preset's settings.
+  tuned = presets.Settings(**results["settings"])
+  assert tuned.adagrad_learning_rate == preset.adagrad_learning_rate
+  assert tuned.adagrad_lr_schedule == preset.adagrad_lr_schedule
+  for name in ("AdaSamp-L1-SGD", "AdaSamp-01-AdaGrad", "AdaSamp-L1-AdaGrad"):
+    assert tuned.learning_rate(name)[0] == settings.learning_rate(name)[0]
+  assert tuned.learning_rate("AdaSamp-01-SGD")[0] == (
+      results["chosen_adaptive_learning_rates"][0])
+  text = tuning.markdown(results, "cmd")
+  assert "holds out the same 300 training examples, the trainer's fixed" in (
+      text)
+  assert "ranked by the final validation accuracy" in text

@@ -4,26 +4,30 @@ random subsets of the training data for cross-validation").
 
 Tuning seed s holds out a random validation set drawn with seed s from the
 training split, trains on the rest with seed s, and measures accuracy on the
-held-out part. The test split is never read, and the tuning seeds (100 and
-up by default) are not the reported trials' seeds (0 to trials - 1).
+held-out part; with --fixed_validation every seed holds out the same one,
+the trainer's fixed split of --validation_size (the split a study's runs
+hold out). The test split is never read, and the tuning seeds (100 and up
+by default) are not the reported trials' seeds (0 to trials - 1).
 
   stage 1  step sizes, with uniform sampling and for each method users
            would run instead (presets.ALTERNATIVES: the baselines and the
-           methods from the field): every SGD (eta, gamma) and every AdaGrad
-           step size of the grid under each step-size schedule of
-           --lr_schedules, for each algorithm of that update rule; the
-           highest validation accuracy averaged over the run (area under
-           the curve divided by its length) wins. The adaptive algorithms
+           methods from the field) with the update rules of --adaptive:
+           every SGD (eta, gamma) and every AdaGrad step size of the grid
+           under each step-size schedule of --lr_schedules, for each
+           algorithm of that update rule; the highest validation accuracy
+           by --score wins: averaged over the run (area under the curve
+           divided by its length), or at its end. The adaptive algorithms
            take their uniform counterpart's schedule.
   stage 2  amplitude and decay, at the winning step sizes: every (amplitude,
-           decay) of the grid for the four adaptive algorithms, each against
-           its uniform counterpart of the same seed (stage 1's winner):
-           paired differences of the time-averaged and of the final
-           validation accuracy, with 95% t-intervals; `chosen` picks one.
-  stage 3  each adaptive algorithm's own step size, at the chosen amplitude
-           and decay: its update rule's winning step size times each of
-           --adaptive_lr_factors (and 1, stage 2's run), by the highest
-           time-averaged validation accuracy.
+           decay) of the grid for the adaptive algorithms of --adaptive,
+           each against its uniform counterpart of the same seed (stage 1's
+           winner): paired differences of the time-averaged and of the
+           final validation accuracy, with 95% t-intervals; `chosen` picks
+           one.
+  stage 3  each of those adaptive algorithms' own step size, at the chosen
+           amplitude and decay: its update rule's winning step size times
+           each of --adaptive_lr_factors (and 1, stage 2's run), by the
+           highest validation accuracy by --score.
 
 It writes a markdown report (and the same numbers as JSON beside it, whose
 `settings` block is the preset with the chosen values) naming each
@@ -65,8 +69,12 @@ PROGRAM = "tf-adasamp-tuning"
 FLAGS = flags.FLAGS
 ADAPTIVE = presets.ADAPTIVE
 ALTERNATIVES = presets.ALTERNATIVES
-# The algorithms whose step sizes stage 1 tunes, uniform ones first.
+# The algorithms whose step sizes stage 1 tunes, uniform ones first, where
+# every adaptive algorithm is tuned (`stage1_algorithms`).
 STAGE1 = ("Unif-SGD", "Unif-AdaGrad", *ALTERNATIVES)
+# What stages 1 and 3 rank a step size by (Options.score): the validation
+# accuracy averaged over the run, or at its end.
+SCORES = ("time_averaged", "final")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +103,22 @@ class Options:
   validation_size: float = option(
       10000, "Held-out examples per seed (a "
       "count, or a fraction if below 1).")
+  fixed_validation: bool = option(
+      False, "Every seed holds out the same validation split, the trainer's "
+      "(the examples that a run of --validation_size=<validation_size> "
+      "holds out, datasets.VALIDATION_SEED), instead of its own; "
+      "validation_size must then be a count.")
+  adaptive: tuple[str, ...] = option(
+      ",".join(ADAPTIVE), "Comma-separated adaptive algorithms that stages "
+      "2 and 3 tune; stage 1 tunes their uniform counterparts and the "
+      "baselines and methods from the field with their update rules. The "
+      "others keep the preset's settings.")
+  score: str = option(
+      "time_averaged", "What stages 1 and 3 rank step sizes by: "
+      "time_averaged, the validation accuracy averaged over the run (area "
+      "under the curve over its length); final, the validation accuracy at "
+      "the run's end, what a fixed budget trains for.",
+      choices=SCORES)
   sgd_learning_rates: tuple = option("0.1,0.3,1", "SGD's eta values.")
   sgd_lr_decays: tuple = option("0.001,0.01", "SGD's gamma values.")
   adagrad_learning_rates: tuple = option("0.03,0.1,0.3",
@@ -132,6 +156,20 @@ class Options:
       if schedule not in config_lib.LR_SCHEDULES:
         raise ValueError("lr_schedules must be of "
                          f"{config_lib.LR_SCHEDULES}, got {schedule!r}")
+    adaptive = _words(self.adaptive)
+    for name in adaptive:
+      if name not in ADAPTIVE:
+        raise ValueError(f"adaptive takes {', '.join(ADAPTIVE)}, got "
+                         f"{name!r}")
+    if not adaptive:
+      raise ValueError("adaptive names no algorithm")
+    if self.score not in SCORES:
+      raise ValueError(f"score must be one of {SCORES}, got {self.score!r}")
+    if self.fixed_validation and self.validation_size != int(
+        self.validation_size):
+      raise ValueError("fixed_validation holds out the trainer's split of "
+                       "a count of examples; validation_size must be a "
+                       f"whole number, got {self.validation_size:g}")
 
 
 def floats(values):
@@ -146,10 +184,28 @@ def _words(values):
   return values.split(",") if isinstance(values, str) else list(values)
 
 
-def _validation_data(full, size, run):
-  """The tuning data of `run`: `full` less a validation set drawn with the
-  run's seed, which stands in for the test split."""
-  return datasets.validation_split(full, size, seed=run.trial)
+def _validation_data(full, size, fixed, run):
+  """The tuning data of `run`: `full` less a validation set, which stands
+  in for the test split (dropped): drawn with the run's seed, or, where
+  `fixed`, the trainer's fixed split of `size` examples
+  (datasets.with_validation's)."""
+  seed = datasets.VALIDATION_SEED if fixed else run.trial
+  return datasets.validation_split(full, size, seed=seed)
+
+
+def stage1_algorithms(options):
+  """The algorithms whose step sizes stage 1 tunes: the uniform
+  counterparts of `options.adaptive`, then the ALTERNATIVES with their
+  update rules."""
+  rules = {presets.RUNS[name][2] for name in _words(options.adaptive)}
+  return tuple(name for name in STAGE1 if presets.RUNS[name][2] in rules)
+
+
+def adaptive_algorithms(options):
+  """The adaptive algorithms that stages 2 and 3 tune, in ADAPTIVE's
+  order."""
+  chosen = set(_words(options.adaptive))
+  return tuple(name for name in ADAPTIVE if name in chosen)
 
 
 def _run(algorithm, trial, output_dir, base, **fields):
@@ -230,7 +286,8 @@ def tune(options, full_data, settings, log=print):
       train_eval_size=options.train_eval_size,
       output_dir=options.output_dir,
       resume=True)
-  data = functools.partial(_validation_data, full_data, options.validation_size)
+  data = functools.partial(_validation_data, full_data, options.validation_size,
+                           options.fixed_validation)
 
   def train(stage, runs):
     log(f"{stage}: {len(runs)} runs")
@@ -246,6 +303,17 @@ def tune(options, full_data, settings, log=print):
   return results
 
 
+def write(results, report, command):
+  """Writes tune's `results` as the markdown report `report` (with
+  `command`, which produced it) and as JSON beside it; returns the JSON's
+  path."""
+  os.makedirs(os.path.dirname(os.path.abspath(report)), exist_ok=True)
+  run_files.write_atomically(report, markdown(results, command))
+  path = os.path.splitext(report)[0] + ".json"
+  run_files.write_atomically(path, json.dumps(results, indent=1))
+  return path
+
+
 def tuned_settings(settings, results):
   """Settings with the tuning's choices.
 
@@ -257,9 +325,13 @@ def tuned_settings(settings, results):
     `settings` with the chosen step sizes (the baselines' too where the
     results have them), amplitude, decay and utility option.
   """
-  (sgd_eta, sgd_gamma), (adagrad_eta,
-                         _) = (results["chosen_step_sizes"]["sgd"],
-                               results["chosen_step_sizes"]["adagrad"])
+  step_sizes = results["chosen_step_sizes"]
+  # A tuning of some update rules (--adaptive) leaves the others' as they
+  # are.
+  sgd_eta, sgd_gamma = step_sizes.get(
+      "sgd", (settings.sgd_learning_rate, settings.sgd_lr_decay))
+  adagrad_eta, _ = step_sizes.get("adagrad",
+                                  (settings.adagrad_learning_rate, 0.0))
   # A tuning that did not vary the utility option chose amplitude and decay.
   amplitude, decay, *utility_at = results["stage3_setting"]
   utility_at = utility_at[0] if utility_at else settings.utility_at
@@ -268,15 +340,31 @@ def tuned_settings(settings, results):
   own = results.get("chosen_baseline_step_sizes")
   baselines = {}
   if own is not None:
+    own = {
+        name: own.get(name, settings.learning_rate(name))
+        for name in ALTERNATIVES
+    }
     baselines = dict(
         baseline_learning_rates=tuple(own[name][0] for name in ALTERNATIVES),
         baseline_lr_decays=tuple(own[name][1] for name in ALTERNATIVES))
   schedules = results.get("chosen_lr_schedules")
   if schedules is not None:
+    schedules = {
+        "sgd": settings.sgd_lr_schedule,
+        "adagrad": settings.adagrad_lr_schedule,
+        **{
+            name: settings.lr_schedule(name) for name in ALTERNATIVES
+        },
+        **schedules
+    }
     baselines.update(sgd_lr_schedule=schedules["sgd"],
                      adagrad_lr_schedule=schedules["adagrad"],
                      baseline_lr_schedules=tuple(
                          schedules[name] for name in ALTERNATIVES))
+  # None where the tuning left an adaptive algorithm out (--adaptive).
+  adaptive = tuple(
+      settings.learning_rate(name)[0] if eta is None else eta
+      for name, eta in zip(ADAPTIVE, results["chosen_adaptive_learning_rates"]))
   return dataclasses.replace(settings,
                              sgd_learning_rate=sgd_eta,
                              sgd_lr_decay=sgd_gamma,
@@ -284,8 +372,7 @@ def tuned_settings(settings, results):
                              amplitude=amplitude,
                              decay=decay,
                              utility_at=utility_at,
-                             adaptive_learning_rates=tuple(
-                                 results["chosen_adaptive_learning_rates"]),
+                             adaptive_learning_rates=adaptive,
                              **baselines)
 
 
@@ -315,7 +402,7 @@ def _stage1(options, seeds, base, train, results):
   """Step sizes of the uniform algorithms and the baselines; {algorithm:
   ((eta, gamma, schedule), runs at those)}."""
   stage1 = {}
-  for algorithm in STAGE1:
+  for algorithm in stage1_algorithms(options):
     sampling, utility, rule = presets.RUNS[algorithm]
     # Uniform runs keep the directories of the tuning before the baselines.
     prefix = rule if sampling == "uniform" else algorithm
@@ -354,23 +441,30 @@ def _stage1(options, seeds, base, train, results):
           "final": scores[:, 1].tolist()
       }
     results["step_sizes"] += rows.values()
-    best = max(rows.items(), key=lambda item: np.mean(item[1]["auc"]))[0]
+    best = max(rows.items(), key=lambda item: _score(options, item[1]))[0]
     winners[algorithm] = (best, grid[best])
+  uniform = [name for name in winners if name not in ALTERNATIVES]
+  alternatives = [name for name in winners if name in ALTERNATIVES]
   results["chosen_step_sizes"] = {
-      presets.RUNS[name][2]: list(winners[name][0][:2]) for name in STAGE1[:2]
+      presets.RUNS[name][2]: list(winners[name][0][:2]) for name in uniform
   }
   results["chosen_baseline_step_sizes"] = {
-      name: list(winners[name][0][:2]) for name in ALTERNATIVES
+      name: list(winners[name][0][:2]) for name in alternatives
   }
   results["chosen_lr_schedules"] = {
       **{
-          presets.RUNS[name][2]: winners[name][0][2] for name in STAGE1[:2]
+          presets.RUNS[name][2]: winners[name][0][2] for name in uniform
       },
       **{
-          name: winners[name][0][2] for name in ALTERNATIVES
+          name: winners[name][0][2] for name in alternatives
       }
   }
-  return {presets.RUNS[name][2]: winners[name] for name in STAGE1[:2]}
+  return {presets.RUNS[name][2]: winners[name] for name in uniform}
+
+
+def _score(options, row):
+  """A stage 1 or 3 row's mean validation accuracy by options.score."""
+  return np.mean(row["auc" if options.score == "time_averaged" else "final"])
 
 
 def names(values):
@@ -393,7 +487,7 @@ def _stage2(options, seeds, base, train, results, uniform):
   for amplitude in floats(options.amplitudes):
     for decay in floats(options.decays):
       for utility_at in names(options.utilities_at):
-        for algorithm in ADAPTIVE:
+        for algorithm in adaptive_algorithms(options):
           step_size = uniform[presets.ALGORITHMS[algorithm][2]][0]
           stage2[(amplitude, decay, utility_at, algorithm)] = [
               _adaptive_run(
@@ -432,7 +526,7 @@ def _stage3(options, base, train, results, uniform, stage2):
   and utility option."""
   amplitude, decay, utility_at = chosen(results)
   grid, new_runs = {}, []
-  for algorithm in ADAPTIVE:
+  for algorithm in adaptive_algorithms(options):
     (eta, gamma, schedule), _ = uniform[presets.ALGORITHMS[algorithm][2]]
     grid[(algorithm, eta)] = stage2[(amplitude, decay, utility_at, algorithm)]
     for factor in floats(options.adaptive_lr_factors):
@@ -446,18 +540,25 @@ def _stage3(options, base, train, results, uniform, stage2):
       ]
       new_runs += grid[(algorithm, eta * factor)]
   train("stage 3, adaptive step sizes", new_runs)
+  grid_algorithms = {algorithm for algorithm, _ in grid}
   results["stage3_setting"] = [amplitude, decay, utility_at]
   results["recommended"] = recommended(results)
-  results["adaptive_step_sizes"] = [{
-      "algorithm": algorithm,
-      "eta": eta,
-      "auc": [_scores(run)[0] for run in runs]
-  } for (algorithm, eta), runs in grid.items()]
+  results["adaptive_step_sizes"] = []
+  for (algorithm, eta), runs in grid.items():
+    scores = np.array([_scores(run)[:2] for run in runs])
+    results["adaptive_step_sizes"].append({
+        "algorithm": algorithm,
+        "eta": eta,
+        "auc": scores[:, 0].tolist(),
+        "final": scores[:, 1].tolist()
+    })
+  # None for an algorithm the tuning left out (--adaptive).
   results["chosen_adaptive_learning_rates"] = [
       max((row
            for row in results["adaptive_step_sizes"]
            if row["algorithm"] == algorithm),
-          key=lambda row: np.mean(row["auc"]))["eta"]
+          key=lambda row: _score(options, row))["eta"]
+      if algorithm in grid_algorithms else None
       for algorithm in ADAPTIVE
   ]
 
@@ -504,7 +605,7 @@ def chosen(results):
 
   A setting's gain is, per tuning seed, the time-averaged validation
   accuracy of each adaptive algorithm minus that of its uniform counterpart
-  (same seed, the same budget of example passes), averaged over the four
+  (same seed, the same budget of example passes), averaged over the
   algorithms. Settings where an algorithm is worse than uniform at 95%
   confidence (time-averaged or final) are set aside, unless every setting
   is. Of the others the one with the highest mean gain over the seeds is
@@ -561,6 +662,15 @@ def markdown(results, command):
   """The tuning report as markdown."""
   options, settings = results["options"], results["settings"]
   seeds = [int(s) for s in floats(options["seeds"])]
+  # Options a tuning before them did not record: their defaults.
+  held_out = (
+      f" holds out the same {options['validation_size']:g} training examples,"
+      " the trainer's fixed validation split (the one the study's runs hold "
+      "out)" if options.get("fixed_validation") else
+      f" holds out {options['validation_size']:g} random training examples "
+      "(drawn with that seed)")
+  score = ("the final validation accuracy" if options.get("score") == "final"
+           else "the time-averaged validation accuracy")
   lines = [
       f"# Tuning on {options['dataset']} ({options['model']}): validation "
       "splits of the training data",
@@ -568,13 +678,13 @@ def markdown(results, command):
       f"Produced by `{command}`.",
       "",
       f"Each of the {len(seeds)} tuning seeds ({', '.join(map(str, seeds))})"
-      f" holds out {options['validation_size']:g} random training examples "
-      "(drawn with that seed), trains on the rest and measures accuracy on "
+      f"{held_out}, trains on the rest and measures accuracy on "
       "the held-out ones; the test split is not read. Runs of "
       f"{settings['steps']} steps of batch {settings['batch_size']}, "
       f"evaluated every {settings['eval_interval']} steps. 'time-averaged' "
       "is the area under the validation-accuracy curve divided by its "
-      "length (it rewards learning early as well as ending high).",
+      "length (it rewards learning early as well as ending high). Step "
+      f"sizes are ranked by {score}.",
       "",
       "## Stage 1: step sizes (uniform sampling and the baselines)",
       "",
@@ -652,7 +762,7 @@ def _choice_lines(results):
       "## Choice",
       "",
       "Per seed, the Δ time-averaged validation accuracy averaged over the "
-      "four adaptive algorithms; its mean and standard error (SE) over the "
+      "adaptive algorithms tuned; its mean and standard error (SE) over the "
       "seeds. Rule (`tuning.chosen`), fixed before the runs: among the "
       "settings with no algorithm worse than uniform at 95% (time-averaged "
       "or final), the smallest amplitude whose mean is within one SE of the "
@@ -706,15 +816,21 @@ def _stage3_lines(results):
       "## Stage 3: each adaptive algorithm's step size",
       "",
       f"At {_setting_text(setting)} (stage 2's choice); "
-      "time-averaged validation accuracy, mean ± std over the stage-2 seeds; "
+      "validation accuracy, mean ± std over the stage-2 seeds; "
       "the winner of each algorithm in bold.",
       "",
-      "| algorithm | step size | validation accuracy, time-averaged |",
-      "|---|---|---|",
+      "| algorithm | step size | validation accuracy, time-averaged | "
+      "final validation accuracy |",
+      "|---|---|---|---|",
   ]
   chosen_etas = dict(zip(ADAPTIVE, results["chosen_adaptive_learning_rates"]))
   for row in results["adaptive_step_sizes"]:
-    cells = [row["algorithm"], f"{row['eta']:g}", text.mean_std(row["auc"])]
+    # A tuning before stage 3 recorded the final accuracy did not rank by it.
+    final = text.mean_std(row["final"]) if "final" in row else "–"
+    cells = [
+        row["algorithm"], f"{row['eta']:g}",
+        text.mean_std(row["auc"]), final
+    ]
     if chosen_etas[row["algorithm"]] == row["eta"]:
       cells = [f"**{cell}**" for cell in cells]
     lines.append("| " + " | ".join(cells) + " |")
@@ -751,11 +867,7 @@ def main():
   except KeyboardInterrupt:
     flags_lib.interrupted(PROGRAM, pool.INTERRUPTED)
   command = " ".join(["python -m tf_adasamp.experiment.tuning", *sys.argv[1:]])
-  os.makedirs(os.path.dirname(os.path.abspath(options.report)), exist_ok=True)
-  with open(options.report, "w") as f:
-    f.write(markdown(results, command))
-  with open(os.path.splitext(options.report)[0] + ".json", "w") as f:
-    json.dump(results, f, indent=1)
+  write(results, options.report, command)
   print(f"wrote {options.report}")
 
 

@@ -17,7 +17,6 @@ where it stopped when run again; finished runs are only reported again.
 
 import dataclasses
 import os
-import platform
 import sys
 
 from absl import flags
@@ -56,21 +55,6 @@ def define_flags():
   flags_lib.define(Options)
 
 
-def _machine():
-  """The CPU the runs train on, as /proc/cpuinfo names it."""
-  try:
-    with open("/proc/cpuinfo") as f:
-      names = [
-          line.split(":", 1)[1].strip()
-          for line in f
-          if line.startswith("model name")
-      ]
-  except OSError:
-    names = []
-  cpu = names[0] if names else platform.processor() or "an unnamed CPU"
-  return f"{cpu} ({os.cpu_count()} logical cores)"
-
-
 def main():
   if not FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)
@@ -102,7 +86,7 @@ def main():
              f"{','.join(f'{a:g}' for a in amplitudes)}")
   title = f"{DATASET} ({MODEL}), one run at a time"
   run_files.write_atomically(
-      report, timing.markdown(runs, settings, title, command, _machine()))
+      report, timing.markdown(runs, settings, title, command, timing.machine()))
   print(f"wrote {report}")
   figure = timing.heldout_figure(runs, settings,
                                  os.path.dirname(report) or ".", title)

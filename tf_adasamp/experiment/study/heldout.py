@@ -6,7 +6,9 @@ reshuffling (Shuffle-SGD, what `tf.data`'s shuffle gives) for the SGD
 variants, Unif-AdaGrad for the AdaGrad ones (no reshuffling AdaGrad runs).
 Held-out means the test split, read at every evaluation; where the runs
 also record a validation split carved from the training images, it picks
-the stopping point (`stopped`).
+the stopping point (`stopped`), and a regime that keeps its test split for
+the final report alone reads every other measure on it (`split`
+"validation").
 
   anytime   held-out accuracy and loss against example passes and steps
             (summary.md) or training seconds (wall_time.md, each run
@@ -96,16 +98,16 @@ class Budget:
   loss: verdicts.Test
 
 
-def at_budget(curve, baseline, fractions=BUDGET_FRACTIONS):
+def at_budget(curve, baseline, fractions=BUDGET_FRACTIONS, split="test"):
   """[Budget]: at each fraction f of the baseline's final example passes
-  in each trial, each run's held-out accuracy and loss at f of that many of
-  its own passes, variant minus baseline (trials where the variant's run
-  reaches that many passes)."""
+  in each trial, each run's accuracy and loss on `split` ("test" or
+  "validation") at f of that many of its own passes, variant minus
+  baseline (trials where the variant's run reaches that many passes)."""
   budget = passes(baseline)[:, -1]
   result = []
   for fraction in fractions:
     tests = []
-    for metric in ("test_accuracy", "test_loss"):
+    for metric in (f"{split}_accuracy", f"{split}_loss"):
       ours = _at(passes(curve), curve[metric], fraction * budget)
       theirs = _at(passes(baseline), baseline[metric], fraction * budget)
       keep = np.isfinite(ours)
@@ -153,18 +155,18 @@ def _rung(label, curve, baseline, metric, goals, lower_is_better):
               targets.paired_ratio(*cost(lambda c: c["train_seconds"])))
 
 
-def ladder(curve, baseline, fractions=LADDER):
-  """[Rung]: to each fraction of the baseline's best smoothed held-out
-  accuracy in the same trial, then to its final smoothed held-out
-  accuracy."""
-  accuracy = smoothed(baseline["test_accuracy"])
+def ladder(curve, baseline, fractions=LADDER, split="test"):
+  """[Rung]: to each fraction of the baseline's best smoothed accuracy on
+  `split` ("test" or "validation") in the same trial, then to its final
+  smoothed accuracy there."""
+  metric = f"{split}_accuracy"
+  accuracy = smoothed(baseline[metric])
   rungs = [
-      _rung(f"{100 * f:g}% of the best", curve, baseline, "test_accuracy",
+      _rung(f"{100 * f:g}% of the best", curve, baseline, metric,
             f * accuracy.max(axis=1), False) for f in fractions
   ]
   return rungs + [
-      _rung("the final", curve, baseline, "test_accuracy", accuracy[:, -1],
-            False)
+      _rung("the final", curve, baseline, metric, accuracy[:, -1], False)
   ]
 
 
@@ -245,9 +247,11 @@ class Row:
   final_loss: verdicts.Test
 
 
-def rows(curves, compared, collapsed=lambda curve: False):
+def rows(curves, compared, collapsed=lambda curve: False, split="test"):
   """[Row] of each (name, curves, algorithm) of `compared` against its
-  baseline's curves in `curves`."""
+  baseline's curves in `curves`: the budget and the ladder on `split`
+  ("test", or "validation" where the test split is for the final
+  accuracy and loss alone)."""
   result = []
   for name, curve, algorithm in compared:
     baseline = baseline_of(algorithm, curves)
@@ -256,8 +260,8 @@ def rows(curves, compared, collapsed=lambda curve: False):
         Row(name=name,
             baseline=baseline,
             collapsed=collapsed(curve),
-            budget=at_budget(curve, theirs),
-            ladder=ladder(curve, theirs),
+            budget=at_budget(curve, theirs, split=split),
+            ladder=ladder(curve, theirs, split=split),
             training=training_ladder(curve, theirs),
             stopped=stopped(curve, theirs),
             final_accuracy=verdicts.paired_test(curve["test_accuracy"][:, -1] -
@@ -282,6 +286,21 @@ CLOCKS = {
 }
 
 
+def shortfalls(row, clock="passes"):
+  """Why `row` misses the GOAL in `clock` (a Rung's field), as phrases;
+  none where it meets it: the baseline's final held-out accuracy reached
+  in at most GOAL of the baseline's cost (the geometric mean over the
+  trials where both runs reach it, of which there is at least one), and a
+  final test accuracy whose interval reaches 0 or above."""
+  final = getattr(row.ladder[-1], clock)
+  short = []
+  if not (final.reached and final.geometric_mean <= GOAL):
+    short.append(f"it needs more than {GOAL:g}x the {CLOCKS[clock]}")
+  if row.final_accuracy.high < 0:
+    short.append("its final test accuracy is lower")
+  return short
+
+
 def answer_lines(row,
                  trials,
                  label="Held-out answer",
@@ -295,11 +314,7 @@ def answer_lines(row,
   noun = CLOCKS[clock]
   final = getattr(row.ladder[-1], clock)
   quarter = next(b for b in row.budget if b.fraction == 0.25)
-  short = []
-  if not (final.reached and final.geometric_mean <= GOAL):
-    short.append(f"it needs more than {GOAL:g}x the {noun}")
-  if row.final_accuracy.high < 0:
-    short.append("its final test accuracy is lower")
+  short = shortfalls(row, clock)
   return [
       f"**{label}** for the setting chosen on validation splits before "
       f"these runs, {row.name} ({where}): to {row.baseline}'s final "
@@ -353,11 +368,22 @@ def lines(curves, sweep, settings, trials, collapsed=lambda curve: False):
   ]
   if chosen is not None:
     result += answer_lines(chosen, trials)
+  return result + tables(table)
+
+
+def tables(table, noun="held-out"):
+  """The tables of the measures of `table` ([Row]), each variant against
+  its baseline: accuracy and loss at fractions of the budget, example
+  passes and steps to each rung of the ladder, stopping on validation
+  (where the runs record a validation split) and the training-loss
+  ladder; `noun` names the split that the budget and the ladder read
+  ("held-out" for the test split)."""
+  result = []
   marked = [(row, row.name + (" (collapsed)" if row.collapsed else ""))
             for row in table]
   result += _table(
-      "Held-out accuracy at a fraction of the baseline's budget (its final "
-      "example passes), variant minus baseline",
+      f"{noun.capitalize()} accuracy at a fraction of the baseline's budget "
+      "(its final example passes), variant minus baseline",
       [f"{100 * b.fraction:g}%" for b in table[0].budget], [
           f"| {name} | {row.baseline} | " +
           " | ".join(text.interval_text(b.accuracy)
@@ -365,16 +391,17 @@ def lines(curves, sweep, settings, trials, collapsed=lambda curve: False):
           for row, name in marked
       ])
   result += _table(
-      "Held-out loss at a fraction of the baseline's budget, variant minus "
-      "baseline", [f"{100 * b.fraction:g}%" for b in table[0].budget], [
+      f"{noun.capitalize()} loss at a fraction of the baseline's budget, "
+      "variant minus baseline",
+      [f"{100 * b.fraction:g}%" for b in table[0].budget], [
           f"| {name} | {row.baseline} | " +
           " | ".join(text.interval_text(b.loss)
                      for b in row.budget) + " |"
           for row, name in marked
       ])
-  for clock, noun in (("passes", "example passes"), ("steps", "steps")):
+  for clock, unit in (("passes", "example passes"), ("steps", "steps")):
     result += _table(
-        f"{noun.capitalize()} to a held-out accuracy target (a fraction of "
+        f"{unit.capitalize()} to a {noun} accuracy target (a fraction of "
         "the baseline's best in the same trial, or its final), as a ratio "
         "to the baseline's", [rung.label for rung in table[0].ladder], [
             f"| {name} | {row.baseline} | " + " | ".join(

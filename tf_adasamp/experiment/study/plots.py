@@ -227,7 +227,8 @@ def heldout_figure(lines,
                    out_dir,
                    title="",
                    clocks=PASSES_AND_STEPS,
-                   name=HELDOUT_FIGURE):
+                   name=HELDOUT_FIGURE,
+                   split="test"):
   """Writes the held-out figure `name` to `out_dir`: held-out accuracy and
   loss against each of `clocks`, mean +- std over trials, each run's curve
   read at a common grid up to the shortest run's end; returns its path.
@@ -239,15 +240,17 @@ def heldout_figure(lines,
     title: the figure's title.
     clocks: (curves' key, axis label) of each column.
     name: the file's name.
+    split: the held-out split drawn, "test" or "validation".
   """
+  noun = "held-out" if split == "test" else split
   fig, axes = plt.subplots(2,
                            len(clocks),
                            figsize=(6.5 * len(clocks), 9),
                            squeeze=False,
                            constrained_layout=True)
-  for row, (metric, name_text) in enumerate([("test_accuracy",
-                                              "held-out accuracy"),
-                                             ("test_loss", "held-out loss")]):
+  for row, (metric,
+            name_text) in enumerate([(f"{split}_accuracy", f"{noun} accuracy"),
+                                     (f"{split}_loss", f"{noun} loss")]):
     for column, (clock, clock_name) in enumerate(clocks):
       ax = axes[row, column]
       for number, (label, curve) in enumerate(lines):
@@ -269,7 +272,7 @@ def heldout_figure(lines,
       ax.set_xlabel(clock_name)
       ax.set_ylabel(name_text)
       ax.grid(True, alpha=0.3)
-      if metric == "test_loss":
+      if metric.endswith("_loss"):
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
         ax.yaxis.set_minor_formatter(ticker.FormatStrFormatter("%g"))

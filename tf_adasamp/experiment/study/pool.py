@@ -35,16 +35,19 @@ _worker_data = None
 RUNS_PER_WORKER = 8
 
 
-def run_all(runs, data, progress=False, workers=1):
+def run_all(runs, data, progress=False, workers=1, spawn=False):
   """Trains every unfinished run; prints a line per run.
 
   Args:
     runs: study.Runs.
     data: the datasets.Dataset every run trains on, or a function of a Run
-      returning its Dataset (picklable where workers > 1).
+      returning its Dataset (picklable where workers > 1 or `spawn`).
     progress: show a progress bar per run (workers == 1 only).
     workers: processes that train the runs, each with one TensorFlow
-      thread; 1 trains them in this process.
+      thread; 1 trains them in this process, unless `spawn`.
+    spawn: train in worker processes even where `workers` is 1, each
+      replaced after RUNS_PER_WORKER runs: a long pass of runs one at a
+      time then does not hold every finished run's memory.
 
   Raises:
     ValueError: `workers` is not a positive int.
@@ -63,11 +66,12 @@ def run_all(runs, data, progress=False, workers=1):
       print(f"{label}: finished before, skipped", flush=True)
     else:
       labelled.append((label, run))
-  if workers == 1 or len(labelled) <= 1:
+  if not spawn and (workers == 1 or len(labelled) <= 1):
     for label, run in labelled:
       print(_train(label, run, data, progress), flush=True)
     return
-  _train_in_pool(labelled, data, min(workers, len(labelled)))
+  if labelled:
+    _train_in_pool(labelled, data, min(workers, len(labelled)))
 
 
 def remove_stale_temporaries(runs):

@@ -238,6 +238,27 @@ PRESETS = {
                  adaptive_learning_rates=(0.3, 0.3, 0.1, 0.1),
                  baseline_learning_rates=(0.3, 0.3),
                  baseline_lr_decays=(0.001, 0.001)),
+    # The budget-limited regime (study.budget): the MLP on the 50,000
+    # training images left beside the fixed validation split, 1500 steps,
+    # 3 epochs, where uniform sampling's validation accuracy still rises;
+    # evaluated every 100 steps and at 50, 25 and 12. The step sizes,
+    # schedules, amplitude and decay are starting points that the regime's
+    # own tuning (`budget_study --stage=tuning`, on the fixed validation
+    # split) replaces; it tries sweep_amplitudes. Every adaptive run takes
+    # its utility from the step's own logits (utility at 'step').
+    ("fashion_mnist", "mlp"):
+        Settings(steps=1500,
+                 eval_interval=100,
+                 early_evaluations=3,
+                 sgd_learning_rate=0.3,
+                 sgd_lr_decay=0.001,
+                 adagrad_learning_rate=0.1,
+                 amplitude=0.3,
+                 decay=0.5,
+                 utility_at="step",
+                 train_accuracy_target=0.9,
+                 test_accuracy_target=0.85,
+                 sweep_amplitudes=(0.1, 0.3, 1.0, 3.0)),
     # The paper's CNN on all 60000 training images: 12000 steps, 20 epochs,
     # an evaluation each epoch and four in the first (held-out accuracy
     # climbs most of the way there); on a GPU

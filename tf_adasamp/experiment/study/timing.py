@@ -13,6 +13,8 @@ trial as `targets` pairs steps.
 """
 
 import dataclasses
+import os
+import platform
 
 import numpy as np
 
@@ -23,6 +25,22 @@ from tf_adasamp.experiment.study import presets
 from tf_adasamp.experiment.study import report
 from tf_adasamp.experiment.study import text
 from tf_adasamp.experiment.study import targets
+
+
+def machine():
+  """The CPU the runs train on, as /proc/cpuinfo names it, and its logical
+  cores."""
+  try:
+    with open("/proc/cpuinfo") as f:
+      names = [
+          line.split(":", 1)[1].strip()
+          for line in f
+          if line.startswith("model name")
+      ]
+  except OSError:
+    names = []
+  cpu = names[0] if names else platform.processor() or "an unnamed CPU"
+  return f"{cpu} ({os.cpu_count()} logical cores)"
 
 
 def plan(settings, amplitudes, trials, output_dir, dataset, model):

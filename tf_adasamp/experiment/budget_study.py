@@ -1,0 +1,190 @@
+"""The budget-limited regime: all of Fashion-MNIST for a few epochs, the
+field's mechanisms against random reshuffling, with clean labels and with
+20% of them flipped (tf_adasamp.experiment.study.budget).
+
+  --stage=tuning     chooses the step sizes, schedules and amplitude on the
+                     fixed validation split with tuning seeds, by the rule
+                     of budget.SCALES (tf_adasamp.experiment.tuning), and
+                     writes tuning.md and tuning.json to --report_dir
+  --stage=study      trains the runs, --workers at a time, with
+                     tuning.json's settings, then writes summary.md and the
+                     validation-curve figures
+  --stage=wall_time  trains the first --wall_time_trials trials' runs again,
+                     one at a time, and writes wall_time.md and
+                     heldout_seconds.png
+  --stage=all        the three in turn (`make budget-study`)
+
+  python -m tf_adasamp.experiment.budget_study \\
+      --output_dir=runs/fashion_mnist_budget \\
+      --report_dir=docs/experiment/fashion_mnist_budget
+
+Nothing else should run on the machine during the wall-time pass.
+Deterministic; interrupted, it resumes where it stopped when run again.
+"""
+
+import dataclasses
+import json
+import os
+import sys
+
+from absl import flags
+from absl import logging
+
+from tf_adasamp import _validation
+from tf_adasamp.experiment import flags as flags_lib
+from tf_adasamp.experiment import tuning
+from tf_adasamp.experiment.flags import option
+from tf_adasamp.experiment.study import budget
+from tf_adasamp.experiment.study import pool
+from tf_adasamp.experiment.study import timing
+from tf_adasamp.experiment.training import datasets
+from tf_adasamp.experiment.training import run_files
+
+PROGRAM = "tf-adasamp-budget-study"
+FLAGS = flags.FLAGS
+STAGES = ("all", "tuning", "study", "wall_time")
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+  """What to run, how big, and where the runs and the reports go."""
+  stage: str = option("all",
+                      "tuning, study, wall_time, or all three in turn.",
+                      choices=STAGES)
+  scale: str = option("full", "full: the regime; smoke: the same path at toy "
+                      "size.",
+                      choices=tuple(budget.SCALES))
+  trials: int | None = option(
+      None, "Reporting trials (seeds 0..trials-1; "
+      "default: the scale's).")
+  wall_time_trials: int | None = option(
+      None, "Trials of the one-at-a-time "
+      "pass, its first ones (default: the scale's).")
+  output_dir: str = option(f"runs/{budget.REGIME}", "Directory of the runs.")
+  report_dir: str | None = option(
+      None, "Directory of summary.md, wall_time.md, "
+      "tuning.md and tuning.json and the figures (default "
+      "<output_dir>/report).")
+  workers: int = option(
+      2, "Worker processes that train the tuning's and the "
+      "study's runs, each with one TensorFlow thread.")
+
+
+def define_flags():
+  flags_lib.define(Options)
+
+
+def _checked(options):
+  """(trials, wall-time trials) of `options`; ValueError naming a bad
+  one."""
+  _validation.positive_int(options.workers, "workers")
+  spec = budget.SCALES[options.scale]
+  trials = spec.trials if options.trials is None else options.trials
+  wall = (spec.wall_time_trials
+          if options.wall_time_trials is None else options.wall_time_trials)
+  _validation.positive_int(trials, "trials")
+  _validation.positive_int(wall, "wall_time_trials")
+  return trials, wall
+
+
+def _command(options):
+  """The command that reproduces the reports, as they name it: the flags
+  that change them (not --stage or --workers), where not the defaults."""
+  defaults = Options()
+  fields = ("scale", "trials", "wall_time_trials", "output_dir", "report_dir")
+  changed = [
+      f"--{field}={getattr(options, field)}" for field in fields
+      if getattr(options, field) != getattr(defaults, field)
+  ]
+  return " ".join(["python -m tf_adasamp.experiment.budget_study", *changed])
+
+
+def _study(options, settings, trials, data, report_dir, command):
+  """Trains the study's runs; writes summary.md and the figures."""
+  spec = budget.SCALES[options.scale]
+  runs = budget.plan(settings, trials, os.path.join(options.output_dir, "runs"),
+                     options.scale)
+  pool.run_all(runs, data, workers=options.workers, spawn=spec.spawn)
+  num_train = data.num_train - spec.validation_size
+  collected = budget.collect(runs, num_train)
+  seeds = [int(seed) for seed in tuning.floats(dict(spec.tuning)["seeds"])]
+  summary = os.path.join(report_dir, "summary.md")
+  run_files.write_atomically(
+      summary,
+      budget.summary_markdown(collected, settings, options.scale, num_train,
+                              trials, seeds, command))
+  print(f"wrote {summary}")
+  for path in budget.figures(collected, report_dir):
+    print(f"wrote {path}")
+
+
+def _wall_time(options, settings, trials, data, report_dir, command):
+  """Trains the first `trials` trials' runs again, one at a time; writes
+  wall_time.md and its figure."""
+  spec = budget.SCALES[options.scale]
+  runs = budget.plan(settings, trials,
+                     os.path.join(options.output_dir, "wall_time"),
+                     options.scale)
+  pool.run_all(runs, data, workers=1, spawn=spec.spawn)
+  collected = budget.collect(runs, data.num_train - spec.validation_size)
+  wall_time = os.path.join(report_dir, "wall_time.md")
+  run_files.write_atomically(
+      wall_time,
+      budget.wall_time_markdown(collected, trials, command, timing.machine()))
+  print(f"wrote {wall_time}")
+  print(f"wrote {budget.seconds_figure(collected, report_dir)}")
+
+
+def main():
+  if not FLAGS["verbosity"].present:
+    logging.set_verbosity(logging.WARNING)
+  options = flags_lib.parse(PROGRAM, Options)
+  report_dir = options.report_dir or os.path.join(options.output_dir, "report")
+  command = _command(options)
+  tuned_path = os.path.join(report_dir, "tuning.json")
+  try:
+    trials, wall_trials = _checked(options)
+    settings = budget.settings_for(options.scale)
+    tuning_options = tuning.Options(**budget.tuning_fields(
+        options.scale, settings),
+                                    output_dir=os.path.join(
+                                        options.output_dir, "tuning"),
+                                    report=os.path.join(report_dir,
+                                                        "tuning.md"),
+                                    workers=options.workers)
+    if options.stage in ("study",
+                         "wall_time") and not os.path.exists(tuned_path):
+      raise ValueError(f"{tuned_path} does not exist: run --stage=tuning "
+                       "first")
+    run_files.ensure_writable_dir(options.output_dir, "output_dir")
+    run_files.ensure_writable_dir(report_dir, "report_dir")
+    data = budget.load_data(options.scale)
+    # One thread, as each worker of the pool: a tuning of one worker
+    # trains here.
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    if options.stage in ("tuning", "all"):
+      tuning.write(tuning.tune(tuning_options, data, settings),
+                   tuning_options.report, command)
+      print(f"wrote {tuning_options.report}")
+    with open(tuned_path) as f:
+      settings = tuning.tuned_settings(settings, json.load(f))
+    if options.stage in ("study", "all"):
+      _study(options, settings, trials, data, report_dir, command)
+    if options.stage in ("wall_time", "all"):
+      _wall_time(options, settings, wall_trials, data, report_dir, command)
+  except (TypeError, ValueError, RuntimeError, OSError,
+          datasets.DatasetUnavailableError) as error:
+    sys.exit(f"{PROGRAM}: {error}")
+  except KeyboardInterrupt:
+    flags_lib.interrupted(PROGRAM, pool.INTERRUPTED)
+
+
+def run():
+  """Console-script entry point (tf-adasamp-budget-study)."""
+  flags_lib.run(PROGRAM, define_flags, main)
+
+
+if __name__ == "__main__":
+  run()
