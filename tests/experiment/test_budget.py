@@ -152,8 +152,9 @@ def test_each_mechanism_is_answered_against_shuffle(speed, test_gap, verdict):
   assert set(rows) == set(budget.VARIANTS) - {"Shuffle-SGD"}
   assert {row.baseline for row in rows.values()} == {"Shuffle-SGD"}
   assert budget.verdict(rows[name], "passes") == verdict
+  # As fast as reshuffling: some trials never reach its final accuracy.
   assert budget.verdict(rows["Algorithm 1"],
-                        "passes").startswith("not met (it needs more")
+                        "passes").startswith("not met (it never reaches it")
 
 
 def test_the_answer_reads_the_validation_split_and_the_final_test_accuracy():

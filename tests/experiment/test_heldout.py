@@ -210,3 +210,18 @@ def test_pooling_joins_the_trials_and_keeps_the_evaluations():
   both = heldout.pooled(one, two)
   assert both["test_accuracy"].shape == (7, len(STEPS))
   np.testing.assert_array_equal(both["step"], STEPS)
+
+
+def test_the_goal_needs_the_target_reached_in_every_trial():
+  curves, sweep = study(2.0)
+  adaptive = sweep["curves"][1]
+  # Two trials plateau a point below: they never reach reshuffling's final
+  # held-out accuracy, however fast the others do.
+  adaptive["test_accuracy"][:2] = adaptive["test_accuracy"][:2] - 0.01
+  row = heldout.rows(
+      curves, [("AdaSamp-01-SGD, amplitude 1", adaptive, "AdaSamp-01-SGD")])[0]
+  assert heldout.shortfalls(row)[0] == "it never reaches it in 2 of 6 trials"
+  row = heldout.rows(curves,
+                     [("AdaSamp-01-SGD, amplitude 1",
+                       study(2.0)[1]["curves"][1], "AdaSamp-01-SGD")])[0]
+  assert not heldout.shortfalls(row)

@@ -289,12 +289,15 @@ CLOCKS = {
 def shortfalls(row, clock="passes"):
   """Why `row` misses the GOAL in `clock` (a Rung's field), as phrases;
   none where it meets it: the baseline's final held-out accuracy reached
-  in at most GOAL of the baseline's cost (the geometric mean over the
-  trials where both runs reach it, of which there is at least one), and a
-  final test accuracy whose interval reaches 0 or above."""
+  in every trial, in at most GOAL of the baseline's cost (the geometric
+  mean over the trials), and a final test accuracy whose interval reaches 0
+  or above."""
   final = getattr(row.ladder[-1], clock)
   short = []
-  if not (final.reached and final.geometric_mean <= GOAL):
+  if final.adaptive_never:
+    short.append(f"it never reaches it in {final.adaptive_never} of "
+                 f"{final.reached + final.adaptive_never} trials")
+  elif not (final.reached and final.geometric_mean <= GOAL):
     short.append(f"it needs more than {GOAL:g}x the {CLOCKS[clock]}")
   if row.final_accuracy.high < 0:
     short.append("its final test accuracy is lower")
