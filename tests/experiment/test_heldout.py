@@ -8,6 +8,7 @@ import pytest
 
 from tf_adasamp.experiment.study import heldout
 from tf_adasamp.experiment.study import presets
+from tf_adasamp.experiment.study import report
 from tf_adasamp.experiment.study import timing
 
 STEPS = np.arange(0, 1001, 50)
@@ -225,3 +226,15 @@ def test_the_goal_needs_the_target_reached_in_every_trial():
                      [("AdaSamp-01-SGD, amplitude 1",
                        study(2.0)[1]["curves"][1], "AdaSamp-01-SGD")])[0]
   assert not heldout.shortfalls(row)
+
+
+@pytest.mark.parametrize("tuning, chosen_by", [
+    ("Tuning: Cross-validated as the paper says.", heldout.TUNED),
+    ("Tuning: none; the preset's starting values.", heldout.UNTUNED),
+    ("Tuning: Step sizes by hand.", heldout.UNTUNED),
+])
+def test_the_answer_says_how_its_setting_was_chosen(tuning, chosen_by):
+  curves, sweep = study(2.0)
+  summary = report.summary_markdown(curves, sweep, SETTINGS, 6, "t", "cmd",
+                                    [tuning])
+  assert f"**Held-out answer** for {chosen_by}, AdaSamp-01-SGD" in summary

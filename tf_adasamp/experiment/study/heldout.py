@@ -304,23 +304,30 @@ def shortfalls(row, clock="passes"):
   return short
 
 
+TUNED = "the setting chosen on validation splits before these runs"
+UNTUNED = "the preset's setting (not tuned on validation splits)"
+
+
 def answer_lines(row,
                  trials,
                  label="Held-out answer",
                  where=None,
-                 clock="passes"):
-  """The summary's opening paragraph: the chosen setting's held-out answer
-  against its baseline, in `clock` (a Rung's field), then its training-loss
-  answer beside it; `where` says which trials (default: trials 0 to
-  `trials` - 1)."""
-  where = where or f"trials 0-{trials - 1}, seeds the tuning never saw"
+                 clock="passes",
+                 chosen_by=TUNED):
+  """The summary's opening paragraph: the preset's setting's held-out
+  answer against its baseline, in `clock` (a Rung's field), then its
+  training-loss answer beside it; `where` says which trials (default:
+  trials 0 to `trials` - 1), `chosen_by` how the setting was chosen (TUNED
+  or UNTUNED)."""
+  where = where or (f"trials 0-{trials - 1}, seeds the tuning never saw"
+                    if chosen_by == TUNED else f"trials 0-{trials - 1}")
   noun = CLOCKS[clock]
   final = getattr(row.ladder[-1], clock)
   quarter = next(b for b in row.budget if b.fraction == 0.25)
   short = shortfalls(row, clock)
   return [
-      f"**{label}** for the setting chosen on validation splits before "
-      f"these runs, {row.name} ({where}): to {row.baseline}'s final "
+      f"**{label}** for {chosen_by}, {row.name} ({where}): to "
+      f"{row.baseline}'s final "
       f"held-out accuracy it takes {text.ratio_text(final)} of "
       f"{row.baseline}'s {noun} ({text.ratio_text(row.ladder[-1].steps)} of "
       f"its steps); its final test accuracy minus {row.baseline}'s: "
@@ -345,9 +352,15 @@ def _table(title, columns, body):
   ]
 
 
-def lines(curves, sweep, settings, trials, collapsed=lambda curve: False):
-  """The summary's held-out section: the answer for the chosen setting,
-  then each variant's measures against its baseline."""
+def lines(curves,
+          sweep,
+          settings,
+          trials,
+          collapsed=lambda curve: False,
+          chosen_by=TUNED):
+  """The summary's held-out section: the answer for the preset's setting
+  (chosen as `chosen_by` says), then each variant's measures against its
+  baseline."""
   table = rows(curves, variants(curves, sweep, settings), collapsed)
   by_name = {row.name: row for row in table}
   chosen = by_name.get(chosen_name(sweep, settings))
@@ -370,7 +383,7 @@ def lines(curves, sweep, settings, trials, collapsed=lambda curve: False):
       "",
   ]
   if chosen is not None:
-    result += answer_lines(chosen, trials)
+    result += answer_lines(chosen, trials, chosen_by=chosen_by)
   return result + tables(table)
 
 

@@ -414,8 +414,11 @@ def summary_markdown(curves,
       "",
       f"Produced by `{command}`.",
       "",
-      *heldout.lines(curves, sweep, settings, trials,
-                     collapse_test(num_classes)),
+      *heldout.lines(
+          curves, sweep, settings, trials, collapse_test(num_classes),
+          heldout.TUNED if any(
+              line.startswith("Tuning: Cross-validated")
+              for line in departures) else heldout.UNTUNED),
       *(heldout.replication_lines(curves, sweep, settings, replication[1],
                                   replication[0]) if replication else []),
       *time_to_target_lines(curves, sweep, settings, num_classes),
