@@ -30,6 +30,9 @@ def curve(speed, trials=6, forward_passes=1, seed=0, plateau=0.9):
       "test_accuracy": 0.1 + (plateau - 0.1) * progress,
       "test_loss": 2.2 * (1 - progress) + 0.3,
       "kl": np.zeros_like(progress),
+      "ess_fraction": np.ones_like(progress),
+      "max_probability": np.full_like(progress, 1 / 5000),
+      "misclassified_mass": 1 - progress,
       "examples_forwarded": np.outer(ones, STEPS * BATCH * forward_passes),
       "examples_backpropagated": np.outer(ones, STEPS * BATCH),
       # A second forward pass makes a step half as dear again.
