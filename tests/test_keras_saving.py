@@ -259,7 +259,6 @@ def test_early_stopping_restores_the_best_epochs_distribution():
       sampler_state(trainer)[:distribution], at_epoch_end[0][:distribution])
 
 
-@tf_adasamp.utilities.register_utility("test_keras_saving_margin")
 def margin(labels, probs):
   """1 minus the true class's probability margin over the others' largest."""
   true = tf.gather(probs, labels, batch_dims=1)
@@ -314,7 +313,12 @@ def test_a_model_checkpoint_of_what_cannot_be_loaded_is_refused_at_fit(
   trainer.fit(x, y, steps_per_epoch=2, callbacks=[weights], verbose=0)
 
 
-def test_a_registered_utility_and_a_named_schedule_round_trip(tmp_path):
+def test_a_registered_utility_and_a_named_schedule_round_trip(
+    tmp_path, monkeypatch):
+  # Registered into a copy, so other tests see the built-in utilities only.
+  monkeypatch.setattr(tf_adasamp.utilities, "UTILITIES",
+                      dict(tf_adasamp.utilities.UTILITIES))
+  tf_adasamp.utilities.register_utility("test_keras_saving_margin", margin)
   trainer = stage_less("test_keras_saving_margin",
                        amplitude=tf_adasamp.schedules.warmup(1.0, 10),
                        seed=4)
