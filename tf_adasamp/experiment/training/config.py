@@ -309,6 +309,13 @@ class TrainConfig:
                        "compile the read of the drawn records (a Python "
                        "call); drop one of the two")
 
+  def length_dependent(self):
+    """What of the run depends on its length (the amplitude schedule's
+    name), or None. The step size eta / (1 + gamma t) does not."""
+    if self.amplitude_schedule != "constant":
+      return f"amplitude_schedule {self.amplitude_schedule!r}"
+    return None
+
   def num_steps(self, num_examples):
     if self.epochs is None:
       return self.steps

@@ -248,14 +248,16 @@ def is_complete(output_dir, steps):
   return bool(records) and records[-1]["step"] >= steps
 
 
-# Fields a resumed run may change: where it reads and writes, how long it is,
-# and how many steps a call runs (which does not change the results).
-# deterministic is not one: op determinism picks other kernels, whose
-# results differ in the last bit.
+# Fields a resumed run may change: where it reads and writes, how long it is
+# (unless a schedule depends on it: _LENGTH), and how many steps a call runs
+# (which does not change the results). deterministic is not one: op
+# determinism picks other kernels, whose results differ in the last bit.
 _RESUMABLE_CHANGES = {
     "data_dir", "output_dir", "resume", "steps", "epochs",
     "steps_per_execution", "cluster_timeout"
 }
+# The fields that set a run's length.
+_LENGTH = ("steps", "epochs")
 
 
 def check_output_dir(config):
@@ -292,6 +294,22 @@ def check_output_dir(config):
           f"{config.output_dir} holds a run with other settings (" +
           ", ".join(f"{name}: {theirs[name]!r} there, {ours[name]!r} here"
                     for name in changed) + "); choose another output_dir")
+    _check_length(config, theirs, ours)
+
+
+def _check_length(config, theirs, ours):
+  """RunExistsError if a resumed run's length changed under a schedule
+  that depends on it: the steps already taken followed the old length's
+  schedule, which no run of the new length takes."""
+  changed = [name for name in _LENGTH if theirs[name] != ours[name]]
+  depends = config.length_dependent()
+  if changed and depends:
+    raise RunExistsError(
+        f"{config.output_dir} holds a run whose {depends} depends on its "
+        "length (" + ", ".join(f"{name}: {theirs[name]!r} there, "
+                               f"{ours[name]!r} here" for name in changed) +
+        "); resume it with its own length, or start a run of the new length "
+        "in another output_dir")
 
 
 def _saved_settings(path, output_dir):
