@@ -192,6 +192,24 @@ def test_help_lists_every_setting(tmp_path, module, settings):
                      re.MULTILINE), field.name
 
 
+@pytest.mark.parametrize("module", ["train", "bounds_table", "tuning"])
+def test_a_flagfile_of_other_lines_is_refused_without_showing_them(
+    tmp_path, module):
+  program = importlib.import_module(f"tf_adasamp.experiment.{module}").PROGRAM
+  secret = tmp_path / "secret"
+  secret.write_text("root:$6$hash:19000:0:99999:7:::\ndaemon:*:19000\n")
+  result = run_cli(module, [f"--flagfile={secret}"], tmp_path)
+  assert result.returncode == 1
+  assert result.stderr.splitlines() == [
+      f"{program}: --flagfile holds 2 lines that "
+      "are not flags (--name=value, one a line); not shown"
+  ]
+  # Typed on the command line, a stray argument is named.
+  result = run_cli(module, ["stray"], tmp_path)
+  assert result.stderr.splitlines()[-1].endswith(
+      "unexpected arguments ['stray']")
+
+
 def test_train_help_into_a_closed_pipe_ends_quietly():
   # As `tf-adasamp-train --help | head -1` does; stdout buffered, as it is
   # into a pipe unless PYTHONUNBUFFERED is set.

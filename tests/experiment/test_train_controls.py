@@ -108,6 +108,9 @@ def test_a_final_uniform_phase_stops_concentrating_the_draws(digits):
     (dict(epsilon=float("nan")), "epsilon must be in"),
     (dict(beta=-0.1), "beta must be in"),
     (dict(schedule_fraction=2.0), "schedule_fraction must be in"),
+    (dict(schedule_fraction=0.5), "'constant' ignores it"),
+    (dict(amplitude_schedule="anneal",
+          schedule_fraction=0.5), "'anneal' ignores it"),
     (dict(label_noise=1.0), "label_noise must be in"),
     (dict(sampling="uniform", epsilon=0.1), "^epsilon needs sampling "
      "'adaptive'"),

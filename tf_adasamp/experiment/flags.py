@@ -121,8 +121,9 @@ def run(program, define_flags, main):
   under a console script (tf-adasamp-train) is the script, not the module
   defining them: so they are registered for it too, and --help opens with
   that module's docstring, which absl takes from __main__. `main` takes no
-  arguments; stray positional arguments end the program with one line
-  naming `program`, and so does a Ctrl-C that `main` leaves to it.
+  arguments; a flag that does not parse and stray positional arguments end
+  the program with one line naming `program` (a --flagfile's stray lines
+  counted, not shown), and so does a Ctrl-C that `main` leaves to it.
   """
   define_flags()
   for flag in FLAGS.get_key_flags_for_module(define_flags.__module__):
@@ -131,14 +132,28 @@ def run(program, define_flags, main):
   if not script.__doc__:
     script.__doc__ = sys.modules[define_flags.__module__].__doc__
 
+  def parse_flags(argv):
+    try:
+      return FLAGS(argv)
+    except flags.Error as error:
+      # One line, where absl's own parser adds a second.
+      sys.exit(
+          f"{program}: Flags parsing error: {' '.join(str(error).split())}")
+
   def checked_main(argv):
+    typed = [arg for arg in argv[1:] if arg in sys.argv[1:]]
+    if typed:
+      sys.exit(f"{program}: unexpected arguments {typed}")
     if len(argv) > 1:
-      sys.exit(f"{program}: unexpected arguments {argv[1:]}")
+      # Lines of a --flagfile that are not flags; not shown, as the file may
+      # be anything (a secret, say).
+      sys.exit(f"{program}: --flagfile holds {len(argv) - 1} lines that are "
+               "not flags (--name=value, one a line); not shown")
     main()
 
   try:
     try:
-      app.run(checked_main)
+      app.run(checked_main, flags_parser=parse_flags)
     except KeyboardInterrupt:
       interrupted(program)
     finally:
