@@ -1,8 +1,10 @@
 """AdaptiveSamplingModel saves, restores and copies the sampler's state."""
 
+import json
 import os
 import subprocess
 import sys
+import zipfile
 
 import keras
 import numpy as np
@@ -258,3 +260,40 @@ def test_early_stopping_restores_the_best_epochs_distribution():
   distribution = len(trainer.stage.sampler.variables)
   assert_same_state(
       sampler_state(trainer)[:distribution], at_epoch_end[0][:distribution])
+
+
+def with_config_edited(path, copy, **changes):
+  """A copy at `copy` of the .keras file at `path` whose trainer's config
+  has `changes`; returns `copy`."""
+  with zipfile.ZipFile(path) as original, zipfile.ZipFile(copy, "w") as edited:
+    for member in original.namelist():
+      contents = original.read(member)
+      if member == "config.json":
+        config = json.loads(contents)
+        config["config"].update(changes)
+        contents = json.dumps(config)
+      edited.writestr(member, contents)
+  return copy
+
+
+@pytest.mark.parametrize("changes", [{
+    "debias": "false"
+}, {
+    "from_logits": "no"
+}, {
+    "debias": 0
+}])
+def test_a_keras_file_whose_booleans_are_not_booleans_is_refused(
+    tmp_path, changes):
+  path = str(tmp_path / "trainer.keras")
+  make_trainer().save(path)
+  edited = with_config_edited(path, str(tmp_path / "edited.keras"), **changes)
+  (name, value), = changes.items()
+  with pytest.raises(TypeError,
+                     match=f"{name} must be True or False, got "
+                     f"{value!r}"):
+    keras.models.load_model(edited)
+  # As saved, they load as the booleans they are.
+  loaded = keras.models.load_model(
+      with_config_edited(path, str(tmp_path / "same.keras")))
+  assert loaded.debias is False and loaded.from_logits is None

@@ -35,6 +35,7 @@ import tensorflow as tf
 
 from tf_adasamp import _checkpointing
 from tf_adasamp import _keras_internals
+from tf_adasamp import _validation
 from tf_adasamp import data as data_lib
 from tf_adasamp import diagnostics
 from tf_adasamp import schedules
@@ -97,7 +98,8 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
       **kwargs: passed to `keras.Model`, e.g. the model's name.
 
     Raises:
-      TypeError: if `stage` is not a `tf_adasamp.data.AdaptiveSampling`.
+      TypeError: if `stage` is not a `tf_adasamp.data.AdaptiveSampling`, or
+        `from_logits` or `debias` is not a bool.
       ValueError: if `utility` is a name not in `tf_adasamp.utilities`.
     """
     super().__init__(**kwargs)
@@ -107,8 +109,10 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
     self.model = model
     self.stage = stage
     self.utility = utilities_lib.get(utility)
-    self.from_logits = None if from_logits is None else bool(from_logits)
-    self.debias = bool(debias)
+    # Booleans only: a .keras file's "false" would be True to bool().
+    self.from_logits = (None if from_logits is None else _validation.boolean(
+        from_logits, "from_logits"))
+    self.debias = _validation.boolean(debias, "debias")
     # The sampler's state as its checkpoint saves it: tracked here, so that a
     # tf.train.Checkpoint of this model saves and checks it as the sampler's
     # own does; Keras's files and set_weights restore it through it too
