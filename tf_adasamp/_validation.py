@@ -9,6 +9,7 @@ check its flags before TensorFlow loads.
 
 import math
 import numbers
+import re
 
 import numpy as np
 
@@ -150,6 +151,11 @@ def seed(value):
   return int(value)
 
 
+# What a registered name may be: a word that --utility and --model take, also
+# in a comma-separated list, and not read as a flag.
+_REGISTERED_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+
+
 def register(registry, kind, name, item):
   """Adds `item` to `registry` under `name`, a new name; returns `item`.
 
@@ -159,6 +165,10 @@ def register(registry, kind, name, item):
   """
   if not isinstance(name, str):
     raise TypeError(f"a {kind}'s name must be a str, got {name!r}")
+  if name and not _REGISTERED_NAME.fullmatch(name):
+    raise ValueError(
+        f"a {kind}'s name is a command-line choice, in lists too: letters, "
+        f"digits, '_' and '-', not first; got {name!r}")
   if not name or name in registry:
     raise ValueError(f"a {kind} needs a new, non-empty name, got {name!r}; "
                      f"registered: {sorted(registry)}")

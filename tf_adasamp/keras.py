@@ -553,7 +553,8 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
                                                   y_pred)
     else:
       _check_probabilities(y_pred)
-      batch_utilities = self.utility(_class_ids(y), y_pred)
+      batch_utilities = utilities_lib.evaluate(self.utility, _class_ids(y),
+                                               y_pred)
     self.stage.update(indices, batch_utilities)
     return {
         **logs, "kl": self.stage.sampler.kl_divergence(),
