@@ -213,6 +213,28 @@ def test_resume_refuses_a_checkpoint_whose_optimizer_updates_are_not_its_step(
           f"its optimizer's updates, {iterations}, are not its step 4")
 
 
+PERMUTATION_KEY = "sampler/permutation/.ATTRIBUTES/VARIABLE_VALUE"
+DRAWS_KEY = "sampler/draws/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+@pytest.mark.parametrize("key,edit,message", [
+    (PERMUTATION_KEY, lambda p: p * 0, "permutation is not that of its epoch"),
+    (PERMUTATION_KEY, lambda p: p + 1500, "permutation is not that of"),
+    (DRAWS_KEY, lambda d: np.int64(-5), "draws -5 and epoch 0 must be >= 0"),
+])
+def test_resume_refuses_a_reshuffling_state_that_no_run_reaches(
+    digits, tmp_path, key, edit, message):
+  config = tiny_config(sampling="reshuffle", output_dir=str(tmp_path / "run"))
+  loop.train(config, data=digits)
+  resumed = dataclasses.replace(config, resume=True, steps=6)
+  path = last_checkpoint(resumed)
+  checkpoint_edits.edited_checkpoint(path, key, edit, copy=path)
+  refused(
+      resumed, digits,
+      f"cannot resume from {path}: it does not hold this trainer's state "
+      f"(the reshuffling sampler's {message}")
+
+
 def test_resume_refuses_an_older_checkpoint_than_the_records(run, digits):
   # The checkpoint state names ckpt-2 as the latest; records go to step 4.
   directory = os.path.join(run.output_dir, run_files.CHECKPOINTS_DIR)

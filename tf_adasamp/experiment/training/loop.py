@@ -38,6 +38,7 @@ from tf_adasamp.experiment.training.components import amplitude_schedule
 from tf_adasamp.experiment.training.components import make_optimizer
 from tf_adasamp.experiment.training.components import make_sampler
 from tf_adasamp.experiment.training.components import make_strategy
+from tf_adasamp.experiment.training.components import saved_state_checks
 from tf_adasamp.experiment.training.controller import LATEST
 from tf_adasamp.experiment.training.controller import Controller
 from tf_adasamp.experiment.training.controller import DivergedError
@@ -88,7 +89,7 @@ def train(config, data=None, progress=False, stop_requested=None):
   if config.output_dir:
     run_files.ensure_writable_dir(config.output_dir)
   with run_files.writer_lock(config.output_dir):
-    _prepare_output_dir(config, steps)
+    _prepare_output_dir(config, steps, num_examples)
     if config.deterministic:
       tf.config.experimental.enable_op_determinism()
     strategy = make_strategy(config.strategy, config.cluster_timeout)
@@ -123,13 +124,15 @@ def load_data(config):
   return datasets.load(config.dataset, config.data_dir)
 
 
-def _prepare_output_dir(config, steps):
+def _prepare_output_dir(config, steps, num_examples):
   """Checks that config may write to its output_dir, and the checkpoint it
   resumes alone (a cluster's workers agree on theirs later, and
   resume.restore checks that), then saves its settings."""
   run_files.check_output_dir(config)
   if config.resume and config.strategy != "multi_worker":
-    resume.check_latest_checkpoint(config.output_dir, steps)
+    resume.check_latest_checkpoint(
+        config.output_dir, steps,
+        saved_state_checks(config.sampling, num_examples, config.seed))
   if config.output_dir:
     path = os.path.join(config.output_dir, run_files.CONFIG_FILE)
     try:

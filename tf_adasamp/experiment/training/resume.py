@@ -173,7 +173,7 @@ def restore(checkpoint, path, total_steps=None):
     raise _not_this_trainers(path, error) from None
 
 
-def check_latest_checkpoint(output_dir, total_steps):
+def check_latest_checkpoint(output_dir, total_steps, checks=None):
   """`check_checkpoint` of the latest checkpoint of the run in
   `output_dir`, if it has one: the one a run resumed alone restores, checked
   before the run writes anything. RunError too if the run's records go past
@@ -184,7 +184,7 @@ def check_latest_checkpoint(output_dir, total_steps):
       os.path.join(output_dir, run_files.CHECKPOINTS_DIR))
   if not path:
     return
-  step = check_checkpoint(path, total_steps)
+  step = check_checkpoint(path, total_steps, checks)
   records = run_files.read_metrics(output_dir)
   if records and records[-1]["step"] > step:
     raise run_files.RunError(
@@ -193,11 +193,19 @@ def check_latest_checkpoint(output_dir, total_steps):
         "that record; resume from the run's latest checkpoint")
 
 
-def check_checkpoint(path, total_steps=None):
+def check_checkpoint(path, total_steps=None, checks=None):
   """The step of the checkpoint at `path`; RunError, naming `path`, unless
-  its every entry and its object graph can be read, and its step (and its
-  optimizer's count of updates) is its number, within [0, total_steps].
-  Reads only."""
+  its every entry and its object graph can be read, its step (and its
+  optimizer's count of updates) is its number, within [0, total_steps], and
+  `checks` pass. Reads only.
+
+  Args:
+    path: the checkpoint's path (its files' prefix).
+    total_steps: the run's length, if known.
+    checks: {name: function}: each function takes the values saved under
+      the checkpoint's object `name` ({variable name: value}) and raises
+      ValueError where no run reaches them (components.saved_state_checks).
+  """
   try:
     reader = tf.train.load_checkpoint(path)
     values = {
@@ -209,6 +217,8 @@ def check_checkpoint(path, total_steps=None):
     step = int(values[_STEP_KEY])
     iterations = (int(values[_ITERATIONS_KEY])
                   if _ITERATIONS_KEY in values else None)
+    for name, check in (checks or {}).items():
+      check(_saved_under(values, name))
   except (KeyError, TypeError) + _UNREADABLE_ERRORS as error:
     raise _not_this_trainers(path, error) from None
   number = re.search(r"-(\d+)$", path)
@@ -229,6 +239,18 @@ def check_checkpoint(path, total_steps=None):
         f"cannot resume from {path}: its step {step} is past the run's "
         f"{total_steps} steps; give --steps (or --epochs) that reach it")
   return step
+
+
+def _saved_under(values, name):
+  """{variable: value} of the variables of object `name` in a checkpoint's
+  `values` (keys "name/variable/.ATTRIBUTES/VARIABLE_VALUE")."""
+  found = {}
+  for key, value in values.items():
+    parts = key.split("/")
+    if (len(parts) == 4 and parts[0] == name and
+        parts[2:] == [".ATTRIBUTES", "VARIABLE_VALUE"]):
+      found[parts[1]] = value
+  return found
 
 
 def _not_this_trainers(path, error):
