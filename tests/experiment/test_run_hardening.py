@@ -235,6 +235,26 @@ def test_resume_refuses_a_reshuffling_state_that_no_run_reaches(
       f"(the reshuffling sampler's {message}")
 
 
+@pytest.mark.parametrize("spelling", ["absolute", "relative", "in the list"])
+def test_resume_refuses_a_checkpoint_state_that_names_another_runs_checkpoint(
+    run, digits, tmp_path, spelling):
+  other = tiny_config(output_dir=str(tmp_path / "other"), seed=1)
+  loop.train(other, data=digits)
+  directory = os.path.join(run.output_dir, run_files.CHECKPOINTS_DIR)
+  theirs = os.path.join(other.output_dir, run_files.CHECKPOINTS_DIR, "ckpt-4")
+  ours = last_checkpoint(run)
+  if spelling == "relative":
+    theirs = os.path.relpath(theirs, directory)  # ../../other/checkpoints/..
+  latest, listed = (ours,
+                    [theirs, ours]) if spelling == "in the list" else (theirs,
+                                                                       [theirs])
+  with open(os.path.join(directory, "checkpoint"), "w") as f:
+    f.write(f'model_checkpoint_path: "{latest}"\n' + "".join(
+        f'all_model_checkpoint_paths: "{path}"\n' for path in listed))
+  refused(run, digits, f"{os.path.join(directory, 'checkpoint')} names ")
+  refused(run, digits, f"outside {directory}: a run resumes its own")
+
+
 def test_resume_refuses_an_older_checkpoint_than_the_records(run, digits):
   # The checkpoint state names ckpt-2 as the latest; records go to step 4.
   directory = os.path.join(run.output_dir, run_files.CHECKPOINTS_DIR)

@@ -74,7 +74,10 @@ def main():
   except (datasets.DatasetUnavailableError, run_files.RunError) as error:
     sys.exit(f"{PROGRAM}: {error}")
   except KeyboardInterrupt:
-    step = resume.last_checkpoint_step(config.output_dir)
+    try:
+      step = resume.last_checkpoint_step(config.output_dir)
+    except run_files.RunError:  # its checkpoint state was edited meanwhile
+      step = None
     flags_lib.interrupted(
         PROGRAM, "no checkpoint was written yet" if step is None else
         f"the last checkpoint is of step {step}: the same command "

@@ -225,7 +225,7 @@ class Controller:
     if self._resume_from != LATEST:
       return resume.checkpoint_of_step(directory, self._resume_from)
     # Unlike the manager's, this looks for the checkpoint's files too.
-    path = tf.train.latest_checkpoint(directory)
+    path = resume.latest_checkpoint(directory)
     if path is None and (run_files.read_metrics(self._output_dir) or
                          os.path.isdir(directory) and os.listdir(directory)):
       raise run_files.RunError(

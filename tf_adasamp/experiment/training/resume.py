@@ -43,16 +43,41 @@ def checkpoint_step(path):
   return int(tf.train.load_checkpoint(path).get_tensor(_STEP_KEY))
 
 
+def latest_checkpoint(directory):
+  """`tf.train.latest_checkpoint(directory)`, the path of the latest
+  checkpoint that the checkpoint state in `directory` names, or None; a
+  RunError if the state names any checkpoint outside `directory` (another
+  run's, resumed, would mix two runs in one)."""
+  state = tf.train.get_checkpoint_state(directory)
+  if state is not None:
+    inside = os.path.realpath(directory)
+    for path in [
+        state.model_checkpoint_path, *state.all_model_checkpoint_paths
+    ]:
+      # Relative paths are the directory's (get_checkpoint_state joins them).
+      if os.path.realpath(os.path.dirname(path)) != inside:
+        raise run_files.RunError(
+            f"cannot resume: {os.path.join(directory, 'checkpoint')} names "
+            f"{path}, outside {directory}: a run resumes its own checkpoints "
+            "only; name the run's latest ckpt-N there, or start over in "
+            "another output_dir")
+  return tf.train.latest_checkpoint(directory)
+
+
 def last_checkpoint_step(output_dir):
   """The step of the run's last checkpoint in `output_dir`, or None.
 
   May be called while the run writes checkpoints: one that its writer
   deletes (it keeps the last two) between the look-up and the read is looked
   up again.
+
+  Raises:
+    run_files.RunError: the checkpoint state names a checkpoint outside
+      the run (`latest_checkpoint`).
   """
   directory = os.path.join(output_dir, run_files.CHECKPOINTS_DIR)
   for _ in range(3):
-    path = tf.train.latest_checkpoint(directory)
+    path = latest_checkpoint(directory)
     if path is None:
       return None
     try:
@@ -115,6 +140,7 @@ def checkpoint_of_step(directory, step):
   """
   if step is None:
     return None
+  latest_checkpoint(directory)  # refuses paths out of the run
   state = tf.train.get_checkpoint_state(directory)
   for path in state.all_model_checkpoint_paths if state else []:
     try:
@@ -180,8 +206,7 @@ def check_latest_checkpoint(output_dir, total_steps, checks=None):
   its step: a run records a step only after its checkpoint, and resuming
   would drop them (a cluster's worker may go back past its records, to the
   checkpoint all workers have)."""
-  path = tf.train.latest_checkpoint(
-      os.path.join(output_dir, run_files.CHECKPOINTS_DIR))
+  path = latest_checkpoint(os.path.join(output_dir, run_files.CHECKPOINTS_DIR))
   if not path:
     return
   step = check_checkpoint(path, total_steps, checks)
