@@ -336,6 +336,43 @@ def test_a_path_that_cannot_be_written_is_named_in_one_line(
   assert_fails_in_one_line(result, message.format(run=run))
 
 
+# The trainer's command line under a file size limit of argv[1] bytes, which
+# stands in for a full disk: a write past it fails (EFBIG).
+FILE_SIZE_LIMIT = """
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+limit = int(sys.argv.pop(1))
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+from tf_adasamp.experiment import train
+sys.argv[0] = train.PROGRAM
+train.run()
+"""
+
+
+def test_a_first_checkpoint_that_cannot_be_written_says_why_and_blocks_nothing(
+    tmp_path):
+  run = tmp_path / "run"
+  # The settings fit, the first checkpoint (the sampler's ~100 KB) does not.
+  result = subprocess.run([
+      sys.executable, "-c", FILE_SIZE_LIMIT, "16384", *TINY_RUN,
+      f"--output_dir={run}"
+  ],
+                          cwd=ROOT,
+                          capture_output=True,
+                          text=True,
+                          timeout=300,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  assert_fails_in_one_line(
+      result, f"cannot write to {run}/checkpoints: File too large ({run}/"
+      "checkpoints/ckpt-0_temp/")
+  assert ("the run stops, before its first checkpoint: run it again without "
+          "--resume" in result.stderr)
+  assert not (run / "checkpoints").exists()
+  assert_fails_in_one_line(resume_stopped_run(tmp_path), "holds no run")
+  result = run_cli("train", [*TINY_RUN, "--output_dir={tmp}/run"], tmp_path)
+  assert result.returncode == 0, result.stderr
+
+
 @pytest.mark.parametrize("args,message", [
     (["--output_dir="], "output_dir is empty"),
     (["--resume", "--output_dir={tmp}/missing"], "{tmp}/missing does not "

@@ -229,14 +229,25 @@ class MetricsLog:
                      f"{record['step']}") from None
 
 
+def holds_checkpoints(output_dir):
+  """Whether `output_dir`'s checkpoints/ holds anything (or is not a
+  folder) but the temporary folders of a save cut short (TensorFlow's
+  `<checkpoint>_temp`, which a kill can leave), which hold no checkpoint."""
+  path = os.path.join(output_dir, CHECKPOINTS_DIR)
+  if not os.path.lexists(path):
+    return False
+  if not os.path.isdir(path):
+    return True
+  return any(not name.endswith("_temp") for name in os.listdir(path))
+
+
 def check_resumable(output_dir):
   """Raises RunError unless `output_dir` holds a run to resume (its
   checkpoints/ or metrics.jsonl): --resume never starts a run over."""
   if not os.path.isdir(output_dir):
     raise RunError(f"cannot resume: {output_dir} does not exist; leave out "
                    "--resume to start a new run there")
-  if not (os.path.lexists(os.path.join(output_dir, CHECKPOINTS_DIR)) or
-          read_metrics(output_dir)):
+  if not (holds_checkpoints(output_dir) or read_metrics(output_dir)):
     raise RunError(f"cannot resume: {output_dir} holds no run (neither "
                    "checkpoints/ nor metrics.jsonl); leave out --resume to "
                    "start a new run there")
@@ -273,8 +284,7 @@ def check_output_dir(config):
   # Read even beside checkpoints: records that are not a run's are refused
   # before the run writes anything.
   records = read_metrics(config.output_dir)
-  has_run = (os.path.exists(os.path.join(config.output_dir, CHECKPOINTS_DIR)) or
-             records)
+  has_run = holds_checkpoints(config.output_dir) or records
   if has_run and not config.resume:
     raise RunExistsError(f"{config.output_dir} already holds a run; resume "
                          "it or choose another output_dir")
