@@ -5,12 +5,12 @@ it is a few files of at most 16 MiB each. `pack` writes what resuming a
 study elsewhere needs as such files: `runs.tar.gz`, the finished runs'
 settings and metric records and every other file of the runs directory
 (reports, tuning choices) but TensorBoard's and the checkpoints; and one
-`cut-<i>.tar.gz` a run that was cut, holding its settings, its records and
-its last checkpoint alone. `unpack` puts them into a runs directory that
-holds no run yet; there the runner skips the finished runs, resumes the cut
-ones from their checkpoints, and starts over a cut run whose archive did not
-come back (or that was cut before its first checkpoint). No TensorFlow
-here.
+`cut-<i>.tar.gz` a run that was cut, holding its settings, its data's
+identity, its records and its last checkpoint alone. `unpack` puts them into
+a runs directory that holds no run yet; there the runner skips the finished
+runs, resumes the cut ones from their checkpoints, and starts over a cut run
+whose archive did not come back (or that was cut before its first
+checkpoint). No TensorFlow here.
 
   python -m benchmarks.carry pack --runs_dir=RUNS --carry_dir=OUT
       [--skip=FOLDER,...]
@@ -224,15 +224,17 @@ def _last_checkpoint(run_dir):
 
 def _cut_run_members(runs_dir, relative):
   """The (path or bytes, name in the archive) pairs of the cut run at
-  `relative`: its settings, its records and, of its checkpoints, the last
-  alone with a state file that names it; [] if it has no checkpoint."""
+  `relative`: its settings, its data's identity, its records and, of its
+  checkpoints, the last alone with a state file that names it; [] if it
+  has no checkpoint."""
   run_dir = os.path.join(runs_dir, relative)
   last = _last_checkpoint(run_dir)
   if not last:
     return []
   prefix, names = last
   members = []
-  for name in (run_files.CONFIG_FILE, run_files.METRICS_FILE):
+  for name in (run_files.CONFIG_FILE, run_files.DATA_FILE,
+               run_files.METRICS_FILE):
     path = os.path.join(run_dir, name)
     if os.path.lexists(path):
       _check_kind(path)

@@ -95,11 +95,13 @@ def test_a_carried_cut_run_resumes_from_its_last_checkpoint_exactly(
 
   moved = tmp_path / "elsewhere"
   assert carry.unpack(tmp_path / "out", moved)
-  # The finished run's records and settings, no checkpoint of it; the cut
-  # run's last checkpoint alone.
+  # The finished run's records, settings and data's identity, no checkpoint
+  # of it; the cut run's last checkpoint alone, with its data's identity.
   carried = files(moved)
-  assert [name for name in carried if name.startswith("A/")
-         ] == ["A/seed0/config.json", "A/seed0/metrics.jsonl"]
+  assert [name for name in carried if name.startswith("A/")] == [
+      "A/seed0/config.json", "A/seed0/data.json", "A/seed0/metrics.jsonl"
+  ]
+  assert "B/seed1/data.json" in carried
   assert [name for name in carried if "checkpoints" in name] == [
       "B/seed1/checkpoints/checkpoint",
       "B/seed1/checkpoints/ckpt-4.data-00000-of-00001",

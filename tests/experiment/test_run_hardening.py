@@ -3,6 +3,7 @@ and bad data: each refused in one line naming the file and the reason, the
 directory left as it was (issue 46)."""
 
 import dataclasses
+import json
 import os
 import signal
 import subprocess
@@ -389,3 +390,98 @@ def test_a_model_too_large_for_memory_is_one_line(image_files, tmp_path):
     loop.train(config)
   assert not os.path.exists(
       os.path.join(config.output_dir, run_files.CHECKPOINTS_DIR))
+
+
+# The data a run trains on (issue 53, item 8).
+
+
+def test_resume_refuses_a_data_path_replaced_by_other_data_of_its_length(
+    image_files, tmp_path):
+  images, labels, train, test = image_files
+  config = tiny_config(data_path=train,
+                       test_data_path=test,
+                       num_classes=10,
+                       batch_size=8,
+                       output_dir=str(tmp_path / "run"))
+  loop.train(config)
+  resumed = dataclasses.replace(config, resume=True, steps=6)
+  # As many records, of the same sizes: other images, other labels.
+  write_images(train, images[::-1], labels[::-1])
+  before = snapshot(config.output_dir)
+  with pytest.raises(run_files.RunError) as raised:
+    loop.train(resumed)
+  message = str(raised.value)
+  assert message.startswith(f"cannot resume the run in {config.output_dir}: "
+                            "its data changed since it began (data_path "
+                            "mtime_ns: ")
+  assert "data_path sha256_of_its_ends: " in message
+  assert "; put back the data it trained on, or start over" in message
+  assert "\n" not in message and "test_data_path" not in message
+  assert snapshot(config.output_dir) == before
+  # The command line says so before TensorFlow loads, in one line.
+  result = subprocess.run([
+      sys.executable, "-c", LOADED_TENSORFLOW, "--model=logistic", "--steps=6",
+      "--eval_interval=2", "--batch_size=8", "--learning_rate=0.1",
+      "--noprogress", "--resume", f"--data_path={train}",
+      f"--test_data_path={test}", "--num_classes=10",
+      f"--output_dir={config.output_dir}"
+  ],
+                          cwd=ROOT,
+                          capture_output=True,
+                          text=True,
+                          timeout=300)
+  assert result.returncode == 1
+  assert result.stderr.splitlines() == [f"tf-adasamp-train: {message}"]
+  assert result.stdout.split() == ["False"]  # TensorFlow not loaded
+
+
+# The trainer's command line, then whether TensorFlow had loaded.
+LOADED_TENSORFLOW = """
+import sys
+from tf_adasamp.experiment import train
+sys.argv[0] = train.PROGRAM
+try:
+  train.run()
+finally:
+  print("tensorflow" in sys.modules)
+"""
+
+
+def test_a_data_file_touched_since_names_the_time_to_give_back(
+    image_files, tmp_path):
+  _, _, train, test = image_files
+  config = tiny_config(data_path=train,
+                       test_data_path=test,
+                       num_classes=10,
+                       batch_size=8,
+                       output_dir=str(tmp_path / "run"))
+  loop.train(config)
+  mtime_ns = os.stat(test).st_mtime_ns
+  os.utime(test, ns=(mtime_ns + 10**9, mtime_ns + 10**9))
+  resumed = dataclasses.replace(config, resume=True, steps=6)
+  with pytest.raises(run_files.RunError,
+                     match=r"\(test_data_path mtime_ns: \d+ then, \d+ now\); "
+                     r"if the file holds the same records, give it back its "
+                     rf"time \(touch -d @{mtime_ns / 1e9:.9f} FILE\)"):
+    loop.train(resumed)
+  os.utime(test, ns=(mtime_ns, mtime_ns))
+  assert loop.train(resumed)[-1]["step"] == 6
+
+
+def test_resume_refuses_other_in_memory_data_under_the_same_name(run, digits):
+  relabelled = dataclasses.replace(digits, y_train=(digits.y_train + 1) % 10)
+  before = snapshot(run.output_dir)
+  with pytest.raises(run_files.RunError,
+                     match=r"its data changed since it began \(train sha256: "
+                     r"[0-9a-f]{64} then, [0-9a-f]{64} now\)"):
+    loop.train(run, data=relabelled)
+  assert snapshot(run.output_dir) == before
+  records = loop.train(run, data=digits)
+  assert records[-1]["step"] == 6
+
+
+def test_a_run_from_before_data_identities_resumes_and_records_one(run, digits):
+  os.remove(os.path.join(run.output_dir, run_files.DATA_FILE))
+  loop.train(run, data=digits)
+  with open(os.path.join(run.output_dir, run_files.DATA_FILE)) as f:
+    assert json.load(f) == json.loads(json.dumps(digits.identity()))

@@ -56,6 +56,11 @@ def main():
       run_files.check_resumable(config.output_dir)
     run_files.ensure_writable_dir(config.output_dir)
     run_files.check_output_dir(config)
+    if config.resume and config.data_path is not None:
+      run_files.check_data(
+          config.output_dir,
+          run_files.data_files_identity(config.data_path,
+                                        config.test_data_path))
   except run_files.RunError as error:
     sys.exit(f"{PROGRAM}: {error}")
   try:

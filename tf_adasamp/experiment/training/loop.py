@@ -89,7 +89,7 @@ def train(config, data=None, progress=False, stop_requested=None):
   if config.output_dir:
     run_files.ensure_writable_dir(config.output_dir)
   with run_files.writer_lock(config.output_dir):
-    _prepare_output_dir(config, steps, num_examples)
+    _prepare_output_dir(config, steps, data)
     if config.deterministic:
       tf.config.experimental.enable_op_determinism()
     strategy = make_strategy(config.strategy, config.cluster_timeout)
@@ -124,23 +124,29 @@ def load_data(config):
   return datasets.load(config.dataset, config.data_dir)
 
 
-def _prepare_output_dir(config, steps, num_examples):
-  """Checks that config may write to its output_dir, and the checkpoint it
-  resumes alone (a cluster's workers agree on theirs later, and
-  resume.restore checks that), then saves its settings."""
+def _prepare_output_dir(config, steps, data):
+  """Checks that config may write to its output_dir, that a resumed run's
+  data are those it trained on, and the checkpoint it resumes alone (a
+  cluster's workers agree on theirs later, and resume.restore checks that),
+  then saves its settings and its data's identity."""
   run_files.check_output_dir(config)
+  if not config.output_dir:
+    return
+  identity = data.identity()
+  if config.resume:
+    run_files.check_data(config.output_dir, identity)
   if config.resume and config.strategy != "multi_worker":
     resume.check_latest_checkpoint(
         config.output_dir, steps,
-        saved_state_checks(config.sampling, num_examples, config.seed))
-  if config.output_dir:
-    path = os.path.join(config.output_dir, run_files.CONFIG_FILE)
-    try:
-      run_files.write_atomically(
-          path, json.dumps(dataclasses.asdict(config), indent=2))
-    except OSError as error:
-      raise run_files.RunError(
-          f"cannot write {path}: {error.strerror or error}") from None
+        saved_state_checks(config.sampling, data.num_train, config.seed))
+  path = os.path.join(config.output_dir, run_files.CONFIG_FILE)
+  try:
+    run_files.write_atomically(path,
+                               json.dumps(dataclasses.asdict(config), indent=2))
+  except OSError as error:
+    raise run_files.RunError(
+        f"cannot write {path}: {error.strerror or error}") from None
+  run_files.write_data_identity(config.output_dir, identity)
 
 
 def _agree_on_checkpoint(config, strategy):

@@ -12,6 +12,7 @@ check their runs with these before TensorFlow loads.
 import contextlib
 import dataclasses
 import fcntl
+import hashlib
 import json
 import os
 import tempfile
@@ -20,6 +21,11 @@ from absl import logging
 
 METRICS_FILE = "metrics.jsonl"
 CONFIG_FILE = "config.json"
+# The identity of the data the run trains on (check_data).
+DATA_FILE = "data.json"
+# How much of each end of a data file its identity hashes: an ArrayRecord
+# file's header, and its index and footer, with the records about them.
+_HASHED_END_BYTES = 1 << 20
 CHECKPOINTS_DIR = "checkpoints"
 # The file whose lock the run's writer holds (writer_lock).
 LOCK_FILE = "writer.lock"
@@ -227,6 +233,87 @@ class MetricsLog:
       raise RunError(f"cannot write {self._path}: {error.strerror or error}; "
                      "the file keeps the records before step "
                      f"{record['step']}") from None
+
+
+def file_identity(path):
+  """What tells the file at `path` from another: its size, modification
+  time and the SHA-256 of its first and last MiB. RunError if it cannot be
+  read."""
+  try:
+    with open(path, "rb") as f:
+      size = os.fstat(f.fileno()).st_size
+      mtime_ns = os.fstat(f.fileno()).st_mtime_ns
+      digest = hashlib.sha256(f.read(_HASHED_END_BYTES))
+      if size > _HASHED_END_BYTES:
+        f.seek(max(_HASHED_END_BYTES, size - _HASHED_END_BYTES))
+        digest.update(f.read())
+  except OSError as error:
+    raise RunError(f"cannot read {path}: {error.strerror or error}") from None
+  return {
+      "size": size,
+      "mtime_ns": mtime_ns,
+      "sha256_of_its_ends": digest.hexdigest()
+  }
+
+
+def data_files_identity(data_path, test_data_path):
+  """The identity (check_data) of the data in files `data_path` and
+  `test_data_path` (the trainer's --data_path and --test_data_path)."""
+  return {
+      "data_path": file_identity(data_path),
+      "test_data_path": file_identity(test_data_path)
+  }
+
+
+def check_data(output_dir, identity):
+  """Raises RunError unless `identity`, that of the data a resumed run
+  would train on (a data set's `identity()`), is that of the data the run
+  in `output_dir` trained on, as its DATA_FILE says: other data under the
+  same name would mix two trainings in one run. A run without the file
+  (one from before it was written) is not compared."""
+  path = os.path.join(output_dir, DATA_FILE)
+  if not os.path.lexists(path):
+    return
+  try:
+    with open(path, encoding="utf-8") as f:
+      saved = json.load(f)
+  except OSError as error:
+    raise RunError(f"cannot read {path}: {error.strerror or error}") from None
+  except ValueError:
+    raise RunError(f"{path} does not hold a data set's identity; put it back, "
+                   "or start over in another output_dir") from None
+  changed = _differences(saved, identity)
+  if not changed:
+    return
+  advice = "put back the data it trained on"
+  if all(name.endswith("mtime_ns") for name, _, _ in changed):
+    advice = ("if the file holds the same records, give it back its time "
+              f"(touch -d @{changed[0][1] / 1e9:.9f} FILE)")
+  raise RunError(
+      f"cannot resume the run in {output_dir}: its data changed since it "
+      "began (" + ", ".join(f"{name}: {theirs} then, {ours} now"
+                            for name, theirs, ours in changed) +
+      f"); {advice}, or start over in another output_dir")
+
+
+def _differences(theirs, ours, prefix=""):
+  """[(name, theirs, ours)] of the leaves where two nested dicts differ."""
+  if not (isinstance(theirs, dict) and isinstance(ours, dict)):
+    return [] if theirs == ours else [(prefix or "identity", theirs, ours)]
+  found = []
+  for key in sorted(theirs.keys() | ours.keys(), key=str):
+    name = f"{prefix} {key}" if prefix else str(key)
+    found += _differences(theirs.get(key), ours.get(key), name)
+  return found
+
+
+def write_data_identity(output_dir, identity):
+  """Writes `identity` (check_data) to the run's DATA_FILE."""
+  path = os.path.join(output_dir, DATA_FILE)
+  try:
+    write_atomically(path, json.dumps(identity, indent=1, sort_keys=True))
+  except OSError as error:
+    raise RunError(f"cannot write {path}: {error.strerror or error}") from None
 
 
 def holds_checkpoints(output_dir):
