@@ -1,11 +1,11 @@
 """A training run's directory, read and written without TensorFlow.
 
-A run keeps its settings in config.json, one JSON metric record per
-evaluation in metrics.jsonl and its checkpoints in checkpoints/ (written by
-`loop.train`). Here: reading the records, whether a run is
-finished, whether a configuration may write to a directory (a new run, or
-the same run resumed), the lock that keeps one writer per run directory,
-and the errors that stop a run. The command lines
+A run keeps its settings in config.json, its data's identity in data.json,
+one JSON metric record per evaluation in metrics.jsonl and its checkpoints
+in checkpoints/ (written by `loop.train`). Here: reading the records,
+whether a run is finished, whether a configuration may write to a directory
+(a new run, or the same run resumed, on the same data), the lock that keeps
+one writer per run directory, and the errors that stop a run. The command lines
 check their runs with these before TensorFlow loads.
 """
 
