@@ -358,6 +358,15 @@ _RESUMABLE_CHANGES = {
 _LENGTH = ("steps", "epochs")
 
 
+def same_run(theirs, ours):
+  """Whether two runs' settings (config.json's dicts) are those of one run,
+  up to the fields a resumption may change (where it writes, its length)."""
+  return all(
+      theirs.get(name) == ours.get(name)
+      for name in theirs.keys() | ours.keys()
+      if name not in _RESUMABLE_CHANGES)
+
+
 def check_output_dir(config):
   """Raises RunExistsError unless `config` may write to its output_dir.
 
