@@ -50,6 +50,8 @@ def main():
     path = getattr(config, name)
     if path is not None and not os.path.isfile(path):
       sys.exit(f"{PROGRAM}: {name} {path!r} is not a file")
+  if config.data_dir is not None and not os.path.isdir(config.data_dir):
+    sys.exit(f"{PROGRAM}: data_dir {config.data_dir!r} is not a directory")
   try:
     # Before TensorFlow loads (seconds): a bad --output_dir fails at once.
     if config.resume:

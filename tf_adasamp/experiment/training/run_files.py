@@ -153,6 +153,19 @@ def ensure_writable_dir(path, name="output_dir"):
                    f"{error.strerror or error}") from None
 
 
+def ensure_writable_file(path, name):
+  """Creates the directory of file `path` if missing; RunError, naming flag
+  `name`, unless `write_atomically` can replace the file there: `path` a
+  directory, or not a regular file, or in a directory where no file can be
+  created."""
+  if os.path.isdir(path):
+    raise RunError(f"{name} {path} is a directory, not a file")
+  if os.path.lexists(path) and not os.path.isfile(path):
+    raise RunError(f"{name} {path} is not a regular file")
+  ensure_writable_dir(os.path.dirname(os.path.abspath(path)),
+                      f"the directory of {name}")
+
+
 def read_metrics(output_dir):
   """The metric records a run wrote to `output_dir`, oldest first.
 
