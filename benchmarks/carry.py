@@ -194,8 +194,9 @@ def _is_cut(run_dir):
 
 def _last_checkpoint(run_dir):
   """(prefix, file names) of the last checkpoint that the run's state file
-  names, checked complete (its index and every data shard); None without a
-  state file (the run was cut before its first checkpoint)."""
+  names, checked complete (its index and every data shard), with its
+  digest where it has one; None without a state file (the run was cut
+  before its first checkpoint)."""
   folder = os.path.join(run_dir, run_files.CHECKPOINTS_DIR)
   state = os.path.join(folder, "checkpoint")
   if not os.path.lexists(state):
@@ -221,6 +222,10 @@ def _last_checkpoint(run_dir):
   if missing:
     raise ValueError(f"cannot pack {state}: it names checkpoint {prefix}, "
                      f"but {os.path.join(folder, missing[0])} is missing")
+  # Its recorded digest, which the resumed run checks its files against.
+  digest = prefix + run_files.DIGEST_SUFFIX
+  if digest in present:
+    needed.append(digest)
   for name in needed:
     _check_kind(os.path.join(folder, name))
   return prefix, needed

@@ -105,7 +105,7 @@ def test_a_carried_cut_run_resumes_from_its_last_checkpoint_exactly(
   assert [name for name in carried if "checkpoints" in name] == [
       "B/seed1/checkpoints/checkpoint",
       "B/seed1/checkpoints/ckpt-4.data-00000-of-00001",
-      "B/seed1/checkpoints/ckpt-4.index"
+      "B/seed1/checkpoints/ckpt-4.index", "B/seed1/checkpoints/ckpt-4.sha256"
   ]
   assert "tuning.json" in carried
   assert run_files.is_complete(moved / "A" / "seed0", 6)

@@ -289,6 +289,7 @@ def test_resume_refuses_a_checkpoint_with_a_corrupt_save_counter(
   metrics = (stopped_run / "metrics.jsonl").read_bytes()
   path = tf.train.latest_checkpoint(str(stopped_run / "checkpoints"))
   checkpoint_edits.corrupt_save_counter(path, damage)
+  checkpoint_edits.forge_digest(path)
   result = resume_stopped_run(tmp_path)
   assert_fails_in_one_line(
       result, f"cannot resume from {path}: it does not hold this trainer's")

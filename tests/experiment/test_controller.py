@@ -359,7 +359,8 @@ def test_a_save_on_a_full_disk_says_so_and_leaves_no_temporary(
   else:
     assert message.endswith("the run stops, its last checkpoint kept")
     assert sorted(os.listdir(directory)) == [
-        "checkpoint", "ckpt-0.data-00000-of-00001", "ckpt-0.index"
+        "checkpoint", "ckpt-0.data-00000-of-00001", "ckpt-0.index",
+        "ckpt-0.sha256"
     ]
 
 

@@ -185,6 +185,7 @@ def test_resume_refuses_a_checkpoint_whose_step_is_not_its_number(
                                      STEP_KEY,
                                      lambda value: np.int64(step),
                                      copy=path)
+  checkpoint_edits.forge_digest(path)
   refused(run, digits,
           f"cannot resume from {path}: its step {step} is not its number")
 
@@ -198,6 +199,7 @@ def test_resume_refuses_a_checkpoint_past_the_runs_length(run, digits):
                                      lambda value: np.int64(10**6), far)
   checkpoint_edits.edited_checkpoint(far, ITERATIONS_KEY,
                                      lambda value: np.int64(10**6), far)
+  checkpoint_edits.forge_digest(far)
   tf.compat.v1.train.update_checkpoint_state(directory, far)
   refused(run, digits, "its step 1000000 is past the run's 6 steps")
 
@@ -210,8 +212,23 @@ def test_resume_refuses_a_checkpoint_whose_optimizer_updates_are_not_its_step(
                                      ITERATIONS_KEY,
                                      lambda value: np.int64(iterations),
                                      copy=path)
+  checkpoint_edits.forge_digest(path)
   refused(run, digits,
           f"its optimizer's updates, {iterations}, are not its step 4")
+
+
+def test_resume_refuses_a_checkpoint_whose_files_are_not_those_it_wrote(
+    run, digits):
+  # A value the other checks cannot tell from the run's own: the random
+  # state of the sampler's generator.
+  path = last_checkpoint(run)
+  checkpoint_edits.edited_checkpoint(path,
+                                     "generator_state",
+                                     lambda state: state + 1,
+                                     copy=path)
+  refused(
+      run, digits, f"cannot resume from {path}: its files are not those the "
+      f"run wrote (their SHA-256 is not the one in {path}.sha256)")
 
 
 PERMUTATION_KEY = "sampler/permutation/.ATTRIBUTES/VARIABLE_VALUE"
@@ -230,6 +247,7 @@ def test_resume_refuses_a_reshuffling_state_that_no_run_reaches(
   resumed = dataclasses.replace(config, resume=True, steps=6)
   path = last_checkpoint(resumed)
   checkpoint_edits.edited_checkpoint(path, key, edit, copy=path)
+  checkpoint_edits.forge_digest(path)
   refused(
       resumed, digits,
       f"cannot resume from {path}: it does not hold this trainer's state "
@@ -278,6 +296,8 @@ def _zero(data_file):
 def test_resume_refuses_a_damaged_data_file_in_one_line(run, digits, damage):
   path = last_checkpoint(run)
   damage(f"{path}.data-00000-of-00001")
+  refused(run, digits, f"cannot resume from {path}: its files are not those")
+  checkpoint_edits.forge_digest(path)
   refused(run, digits, f"cannot resume from {path}: it does not hold")
 
 
@@ -287,6 +307,7 @@ def test_resume_refuses_a_corrupt_object_graph_in_one_line(run, digits):
                                      "_CHECKPOINTABLE_OBJECT_GRAPH",
                                      lambda value: b"\n\xff\xff garbage",
                                      copy=path)
+  checkpoint_edits.forge_digest(path)
   refused(run, digits, f"cannot resume from {path}: it does not hold")
 
 

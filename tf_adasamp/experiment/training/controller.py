@@ -222,16 +222,15 @@ class Controller:
       with _io_errors_name(
           directory, "before its first checkpoint: run it again without "
           "--resume" if first else _KEPT):
-        self._manager.save(checkpoint_number=step)
+        path = self._manager.save(checkpoint_number=step)
+        # What resuming checks the files against (resume.check_checkpoint).
+        run_files.record_checkpoint_digest(path)
     except run_files.RunError:
+      if first:  # all that checkpoints/ holds is this save's
+        shutil.rmtree(directory, ignore_errors=True)
       prefix = glob.escape(os.path.join(directory, f"ckpt-{step}"))
       for path in glob.glob(prefix + "_temp*"):
         shutil.rmtree(path, ignore_errors=True)
-      if first:
-        for path in glob.glob(prefix + ".*"):
-          os.remove(path)
-        with contextlib.suppress(OSError):
-          os.rmdir(directory)  # only if empty
       raise
 
   def _publish(self, evaluation):
@@ -245,19 +244,10 @@ class Controller:
     """The path of the checkpoint to restore, or None for a new run."""
     if self._resume_from is None:
       return None
-    directory = self._manager.directory
     if self._resume_from != LATEST:
-      return resume.checkpoint_of_step(directory, self._resume_from)
-    # Unlike the manager's, this looks for the checkpoint's files too.
-    path = resume.latest_checkpoint(directory)
-    if path is None and (run_files.read_metrics(self._output_dir) or
-                         run_files.holds_checkpoints(self._output_dir)):
-      raise run_files.RunError(
-          f"cannot resume: {directory} has no readable checkpoint (its "
-          "'checkpoint' file is missing or damaged, or names missing files) "
-          "though the run has begun; leave out --resume and choose another "
-          "output_dir to start over")
-    return path
+      return resume.checkpoint_of_step(self._manager.directory,
+                                       self._resume_from)
+    return resume.checkpoint_to_resume(self._output_dir)
 
   def _diverged(self, step, cause):
     advice = f"; {self._divergence_advice}" if self._divergence_advice else ""
@@ -278,9 +268,11 @@ def checkpoint_manager_in(output_dir, checkpoint):
   Raises:
     run_files.RunError: checkpoints/ is there but not a directory.
   """
-  directory = os.path.join(output_dir, run_files.CHECKPOINTS_DIR)
-  _check_is_directory_or_absent(directory)
-  return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=2)
+  run_files.check_checkpoints_dir(output_dir)
+  return tf.train.CheckpointManager(checkpoint,
+                                    os.path.join(output_dir,
+                                                 run_files.CHECKPOINTS_DIR),
+                                    max_to_keep=2)
 
 
 def summaries_in(output_dir, data=None):
@@ -322,11 +314,3 @@ def _reason(error):
   text = re.sub(r"\s*\[Op:\w+\]$", "", text)  # as raised eagerly
   where, _, reason = text.rpartition("; ")
   return f"{reason} ({where})" if where else text[:200]
-
-
-def _check_is_directory_or_absent(path):
-  if os.path.lexists(path) and not os.path.isdir(path):
-    kind = "a dangling link" if os.path.islink(path) else "not a directory"
-    raise run_files.RunError(
-        f"{path} is {kind}, so the run's checkpoints cannot be read or "
-        "written; move it away (and, to start over, the whole output_dir)")

@@ -64,6 +64,30 @@ def latest_checkpoint(directory):
   return tf.train.latest_checkpoint(directory)
 
 
+def checkpoint_to_resume(output_dir):
+  """The path of the latest checkpoint of the run in `output_dir`, or None
+  where the run has not begun (no records, no checkpoints).
+
+  Raises:
+    run_files.RunError: checkpoints/ is not a directory; the run has begun
+      but has no readable checkpoint (its checkpoint state is missing,
+      damaged or names missing files), or its state names a checkpoint
+      outside the run.
+  """
+  run_files.check_checkpoints_dir(output_dir)
+  directory = os.path.join(output_dir, run_files.CHECKPOINTS_DIR)
+  # Unlike a CheckpointManager's, this looks for the checkpoint's files too.
+  path = latest_checkpoint(directory)
+  if path is None and (run_files.read_metrics(output_dir) or
+                       run_files.holds_checkpoints(output_dir)):
+    raise run_files.RunError(
+        f"cannot resume: {directory} has no readable checkpoint (its "
+        "'checkpoint' file is missing or damaged, or names missing files) "
+        "though the run has begun; leave out --resume and choose another "
+        "output_dir to start over")
+  return path
+
+
 def last_checkpoint_step(output_dir):
   """The step of the run's last checkpoint in `output_dir`, or None.
 
@@ -202,11 +226,12 @@ def restore(checkpoint, path, total_steps=None):
 def check_latest_checkpoint(output_dir, total_steps, checks=None):
   """`check_checkpoint` of the latest checkpoint of the run in
   `output_dir`, if it has one: the one a run resumed alone restores, checked
-  before the run writes anything. RunError too if the run's records go past
+  before the run writes anything. RunError too if the run has begun but has
+  no readable checkpoint (`checkpoint_to_resume`), or if its records go past
   its step: a run records a step only after its checkpoint, and resuming
   would drop them (a cluster's worker may go back past its records, to the
   checkpoint all workers have)."""
-  path = latest_checkpoint(os.path.join(output_dir, run_files.CHECKPOINTS_DIR))
+  path = checkpoint_to_resume(output_dir)
   if not path:
     return
   step = check_checkpoint(path, total_steps, checks)
@@ -220,9 +245,10 @@ def check_latest_checkpoint(output_dir, total_steps, checks=None):
 
 def check_checkpoint(path, total_steps=None, checks=None):
   """The step of the checkpoint at `path`; RunError, naming `path`, unless
-  its every entry and its object graph can be read, its step (and its
-  optimizer's count of updates) is its number, within [0, total_steps], and
-  `checks` pass. Reads only.
+  its files are those the run wrote (their recorded SHA-256,
+  `run_files.check_checkpoint_digest`), its every entry and its object graph
+  can be read, its step (and its optimizer's count of updates) is its
+  number, within [0, total_steps], and `checks` pass. Reads only.
 
   Args:
     path: the checkpoint's path (its files' prefix).
@@ -231,6 +257,7 @@ def check_checkpoint(path, total_steps=None, checks=None):
       the checkpoint's object `name` ({variable name: value}) and raises
       ValueError where no run reaches them (components.saved_state_checks).
   """
+  run_files.check_checkpoint_digest(path)
   try:
     reader = tf.train.load_checkpoint(path)
     values = {

@@ -12,6 +12,7 @@ check their runs with these before TensorFlow loads.
 import contextlib
 import dataclasses
 import fcntl
+import glob
 import hashlib
 import json
 import os
@@ -327,6 +328,70 @@ def write_data_identity(output_dir, identity):
     write_atomically(path, json.dumps(identity, indent=1, sort_keys=True))
   except OSError as error:
     raise RunError(f"cannot write {path}: {error.strerror or error}") from None
+
+
+# Beside a checkpoint's files (prefix.index, prefix.data-*), the SHA-256 of
+# them all, written once they are (checkpoint_digest).
+DIGEST_SUFFIX = ".sha256"
+
+
+def checkpoint_digest(prefix):
+  """The SHA-256 of the files of the checkpoint at `prefix` (its index and
+  data shards, by name), as hex; OSError if one cannot be read."""
+  digest = hashlib.sha256()
+  names = [prefix + ".index"] + sorted(
+      glob.glob(glob.escape(prefix) + ".data-?????-of-?????"))
+  for name in names:
+    digest.update(os.path.basename(name).encode() + b"\0")
+    with open(name, "rb") as f:
+      while chunk := f.read(1 << 24):
+        digest.update(chunk)
+  return digest.hexdigest()
+
+
+def record_checkpoint_digest(prefix):
+  """Writes `checkpoint_digest(prefix)` beside the checkpoint, and removes
+  the digests of checkpoints that are gone (its manager keeps two)."""
+  write_atomically(prefix + DIGEST_SUFFIX, checkpoint_digest(prefix) + "\n")
+  for path in glob.glob(
+      glob.escape(os.path.dirname(prefix)) + "/*" + DIGEST_SUFFIX):
+    if not os.path.exists(path[:-len(DIGEST_SUFFIX)] + ".index"):
+      with contextlib.suppress(FileNotFoundError):
+        os.remove(path)
+
+
+def check_checkpoint_digest(prefix):
+  """RunError, naming the checkpoint at `prefix`, unless its files are
+  those its run wrote: their SHA-256 is the one recorded beside them. A
+  checkpoint without a recorded digest (written before digests were, or
+  whose digest a kill cut off) is not compared."""
+  path = prefix + DIGEST_SUFFIX
+  if not os.path.lexists(path):
+    return
+  try:
+    with open(path, encoding="ascii", errors="replace") as f:
+      recorded = f.read().strip()
+    found = checkpoint_digest(prefix)
+  except OSError as error:
+    raise RunError(
+        f"cannot resume from {prefix}: cannot read "
+        f"{error.filename or path}: {error.strerror or error}") from None
+  if found != recorded:
+    raise RunError(
+        f"cannot resume from {prefix}: its files are not those the run "
+        f"wrote (their SHA-256 is not the one in {path}), so they were "
+        "edited or damaged; resume from a checkpoint the run wrote, or "
+        "start over in another output_dir")
+
+
+def check_checkpoints_dir(output_dir):
+  """RunError unless `output_dir`'s checkpoints/ is a directory or absent."""
+  path = os.path.join(output_dir, CHECKPOINTS_DIR)
+  if os.path.lexists(path) and not os.path.isdir(path):
+    kind = "a dangling link" if os.path.islink(path) else "not a directory"
+    raise RunError(
+        f"{path} is {kind}, so the run's checkpoints cannot be read or "
+        "written; move it away (and, to start over, the whole output_dir)")
 
 
 def holds_checkpoints(output_dir):
