@@ -215,6 +215,19 @@ def test_a_flagfile_of_other_lines_is_refused_without_showing_them(
       "unexpected arguments ['stray']")
 
 
+def test_a_flagfile_that_is_a_fifo_is_refused_without_waiting(tmp_path):
+  fifo = tmp_path / "fifo"
+  os.mkfifo(fifo)
+  nested = tmp_path / "flags"
+  nested.write_text(f"--flagfile={fifo}\n")
+  for flagfile in (fifo, nested):
+    result = run_cli("bounds_table", [f"--flagfile={flagfile}"], tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"tf-adasamp-bounds: --flagfile {fifo} is not a regular file"
+    ]
+
+
 def test_train_help_into_a_closed_pipe_ends_quietly():
   # As `tf-adasamp-train --help | head -1` does; stdout buffered, as it is
   # into a pipe unless PYTHONUNBUFFERED is set.

@@ -36,11 +36,15 @@ def run(digits, tmp_path):
 
 
 def snapshot(directory):
-  """Every file under `directory`, by path, with its bytes."""
+  """Every file under `directory`, by path, with its bytes (a FIFO with its
+  mode)."""
   files = {}
   for folder, _, names in os.walk(directory):
     for name in names:
       path = os.path.join(folder, name)
+      if not os.path.isfile(path):  # a FIFO: opening it would wait
+        files[os.path.relpath(path, directory)] = os.stat(path).st_mode
+        continue
       with open(path, "rb") as f:
         files[os.path.relpath(path, directory)] = f.read()
   return files
@@ -506,3 +510,31 @@ def test_a_run_from_before_data_identities_resumes_and_records_one(run, digits):
   loop.train(run, data=digits)
   with open(os.path.join(run.output_dir, run_files.DATA_FILE)) as f:
     assert json.load(f) == json.loads(json.dumps(digits.identity()))
+
+
+@pytest.mark.parametrize("name", [
+    "metrics.jsonl", "config.json", "data.json", "checkpoints/checkpoint",
+    "checkpoints/ckpt-4.index", "checkpoints/ckpt-4.sha256"
+])
+def test_a_fifo_among_a_runs_files_is_refused_without_waiting(run, name):
+  # Opening a FIFO to read waits for a writer: in a subprocess, to end.
+  path = os.path.join(run.output_dir, name)
+  os.remove(path)
+  os.mkfifo(path)
+  before = snapshot(run.output_dir)
+  result = subprocess.run([
+      sys.executable, "-m", "tf_adasamp.experiment.train", "--model=logistic",
+      "--steps=6", "--eval_interval=2", "--batch_size=16",
+      "--learning_rate=0.1", "--noprogress", "--resume",
+      f"--output_dir={run.output_dir}"
+  ],
+                          cwd=ROOT,
+                          capture_output=True,
+                          text=True,
+                          timeout=120,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  assert result.returncode == 1
+  assert f"{path} is not a regular file" in result.stderr.splitlines()[-1] or (
+      f"cannot read {path}: not a regular file"
+      in result.stderr.splitlines()[-1]), result.stderr
+  assert snapshot(run.output_dir) == before

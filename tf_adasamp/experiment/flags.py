@@ -105,6 +105,28 @@ def _number(text, name):
     raise ValueError(f"--{name} takes numbers, got {text!r}") from error
 
 
+def _check_flagfiles(program, arguments, seen=()):
+  """Ends the program in one line if a --flagfile among `arguments` (or
+  among those of a flagfile they name) is not a regular file: absl would
+  wait forever for a FIFO's writer."""
+  for at, argument in enumerate(arguments):
+    name, equals, path = argument.lstrip("-").partition("=")
+    if name != "flagfile" or not argument.startswith("-"):
+      continue
+    if not equals:  # --flagfile PATH
+      path = arguments[at + 1] if at + 1 < len(arguments) else ""
+    if not path or path in seen:
+      continue  # absl says what is wrong with those
+    if os.path.exists(path) and not os.path.isfile(path):
+      sys.exit(f"{program}: --flagfile {path} is not a regular file")
+    try:
+      with open(path, encoding="utf-8", errors="replace") as f:
+        lines = [line.strip() for line in f]
+    except OSError:
+      continue  # absl names the file and why
+    _check_flagfiles(program, lines, (*seen, path))
+
+
 def interrupted(program, outcome=None):
   """Ends the program for a Ctrl-C, with one line; `outcome` says what
   became of its work and how to go on."""
@@ -133,6 +155,7 @@ def run(program, define_flags, main):
     script.__doc__ = sys.modules[define_flags.__module__].__doc__
 
   def parse_flags(argv):
+    _check_flagfiles(program, argv[1:])
     try:
       return FLAGS(argv)
     except flags.Error as error:

@@ -8,6 +8,7 @@ never from its file name.
 """
 
 import dataclasses
+import glob
 import hashlib
 import json
 import os
@@ -48,6 +49,8 @@ def latest_checkpoint(directory):
   checkpoint that the checkpoint state in `directory` names, or None; a
   RunError if the state names any checkpoint outside `directory` (another
   run's, resumed, would mix two runs in one)."""
+  run_files.check_regular_files([os.path.join(directory, "checkpoint")],
+                                 directory)
   state = tf.train.get_checkpoint_state(directory)
   if state is not None:
     inside = os.path.realpath(directory)
@@ -257,6 +260,7 @@ def check_checkpoint(path, total_steps=None, checks=None):
       the checkpoint's object `name` ({variable name: value}) and raises
       ValueError where no run reaches them (components.saved_state_checks).
   """
+  run_files.check_regular_files(glob.glob(glob.escape(path) + ".*"), path)
   run_files.check_checkpoint_digest(path)
   try:
     reader = tf.train.load_checkpoint(path)

@@ -11,11 +11,13 @@ check their runs with these before TensorFlow loads.
 
 import contextlib
 import dataclasses
+import errno
 import fcntl
 import glob
 import hashlib
 import json
 import os
+import stat
 import tempfile
 
 from absl import logging
@@ -141,6 +143,23 @@ def write_atomically(path, text):
     os.close(directory_fd)
 
 
+def open_regular(path, mode="r", **kwargs):
+  """`open(path, mode)` for reading, of a regular file only: OSError for a
+  FIFO, which open() would wait on for a writer forever, or a device."""
+  fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+  try:
+    kind = os.fstat(fd).st_mode
+    if stat.S_ISDIR(kind):
+      raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+    if not stat.S_ISREG(kind):
+      raise OSError(errno.EINVAL, "not a regular file", path)
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, mode, **kwargs)
+  except BaseException:
+    os.close(fd)
+    raise
+
+
 def ensure_writable_dir(path, name="output_dir"):
   """Creates directory `path` if missing; RunError, naming flag `name`,
   unless a file can be created in it."""
@@ -180,7 +199,7 @@ def read_metrics(output_dir):
   if not os.path.exists(path):
     return []
   try:
-    with open(path, encoding="utf-8", errors="replace") as f:
+    with open_regular(path, encoding="utf-8", errors="replace") as f:
       lines = [
           (number, line) for number, line in enumerate(f, 1) if line.strip()
       ]
@@ -254,7 +273,7 @@ def file_identity(path):
   time and the SHA-256 of its first and last MiB. RunError if it cannot be
   read."""
   try:
-    with open(path, "rb") as f:
+    with open_regular(path, "rb") as f:
       size = os.fstat(f.fileno()).st_size
       mtime_ns = os.fstat(f.fileno()).st_mtime_ns
       digest = hashlib.sha256(f.read(_HASHED_END_BYTES))
@@ -289,7 +308,7 @@ def check_data(output_dir, identity):
   if not os.path.lexists(path):
     return
   try:
-    with open(path, encoding="utf-8") as f:
+    with open_regular(path, encoding="utf-8") as f:
       saved = json.load(f)
   except OSError as error:
     raise RunError(f"cannot read {path}: {error.strerror or error}") from None
@@ -343,7 +362,7 @@ def checkpoint_digest(prefix):
       glob.glob(glob.escape(prefix) + ".data-?????-of-?????"))
   for name in names:
     digest.update(os.path.basename(name).encode() + b"\0")
-    with open(name, "rb") as f:
+    with open_regular(name, "rb") as f:
       while chunk := f.read(1 << 24):
         digest.update(chunk)
   return digest.hexdigest()
@@ -369,7 +388,7 @@ def check_checkpoint_digest(prefix):
   if not os.path.lexists(path):
     return
   try:
-    with open(path, encoding="ascii", errors="replace") as f:
+    with open_regular(path, encoding="ascii", errors="replace") as f:
       recorded = f.read().strip()
     found = checkpoint_digest(prefix)
   except OSError as error:
@@ -392,6 +411,16 @@ def check_checkpoints_dir(output_dir):
     raise RunError(
         f"{path} is {kind}, so the run's checkpoints cannot be read or "
         "written; move it away (and, to start over, the whole output_dir)")
+
+
+def check_regular_files(paths, what):
+  """RunError, naming `what` (a checkpoint), unless each of `paths` that
+  exists is a regular file: TensorFlow's readers would wait forever on a
+  FIFO's writer."""
+  for path in paths:
+    if os.path.lexists(path) and not os.path.isfile(path):
+      raise RunError(f"cannot resume from {what}: {path} is not a regular "
+                     "file")
 
 
 def holds_checkpoints(output_dir):
@@ -504,7 +533,7 @@ def _saved_settings(path, output_dir):
         f"{output_dir} cannot be checked against these; put it back, or "
         "choose another output_dir to start over")
   try:
-    with open(path, encoding="utf-8", errors="replace") as f:
+    with open_regular(path, encoding="utf-8", errors="replace") as f:
       saved = json.load(f)
   except OSError as error:
     raise RunExistsError(
