@@ -5,12 +5,12 @@ it is a few files of at most 16 MiB each. `pack` writes what resuming a
 study elsewhere needs as such files: `runs.tar.gz`, the finished runs'
 settings and metric records and every other file of the runs directory
 (reports, tuning choices) but TensorBoard's and the checkpoints; and one
-`cut-<i>.tar.gz` a run that was cut, holding its settings, its records and
-its last checkpoint alone. `unpack` puts them into a runs directory that
-holds no run yet; there the runner skips the finished runs, resumes the cut
-ones from their checkpoints, and starts over a cut run whose archive did not
-come back (or that was cut before its first checkpoint). No TensorFlow
-here.
+`cut-<i>.tar.gz` a run that was cut, holding its settings, its data's
+identity, its records and its last checkpoint alone. `unpack` puts them into
+a runs directory that holds no run yet; there the runner skips the finished
+runs, resumes the cut ones from their checkpoints, and starts over a cut run
+whose archive did not come back (or that was cut before its first
+checkpoint). No TensorFlow here.
 
   python -m benchmarks.carry pack --runs_dir=RUNS --carry_dir=OUT
       [--skip=FOLDER,...]
@@ -74,6 +74,10 @@ def pack(runs_dir, out_dir, skip=()):
       The message names the file.
   """
   _check_given(runs_dir=runs_dir, out_dir=out_dir)
+  for name in skip:
+    if not name or "/" in name or name in (".", ".."):
+      raise ValueError("skip takes folders of the runs directory, by name; "
+                       f"got {name!r}")
   runs_dir = os.path.abspath(runs_dir)
   out_dir = os.path.abspath(out_dir)
   real_runs_dir = os.path.realpath(runs_dir)
@@ -190,8 +194,9 @@ def _is_cut(run_dir):
 
 def _last_checkpoint(run_dir):
   """(prefix, file names) of the last checkpoint that the run's state file
-  names, checked complete (its index and every data shard); None without a
-  state file (the run was cut before its first checkpoint)."""
+  names, checked complete (its index and every data shard), with its
+  digest where it has one; None without a state file (the run was cut
+  before its first checkpoint)."""
   folder = os.path.join(run_dir, run_files.CHECKPOINTS_DIR)
   state = os.path.join(folder, "checkpoint")
   if not os.path.lexists(state):
@@ -217,6 +222,10 @@ def _last_checkpoint(run_dir):
   if missing:
     raise ValueError(f"cannot pack {state}: it names checkpoint {prefix}, "
                      f"but {os.path.join(folder, missing[0])} is missing")
+  # Its recorded digest, which the resumed run checks its files against.
+  digest = prefix + run_files.DIGEST_SUFFIX
+  if digest in present:
+    needed.append(digest)
   for name in needed:
     _check_kind(os.path.join(folder, name))
   return prefix, needed
@@ -224,15 +233,17 @@ def _last_checkpoint(run_dir):
 
 def _cut_run_members(runs_dir, relative):
   """The (path or bytes, name in the archive) pairs of the cut run at
-  `relative`: its settings, its records and, of its checkpoints, the last
-  alone with a state file that names it; [] if it has no checkpoint."""
+  `relative`: its settings, its data's identity, its records and, of its
+  checkpoints, the last alone with a state file that names it; [] if it
+  has no checkpoint."""
   run_dir = os.path.join(runs_dir, relative)
   last = _last_checkpoint(run_dir)
   if not last:
     return []
   prefix, names = last
   members = []
-  for name in (run_files.CONFIG_FILE, run_files.METRICS_FILE):
+  for name in (run_files.CONFIG_FILE, run_files.DATA_FILE,
+               run_files.METRICS_FILE):
     path = os.path.join(run_dir, name)
     if os.path.lexists(path):
       _check_kind(path)
@@ -282,10 +293,12 @@ def _reason(error, path=None):
 def unpack(carried_dir, runs_dir, max_bytes=MAX_UNPACKED_BYTES):
   """Puts `pack`'s archives from `carried_dir` into `runs_dir`.
 
-  Unless `runs_dir` already holds a run (newer than the archives: the
-  machine kept them), every archive is read and checked whole first, then
-  extracted beside `runs_dir`, then moved in: a refusal or a failure
-  leaves `runs_dir` as it was.
+  Every archive is read and checked whole first, then extracted beside
+  `runs_dir`, then moved in: a refusal or a failure leaves `runs_dir` as it
+  was. Where `runs_dir` already holds runs (the machine kept them), nothing
+  is moved: it is left as it is if it holds every run of the archives, of
+  the same settings, at least as far on (its records and checkpoints), and
+  refused otherwise, as neither copy may replace the other.
 
   Args:
     carried_dir: the folder of runs.tar.gz and the cut-<i>.tar.gz.
@@ -295,25 +308,30 @@ def unpack(carried_dir, runs_dir, max_bytes=MAX_UNPACKED_BYTES):
       counted with a file system block for its entry.
 
   Returns:
-    Whether it unpacked (False: `runs_dir` holds a run, left as it is).
+    Whether it unpacked (False: `runs_dir` holds the archives' runs as far
+    on, left as it is).
 
   Raises:
     ValueError: runs.tar.gz is missing; an archive is damaged, expands
       past `max_bytes`, or holds anything but files and folders, a path out
       of `runs_dir`, or a name twice (in one archive or across two); a name
-      it holds exists in `runs_dir`; `runs_dir` is not a directory. The
+      it holds exists in `runs_dir`; `runs_dir` is not a directory, or
+      holds runs of which one is behind the archives' or missing. The
       message names the file.
   """
   _check_given(carried_dir=carried_dir, runs_dir=runs_dir)
+  if max_bytes < 0:
+    raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
   if os.path.lexists(runs_dir) and not os.path.isdir(runs_dir):
     kind = "a dangling link" if os.path.islink(runs_dir) else "a file"
     raise ValueError(f"cannot unpack into {runs_dir}: it is {kind}, not a "
                      "directory")
-  if _holds_a_run(runs_dir):
-    return False
   paths = [os.path.join(carried_dir, RUNS_ARCHIVE)] + sorted(
       glob.glob(os.path.join(carried_dir, _CUT_ARCHIVES)))
   tops = _check_archives(paths, max_bytes)
+  if _holds_a_run(runs_dir):
+    _check_as_far_on(runs_dir, paths)
+    return False
   for name in tops:
     if os.path.lexists(os.path.join(runs_dir, name)):
       raise ValueError(f"cannot unpack into {runs_dir}: "
@@ -420,17 +438,109 @@ def _move_all(staging, runs_dir, names):
     raise
 
 
+def _check_as_far_on(runs_dir, paths):
+  """ValueError unless `runs_dir` holds each run of the archives at `paths`
+  (checked), with the same settings, its records and last checkpoint at
+  least as far on."""
+  for path in paths:
+    with tarfile.open(path, "r:gz") as archive:
+      runs = _runs_in(archive)
+    for relative, (settings, carried) in sorted(runs.items()):
+      run_dir = os.path.join(runs_dir, relative)
+      where = f"cannot unpack into {runs_dir}: it holds runs already, and "
+      advice = ("; move it away, or unpack into a directory without runs")
+      if not os.path.isfile(os.path.join(run_dir, run_files.CONFIG_FILE)):
+        raise ValueError(f"{where}not {relative}, which {path} holds{advice}")
+      if not run_files.same_run(
+          _settings(_read_or_none(os.path.join(
+              run_dir, run_files.CONFIG_FILE))), _settings(settings)):
+        raise ValueError(f"{where}its {relative} has other settings than "
+                         f"the one {path} holds{advice}")
+      here = _progress(
+          _read_or_none(os.path.join(run_dir, run_files.METRICS_FILE)),
+          _read_or_none(
+              os.path.join(run_dir, run_files.CHECKPOINTS_DIR, "checkpoint")))
+      if any(ours < theirs for ours, theirs in zip(here, carried)):
+        raise ValueError(
+            f"{where}its {relative} is behind the one {path} holds (last "
+            f"record and checkpoint at steps {here} here, {carried} there)"
+            f"{advice}")
+
+
+def _runs_in(archive):
+  """{run directory: (its config.json's bytes, _progress)} of the runs
+  that `archive` (an open, checked tarfile) holds."""
+  members = {_member_name(member): member for member in archive}
+  runs = {}
+  for name in members:
+    directory, _, base = name.rpartition("/")
+    if base != run_files.CONFIG_FILE:
+      continue
+
+    def read(relative, directory=directory):
+      member = members.get(f"{directory}/{relative}".lstrip("/"))
+      return archive.extractfile(member).read() if member else None
+
+    runs[directory] = (read(run_files.CONFIG_FILE),
+                       _progress(
+                           read(run_files.METRICS_FILE),
+                           read(f"{run_files.CHECKPOINTS_DIR}/checkpoint")))
+  return runs
+
+
+def _progress(metrics, checkpoint_state):
+  """(the last record's step, the last checkpoint's) of a run, from its
+  metrics.jsonl's and its checkpoint state's bytes (None: absent); -1 for
+  none."""
+  last_record = -1
+  for line in (metrics or b"").decode("utf-8", "replace").splitlines():
+    try:
+      last_record = max(last_record, int(json.loads(line)["step"]))
+    except (ValueError, TypeError, KeyError):
+      continue  # a line cut short
+  latest = _LATEST.search((checkpoint_state or b"").decode("utf-8", "replace"))
+  step = re.search(r"-(\d+)$", latest.group(1)) if latest else None
+  return last_record, int(step.group(1)) if step else -1
+
+
+def _settings(text):
+  """The settings dict of a config.json's bytes; {} if it holds none."""
+  try:
+    settings = json.loads(text)
+  except (TypeError, ValueError):
+    return {}
+  return settings if isinstance(settings, dict) else {}
+
+
+def _read_or_none(path):
+  try:
+    with open(path, "rb") as f:
+      return f.read()
+  except FileNotFoundError:
+    return None
+
+
 def _holds_a_run(runs_dir):
   """Whether a run's settings (config.json) lie anywhere in `runs_dir`."""
   return any(
       run_files.CONFIG_FILE in files for _, _, files in os.walk(runs_dir))
 
 
+class _OneLineErrorParser(argparse.ArgumentParser):
+  """Ends bad arguments in one line, naming the program, and exit status
+  1, as every refusal here."""
+
+  def error(self, message):
+    self.exit(1, f"python -m benchmarks.carry: {message}\n")
+
+
 def main(argv=None):
   """The command line (module docstring); `argv` as sys.argv[1:]."""
-  parser = argparse.ArgumentParser(prog="python -m benchmarks.carry",
-                                   description=__doc__.splitlines()[0])
-  commands = parser.add_subparsers(dest="command", required=True)
+  parser = _OneLineErrorParser(prog="python -m benchmarks.carry",
+                               description=__doc__.splitlines()[0])
+  commands = parser.add_subparsers(dest="command",
+                                   required=True,
+                                   parser_class=_OneLineErrorParser)
   packing = commands.add_parser("pack", help=pack.__doc__.splitlines()[0])
   packing.add_argument("--runs_dir", required=True)
   packing.add_argument("--carry_dir",
@@ -460,8 +570,8 @@ def main(argv=None):
     elif unpack(args.carry_dir, args.runs_dir, args.max_bytes):
       print(f"unpacked {args.carry_dir} into {args.runs_dir}")
     else:
-      print(f"{args.runs_dir} already holds runs, newer than "
-            f"{args.carry_dir}: left as it is")
+      print(f"{args.runs_dir} already holds every run of {args.carry_dir}, "
+            "as far on or further: left as it is")
   except (ValueError, OSError) as error:
     sys.exit(f"{parser.prog}: {error}")
 

@@ -10,6 +10,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tf_adasamp.experiment.training import run_files
+
 # The key of a tf.train.Checkpoint's own save counter in its files.
 SAVE_COUNTER_KEY = "save_counter/.ATTRIBUTES/VARIABLE_VALUE"
 # How corrupt_save_counter damages the counter: read as a float32, restoring
@@ -36,6 +38,13 @@ def edited_checkpoint(path, name, edit, copy=None):
                     shape_and_slices=[""] * len(keys),
                     tensors=[tf.constant(value) for value in values])
   return copy
+
+
+def forge_digest(path):
+  """Records the digest of the trainer's checkpoint at `path` as its files
+  are now, as a forger who edited them would (a run written before digests
+  has none at all): the trainer's checks past the digest still refuse."""
+  run_files.record_checkpoint_digest(path)
 
 
 def edited_keras_weights(path, name, edit, copy):

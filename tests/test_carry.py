@@ -95,15 +95,17 @@ def test_a_carried_cut_run_resumes_from_its_last_checkpoint_exactly(
 
   moved = tmp_path / "elsewhere"
   assert carry.unpack(tmp_path / "out", moved)
-  # The finished run's records and settings, no checkpoint of it; the cut
-  # run's last checkpoint alone.
+  # The finished run's records, settings and data's identity, no checkpoint
+  # of it; the cut run's last checkpoint alone, with its data's identity.
   carried = files(moved)
-  assert [name for name in carried if name.startswith("A/")
-         ] == ["A/seed0/config.json", "A/seed0/metrics.jsonl"]
+  assert [name for name in carried if name.startswith("A/")] == [
+      "A/seed0/config.json", "A/seed0/data.json", "A/seed0/metrics.jsonl"
+  ]
+  assert "B/seed1/data.json" in carried
   assert [name for name in carried if "checkpoints" in name] == [
       "B/seed1/checkpoints/checkpoint",
       "B/seed1/checkpoints/ckpt-4.data-00000-of-00001",
-      "B/seed1/checkpoints/ckpt-4.index"
+      "B/seed1/checkpoints/ckpt-4.index", "B/seed1/checkpoints/ckpt-4.sha256"
   ]
   assert "tuning.json" in carried
   assert run_files.is_complete(moved / "A" / "seed0", 6)
@@ -175,15 +177,55 @@ def test_pack_refuses_to_write_inside_the_runs_directory(
   assert files(runs) == before
 
 
-def test_unpack_leaves_a_runs_directory_that_holds_runs_as_it_is(
-    study, tmp_path):
+def test_unpack_leaves_a_runs_directory_that_holds_its_runs_as_far_on(
+    study, digits, tmp_path):
   runs, _ = study
   carry.pack(runs, tmp_path / "out")
-  newer = tmp_path / "newer"
-  (newer / "C").mkdir(parents=True)
-  (newer / "C" / "config.json").write_text("{}")
-  assert not carry.unpack(tmp_path / "out", newer)
-  assert files(newer) == ["C/config.json"]
+  kept = copied(runs, tmp_path)  # the machine kept its runs
+  before = snapshot(kept)
+  assert not carry.unpack(tmp_path / "out", kept)
+  assert snapshot(kept) == before
+  # Further on than the archives: the cut run resumed to its end.
+  loop.train(config(kept / "B" / "seed1", seed=1), data=digits)
+  before = snapshot(kept)
+  assert not carry.unpack(tmp_path / "out", kept)
+  assert snapshot(kept) == before
+
+
+def behind(run_dir):
+  """Takes the run in `run_dir` back to its checkpoint and record of step
+  2, as a copy of it taken earlier would be."""
+  metrics = run_dir / run_files.METRICS_FILE
+  metrics.write_text("".join(metrics.read_text().splitlines(True)[:2]))
+  (run_dir / "checkpoints" / "checkpoint").write_text(
+      'model_checkpoint_path: "ckpt-2"\n'
+      'all_model_checkpoint_paths: "ckpt-2"\n')
+
+
+@pytest.mark.parametrize("older,message", [
+    (lambda kept: behind(kept / "B" / "seed1"),
+     "its B/seed1 is behind the one {out}/cut-0.tar.gz holds (last record "
+     "and checkpoint at steps (2, 2) here, (4, 4) there)"),
+    (lambda kept: shutil.rmtree(kept / "A"),
+     "not A/seed0, which {out}/runs.tar.gz holds"),
+    (lambda kept: (kept / "A" / "seed0" / "config.json").write_text("{}"),
+     "its A/seed0 has other settings than the one {out}/runs.tar.gz holds"),
+])
+def test_unpack_refuses_a_runs_directory_that_holds_other_or_older_runs(
+    study, tmp_path, older, message):
+  runs, _ = study
+  out = tmp_path / "out"
+  carry.pack(runs, out)
+  kept = copied(runs, tmp_path)
+  older(kept)
+  before = snapshot(kept)
+  with pytest.raises(ValueError) as raised:
+    carry.unpack(out, kept)
+  assert str(raised.value) == (
+      f"cannot unpack into {kept}: it holds runs already, and " +
+      message.format(out=out) +
+      "; move it away, or unpack into a directory without runs")
+  assert snapshot(kept) == before
 
 
 def add_archive(path, *members):
@@ -507,8 +549,11 @@ def test_the_command_packs_and_unpacks_and_names_a_missing_argument(
                         f"--carry_dir={tmp_path / 'out'}")
   assert again.returncode == 0 and "left as it is" in again.stdout
   missing = carry_command("pack", f"--runs_dir={runs}")
-  assert missing.returncode == 2
-  assert "--carry_dir" in missing.stderr.strip().splitlines()[-1]
+  assert missing.returncode == 1
+  assert missing.stderr.splitlines() == [
+      "python -m benchmarks.carry: the following arguments are required: "
+      "--carry_dir"
+  ]
 
 
 def test_a_refused_pack_is_one_line_naming_the_file(study, tmp_path):

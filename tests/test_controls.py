@@ -349,7 +349,9 @@ def bad_after(step, value):
 
 
 @pytest.mark.usefixtures("on_cpu")
-@pytest.mark.parametrize("value", [-0.5, math.nan, math.inf])
+# Above 1e300 at decay 0.5: a log weight could overflow for a utility of 1e8
+# (the cap that a constant amplitude meets when the sampler is made).
+@pytest.mark.parametrize("value", [-0.5, math.nan, math.inf, 1e300])
 @pytest.mark.parametrize("mode", ["eager", "function", "jit_compile"])
 def test_an_amplitude_schedule_out_of_range_is_refused_leaving_the_state(
     value, mode):
@@ -366,8 +368,9 @@ def test_an_amplitude_schedule_out_of_range_is_refused_leaving_the_state(
   assert not all(np.array_equal(a, b) for a, b in zip(before, after_draw))
   # Compiled, XLA drops the assertion; the value reaches the op as NaN
   # utilities, which it refuses.
-  message = ("utilities" if mode == "jit_compile" else
-             r"amplitude schedule returned a value outside \[0, inf\)")
+  message = (
+      "utilities" if mode == "jit_compile" else
+      r"amplitude schedule returned a value outside \[0, 8.98847e\+299\]")
   with pytest.raises(tf.errors.InvalidArgumentError, match=message):
     update(indices, utility_of(indices.numpy()))
   assert_same_state(state_of(sampler), after_draw)
@@ -400,6 +403,17 @@ def test_a_schedule_must_return_a_scalar():
   sampler = AdaptiveSampler(4, lambda step: tf.ones([2], tf.float64), 0.5)
   before = state_of(sampler)
   with pytest.raises(ValueError, match="must return a scalar"):
+    sampler.update([0], [1.0])
+  assert_same_state(state_of(sampler), before)
+
+
+@pytest.mark.parametrize("value", ["1.0", True])
+def test_a_schedule_must_return_a_real_number(value):
+  sampler = AdaptiveSampler(4, lambda step: tf.constant(value), 0.5)
+  before = state_of(sampler)
+  with pytest.raises(TypeError,
+                     match="amplitude schedule must return a real "
+                     "number, got a (string|bool) tensor"):
     sampler.update([0], [1.0])
   assert_same_state(state_of(sampler), before)
 

@@ -279,8 +279,11 @@ def test_heaviest_summary_reads_a_samplers_distribution(tmp_path):
 
 def test_heaviest_summary_without_a_writer_writes_nothing(tmp_path):
   assert not bool(
-      diagnostics.heaviest_summary(
-          np.zeros(4), np.zeros((4, 2, 2)), np.zeros(4, np.int32), k=2, step=0))
+      diagnostics.heaviest_summary(np.full(4, -np.log(4)),
+                                   np.zeros((4, 2, 2)),
+                                   np.zeros(4, np.int32),
+                                   k=2,
+                                   step=0))
 
 
 @pytest.mark.parametrize("k,images,labels,error,message", [
@@ -311,4 +314,46 @@ def test_heaviest_refuses_bad_counts_and_takes_a_length_known_when_run():
   top = tf.function(lambda log_q: diagnostics.heaviest(log_q, 2),
                     input_signature=[tf.TensorSpec([None], tf.float64)])
   np.testing.assert_array_equal(
-      top(tf.constant([0.1, 0.5, 0.3], tf.float64))[0], [1, 2])
+      top(tf.math.log(tf.constant([0.1, 0.5, 0.4], tf.float64)))[0], [1, 2])
+
+
+@pytest.mark.parametrize("in_function", [False, True])
+def test_heaviest_refuses_log_weights_for_log_probabilities(in_function):
+  # Log weights read as log probabilities would give n q_i in the thousands.
+  sampler = tf_adasamp.AdaptiveSampler(12, amplitude=2.0, decay=0.5, seed=0)
+  sampler.update([3, 7, 9], [4.0, 0.5, 2.0])
+  heaviest = diagnostics.heaviest
+  if in_function:
+    heaviest = tf.function(heaviest, reduce_retracing=True)
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match="log_q must be log probabilities"):
+    heaviest(sampler.log_weights, 3)
+  _, relative = heaviest(diagnostics.log_probabilities(sampler), 3)
+  assert relative.numpy().max() < 12
+
+
+@pytest.mark.parametrize("labels,class_names,error,message", [
+    (np.arange(6, dtype=np.float32) + 0.7, None, TypeError,
+     "labels must be integer class ids, got float32"),
+    (np.zeros((6, 1), np.int32), None, ValueError,
+     r"labels must be \[n\] class ids \(not one-hot rows or \[n, 1\]\), "
+     r"got shape \(6, 1\)"),
+    (np.eye(6, 3, dtype=np.int64), None, ValueError, "not one-hot rows"),
+    (np.arange(6) % 3, "abc", TypeError, "class_names must be a list or tuple "
+     "of str, got 'abc'"),
+    (np.arange(6) % 3, [0, 1, 2], TypeError, "class_names must be a list"),
+    (np.arange(6) % 3, [], ValueError, "must name at least one class"),
+    (np.arange(6), ["a", "b"], tf.errors.InvalidArgumentError,
+     r"labels must be ids of the 2 class_names"),
+])
+def test_heaviest_summary_refuses_labels_it_would_misread(
+    tmp_path, labels, class_names, error, message):
+  writer = tf.summary.create_file_writer(str(tmp_path))
+  with writer.as_default(step=0), pytest.raises(error, match=message):
+    diagnostics.heaviest_summary(np.full(6, -np.log(6)),
+                                 np.zeros((6, 2, 2)),
+                                 labels,
+                                 k=6,
+                                 class_names=class_names)
+  writer.flush()
+  assert not heaviest_events(tmp_path)

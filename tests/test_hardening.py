@@ -1,6 +1,8 @@
 """Bad input, in Python and through checkpoints, is refused before any
 state changes (issue 16)."""
 
+import re
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -273,6 +275,43 @@ def test_gradients_stop_at_draws_and_reweights():
   # Only the direct path counts; the ops are not differentiable.
   assert float(tape.gradient(loss, scale)) == pytest.approx(
       float(tf.reduce_sum(probabilities)))
+
+
+@pytest.mark.parametrize("dtype,amplitude,decay,bound", [
+    (tf.float64, 1e308, 0.5, "1.798e+300"),
+    (tf.float64, 1e290, 1 - 1e-12, "1.798e+300"),
+    (tf.float32, 1e30, 0.9, "3.403e+30"),
+])
+def test_an_amplitude_whose_log_weights_could_overflow_is_refused_naming_the_bound(
+    dtype, amplitude, decay, bound):
+  with pytest.raises(ValueError,
+                     match=rf"amplitude / \(1 - decay\) must be at most "
+                     rf"{re.escape(bound)}, so that log weights stay finite"):
+    AdaptiveSampler(4, amplitude, decay, dtype=dtype)
+
+
+def test_log_weights_at_the_amplitude_cap_stay_finite_for_utilities_up_to_the_bound(
+):
+  # amplitude / (1 - decay) just below the cap, utilities of 1e8: the log
+  # weights approach 1e308 and stay finite, however long the run.
+  sampler = AdaptiveSampler(4, 8.98e299, 0.5)
+  for _ in range(60):
+    sampler.update([0, 1], [1e8, -1e8])
+  for value in state_of(sampler):
+    assert np.all(np.isfinite(value))
+  assert sampler.log_weights.numpy()[0] == pytest.approx(1.796e308, rel=1e-3)
+  # A utility past the bound whose log weight would overflow is refused,
+  # the error naming the log weight, not the product (which is finite).
+  sampler = AdaptiveSampler(4, 1e299, 0.9)
+  sampler.update([0], [1e9])
+  before = state_of(sampler)
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match=r"the new log weight of example 0, decay \* "
+                     r"log_weight \+ amplitude \* utilities\[0\] = 0.9 \* "
+                     r"1e\+308 \+ 1e\+299 \* 1e\+09, overflows"):
+    sampler.update([0], [1e9])
+  for expected, actual in zip(before, state_of(sampler)):
+    np.testing.assert_array_equal(expected, actual)
 
 
 @pytest.mark.parametrize("kwargs, name, message", [

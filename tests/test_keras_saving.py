@@ -1,8 +1,10 @@
 """AdaptiveSamplingModel saves, restores and copies the sampler's state."""
 
+import json
 import os
 import subprocess
 import sys
+import zipfile
 
 import keras
 import numpy as np
@@ -351,3 +353,38 @@ def test_a_fresh_wrapper_loads_weights_saved_after_a_fit(tmp_path):
   before_fit = os.path.join(tmp_path, "before.keras")
   stage_less().save(before_fit)
   assert keras.models.load_model(before_fit).stage is None
+def with_config_edited(path, copy, **changes):
+  """A copy at `copy` of the .keras file at `path` whose trainer's config
+  has `changes`; returns `copy`."""
+  with zipfile.ZipFile(path) as original, zipfile.ZipFile(copy, "w") as edited:
+    for member in original.namelist():
+      contents = original.read(member)
+      if member == "config.json":
+        config = json.loads(contents)
+        config["config"].update(changes)
+        contents = json.dumps(config)
+      edited.writestr(member, contents)
+  return copy
+
+
+@pytest.mark.parametrize("changes", [{
+    "debias": "false"
+}, {
+    "from_logits": "no"
+}, {
+    "debias": 0
+}])
+def test_a_keras_file_whose_booleans_are_not_booleans_is_refused(
+    tmp_path, changes):
+  path = str(tmp_path / "trainer.keras")
+  make_trainer().save(path)
+  edited = with_config_edited(path, str(tmp_path / "edited.keras"), **changes)
+  (name, value), = changes.items()
+  with pytest.raises(TypeError,
+                     match=f"{name} must be True or False, got "
+                     f"{value!r}"):
+    keras.models.load_model(edited)
+  # As saved, they load as the booleans they are.
+  loaded = keras.models.load_model(
+      with_config_edited(path, str(tmp_path / "same.keras")))
+  assert loaded.debias is False and loaded.from_logits is None

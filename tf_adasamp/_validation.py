@@ -9,6 +9,7 @@ check its flags before TensorFlow loads.
 
 import math
 import numbers
+import re
 
 import numpy as np
 
@@ -76,6 +77,35 @@ def amplitude(value, dtype=np.float64):
   return value
 
 
+# The largest utility, in magnitude, whose log weights the sampler keeps
+# finite (`log_weight_bound`); the built-in utilities stay below 1e3.
+MAX_UTILITY = 1e8
+
+
+def max_amplitude_ratio(dtype=np.float64):
+  """The largest amplitude / (1 - decay) that `log_weight_bound` allows in
+  `dtype` (a NumPy float type)."""
+  return float(np.finfo(dtype).max) / MAX_UTILITY
+
+
+def log_weight_bound(amplitude, decay, dtype=np.float64):
+  """Refuses an amplitude and decay whose log weights could overflow.
+
+  A log weight stays within amplitude * max|u| / (1 - decay) (sampler.py),
+  finite in `dtype` for every utility up to MAX_UTILITY in magnitude while
+  amplitude / (1 - decay) is at most `max_amplitude_ratio(dtype)`. Takes
+  checked values (`amplitude`, `decay`).
+  """
+  ratio = amplitude / (1 - _rounded(decay, dtype))
+  bound = max_amplitude_ratio(dtype)
+  if ratio > bound:
+    raise ValueError(
+        f"amplitude / (1 - decay) must be at most {bound:.4g}, so that log "
+        f"weights stay finite in {np.dtype(dtype).name} for utilities up to "
+        f"{MAX_UTILITY:g} in magnitude; got amplitude {amplitude:g} and decay "
+        f"{decay:g}")
+
+
 def decay(value, dtype=np.float64):
   """Algorithm 1's decay lambda: a real in (0, 1), also once rounded to
   `dtype` (a NumPy float type, that of the weights)."""
@@ -121,6 +151,11 @@ def seed(value):
   return int(value)
 
 
+# What a registered name may be: a word that --utility and --model take, also
+# in a comma-separated list, and not read as a flag.
+_REGISTERED_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+
+
 def register(registry, kind, name, item):
   """Adds `item` to `registry` under `name`, a new name; returns `item`.
 
@@ -130,6 +165,10 @@ def register(registry, kind, name, item):
   """
   if not isinstance(name, str):
     raise TypeError(f"a {kind}'s name must be a str, got {name!r}")
+  if name and not _REGISTERED_NAME.fullmatch(name):
+    raise ValueError(
+        f"a {kind}'s name is a command-line choice, in lists too: letters, "
+        f"digits, '_' and '-', not first; got {name!r}")
   if not name or name in registry:
     raise ValueError(f"a {kind} needs a new, non-empty name, got {name!r}; "
                      f"registered: {sorted(registry)}")

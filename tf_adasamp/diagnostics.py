@@ -104,12 +104,24 @@ def heaviest(log_q, k):
     TypeError: if `k` is not an int.
     ValueError: if `log_q` is not a vector, or `k` is below 1 or (where n
       is static) above n.
+    tf.errors.InvalidArgumentError: if `log_q` are not log probabilities
+      (their exponentials do not sum to 1: log weights, say).
   """
   log_q = tf.convert_to_tensor(log_q)
   if log_q.shape.rank != 1:
     raise ValueError(f"log_q must be a vector, got shape {log_q.shape}")
   _check_count(k, log_q.shape[0])
-  values, indices = tf.math.top_k(log_q, k=k)
+  # n q_i of log weights would read as a probability relative to uniform's;
+  # 1e-3 is far above any round-off of a sum of probabilities.
+  log_total = tf.reduce_logsumexp(tf.cast(log_q, tf.float64))
+  check = tf.debugging.Assert(
+      tf.abs(log_total) <= 1e-3, [
+          "log_q must be log probabilities, whose exponentials sum to 1 (pass "
+          "diagnostics.log_probabilities(sampler), not log weights); "
+          "log(sum(exp(log_q))) =", log_total
+      ])
+  with tf.control_dependencies([check]):
+    values, indices = tf.math.top_k(log_q, k=k)
   n = tf.cast(tf.size(log_q), tf.float64)
   return tf.cast(indices, tf.int64), n * tf.exp(tf.cast(values, tf.float64))
 
@@ -144,21 +156,26 @@ def heaviest_summary(distribution,
     images: the n examples' images, [n, H, W, C] with C 1, 3 or 4, or
       [n, H, W] for grayscale: floats in [0, 1] or uint8, as
       `tf.summary.image` takes them; a tensor or a NumPy array.
-    labels: the n examples' integer class ids, [n].
+    labels: the n examples' integer class ids, [n] (not one-hot).
     k: how many examples, an int in [1, n].
     step: the summary step; None for the writer's default step.
     name: the tags' prefix.
-    class_names: optional names of the class ids, shown in the table in
-      place of the ids.
+    class_names: optional names of the class ids, a list or tuple of str
+      with a name for each id, shown in the table in place of the ids.
 
   Returns:
     True if the summaries were written, False if there is no default
     writer (a bool tensor, as `tf.summary.image` returns).
 
   Raises:
-    TypeError: if `k` is not an int.
+    TypeError: if `k` is not an int, `labels` are not integers, or
+      `class_names` is not a list or tuple of str.
     ValueError: if n is not static, `k` is not in [1, n], `images` or
-      `labels` do not hold n examples, or `images` is not of a shape above.
+      `labels` do not hold n examples, `labels` is not [n], `images` is not
+      of a shape above, or `class_names` is empty.
+    tf.errors.InvalidArgumentError: if a chosen example's label has no
+      name in `class_names`, or a `distribution` of log probabilities
+      does not sum to 1 (`heaviest`).
   """
   log_q = (log_probabilities(distribution) if hasattr(
       distribution, "num_examples") else tf.convert_to_tensor(distribution))
@@ -174,13 +191,22 @@ def heaviest_summary(distribution,
     if shape[0] != n:
       raise ValueError(f"{argument} must hold the {n} examples of the "
                        f"distribution, got shape {shape}")
+  _check_labels(labels, class_names)
   indices, relative = heaviest(log_q, k)
   chosen = _rows(images, indices)
   if len(image_shape) == 3:
     chosen = chosen[..., tf.newaxis]
   label_ids = tf.cast(_rows(labels, indices), tf.int64)
-  label_text = (tf.gather(tf.constant(list(class_names)), label_ids)
-                if class_names is not None else tf.strings.as_string(label_ids))
+  if class_names is None:
+    label_text = tf.strings.as_string(label_ids)
+  else:
+    named = tf.debugging.Assert(
+        tf.reduce_all((label_ids >= 0) & (label_ids < len(class_names))), [
+            f"labels must be ids of the {len(class_names)} class_names, "
+            "in [0, len(class_names)); got", label_ids
+        ])
+    with tf.control_dependencies([named]):
+      label_text = tf.gather(tf.constant(list(class_names)), label_ids)
   rows = tf.strings.join([
       "| ",
       tf.strings.as_string(tf.range(1, k + 1)), " | ",
@@ -204,6 +230,33 @@ def heaviest_summary(distribution,
                       table,
                       step=step,
                       description=description))
+
+
+def _check_labels(labels, class_names):
+  """Refuses labels and class names that the table would misread.
+
+  A float label would be truncated, a one-hot row read as several ids, a
+  str's characters as names.
+
+  Raises:
+    TypeError: if `labels` are not integers, or `class_names` is not a list
+      or tuple of str.
+    ValueError: if `labels` is not [n], or `class_names` is empty.
+  """
+  if not tf.as_dtype(labels.dtype).is_integer:
+    raise TypeError("labels must be integer class ids, got "
+                    f"{tf.as_dtype(labels.dtype).name}")
+  if len(labels.shape) != 1:
+    raise ValueError("labels must be [n] class ids (not one-hot rows or "
+                     f"[n, 1]), got shape {tuple(labels.shape)}")
+  if class_names is None:
+    return
+  if not (isinstance(class_names, (list, tuple)) and
+          all(isinstance(name, str) for name in class_names)):
+    raise TypeError("class_names must be a list or tuple of str, got "
+                    f"{class_names!r}")
+  if not class_names:
+    raise ValueError("class_names must name at least one class")
 
 
 def _rows(values, indices):

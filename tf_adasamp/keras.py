@@ -140,7 +140,8 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
 
     Raises:
       TypeError: if `stage` is not a `tf_adasamp.data.AdaptiveSampling`, or
-        `sampler_options` not a dict.
+        `sampler_options` not a dict, or `from_logits` or `debias` is not
+        a bool.
       ValueError: if `utility` is a name not in `tf_adasamp.utilities`,
         `utility_at` is not one of "step" and "updated", `sampler_options`
         names an argument the sampler does not take or comes with a stage,
@@ -161,8 +162,10 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
     self.model = model
     self.stage = None
     self.utility = utility
-    self.from_logits = None if from_logits is None else bool(from_logits)
-    self.debias = bool(debias)
+    # Booleans only: a .keras file's "false" would be True to bool().
+    self.from_logits = (None if from_logits is None else _validation.boolean(
+        from_logits, "from_logits"))
+    self.debias = _validation.boolean(debias, "debias")
     self.utility_at = utility_at
     self.sampler_options = sampler_options
     if stage is not None:
@@ -822,7 +825,8 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
                                                   y_utility)
     else:
       _check_probabilities(y_utility)
-      batch_utilities = self.utility(_class_ids(y), y_utility)
+      batch_utilities = utilities_lib.evaluate(self.utility, _class_ids(y),
+                                               y_utility)
     if drawn_here:
       sampler.update(indices, batch_utilities)
     else:

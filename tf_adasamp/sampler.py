@@ -176,8 +176,11 @@ class AdaptiveSampler(tf.Module):
       TypeError: if an argument is of the wrong type (a bool for an int, a
         dtype other than float32 or float64).
       ValueError: if an argument is out of its range above, also once
-        rounded to `dtype`; or if made in a `tf.distribute` strategy's
-        scope, where `tf_adasamp.distribute.create_sampler` makes it.
+        rounded to `dtype`; amplitude / (1 - decay) is so large that a log
+        weight could overflow `dtype` (above its largest number over 1e8,
+        the largest utility it keeps finite); or if made in a
+        `tf.distribute` strategy's scope, where
+        `tf_adasamp.distribute.create_sampler` makes it.
     """
     if tf.distribute.has_strategy() and tf.distribute.in_cross_replica_context(
     ):
@@ -194,6 +197,9 @@ class AdaptiveSampler(tf.Module):
                        if callable(amplitude) else _validation.amplitude(
                            amplitude, self._dtype.as_numpy_dtype))
     self._decay = _validation.decay(decay, self._dtype.as_numpy_dtype)
+    if not callable(self._amplitude):
+      _validation.log_weight_bound(self._amplitude, self._decay,
+                                   self._dtype.as_numpy_dtype)
     self._stratified = _validation.boolean(stratified, "stratified")
     self._epsilon = _validation.fraction(epsilon, "epsilon")
     self._beta = beta if callable(beta) else _validation.fraction(beta, "beta")
@@ -497,15 +503,19 @@ class AdaptiveSampler(tf.Module):
 
     Raises:
       ValueError: if the schedule returns a tensor that is not a scalar.
+      TypeError: if it returns one that is not a real number.
     """
     count = tf.convert_to_tensor(self._update_count)
     value = tf.convert_to_tensor(schedule(count))
     if value.shape.rank not in (None, 0):
       raise ValueError(f"the {name} schedule must return a scalar, got one "
                        f"of shape {value.shape}")
+    if not (value.dtype.is_floating or value.dtype.is_integer):
+      raise TypeError(f"the {name} schedule must return a real number, got "
+                      f"a {value.dtype.name} tensor")
     value = tf.cast(value, self._dtype)
     valid = tf.math.is_finite(value) & (value >= 0) & (value <= upper)
-    interval = "[0, 1]" if upper == 1 else "[0, inf)"
+    interval = f"[0, {upper:g}]"
     check = tf.debugging.Assert(valid, [
         f"the {name} schedule returned a value outside {interval} at update "
         "count", count, ":", value
@@ -558,11 +568,14 @@ class AdaptiveSampler(tf.Module):
       utilities: [B] finite utilities, e.g. from `tf_adasamp.utilities`.
 
     Raises:
-      TypeError: if `indices` are not integers or `utilities` not real.
+      TypeError: if `indices` are not integers or `utilities` not real, or
+        an amplitude schedule returns something other than a real number.
       ValueError: if the sampler has one copy of its state and is updated
         from a replica of a strategy with several.
       tf.errors.InvalidArgumentError: if an index is out of range, a utility
-        not finite, or the shapes differ; the state is left as it was.
+        not finite, a new log weight would overflow, an amplitude schedule's
+        value is out of range, or the shapes differ; the state is left as
+        it was.
     """
     strategy = self.strategy
     if strategy is not None and not tf.distribute.has_strategy():
@@ -614,7 +627,10 @@ class AdaptiveSampler(tf.Module):
       # the schedule's value scales the utilities and the op's amplitude is
       # 1: the same products amplitude * u. A refused value is NaN, which
       # the op refuses as a utility.
-      amplitude, valid = self._scheduled(self._amplitude, "amplitude")
+      amplitude, valid = self._scheduled(
+          self._amplitude, "amplitude",
+          _validation.max_amplitude_ratio(self._dtype.as_numpy_dtype) *
+          (1 - self._decay))
       utilities, amplitude = amplitude * utilities, 1.0
     reweight = ops.adaptive_reweight(
         self.tree.variable.handle, self._entropy_tree.handle,

@@ -18,20 +18,39 @@ its records once into an ArrayRecord file that can be read by index.
 import argparse
 import collections.abc
 import contextlib
+import gzip
+import io
 import math
 import numbers
 import os
 import secrets
+import signal
 import stat
+import struct
 import sys
+import zlib
 
 import numpy as np
-import tensorflow as tf
 from google.protobuf import message
 
 from tf_adasamp import _validation
 
 DATA_EXTRA = "pip install 'tf_adasamp[data]' (or pip install array-record)"
+
+
+class _TensorFlow:
+  """TensorFlow, imported where first used.
+
+  So `python -m tf_adasamp.sources` checks its arguments and its files
+  before TensorFlow loads (seconds).
+  """
+
+  def __getattr__(self, name):
+    import tensorflow  # pylint: disable=import-outside-toplevel
+    return getattr(tensorflow, name)
+
+
+tf = _TensorFlow()
 
 
 def _array_record_module():
@@ -429,13 +448,20 @@ def _record_streams(dataset):
 
 
 def _files_read(dataset):
-  """The TFRecord files that `dataset` reads."""
-  return [
-      os.fsdecode(name)
-      for stream in _record_streams(dataset)
-      # pylint: disable-next=protected-access
-      for name in stream._filenames.as_numpy_iterator()
-  ]
+  """The TFRecord files that `dataset` reads.
+
+  Returns:
+    [(path, its compression: "", "GZIP" or "ZLIB")].
+  """
+  files = []
+  for stream in _record_streams(dataset):
+    # pylint: disable=protected-access
+    compression = stream._compression_type
+    if tf.is_tensor(compression):
+      compression = compression.numpy().decode()
+    files += [(os.fsdecode(name), compression or "")
+              for name in stream._filenames.as_numpy_iterator()]
+  return files
 
 
 def refuse_record_streams(dataset):
@@ -492,10 +518,13 @@ def write_array_record(records,
   Raises:
     TypeError: if `encode` is not callable, or a record is not bytes.
     ValueError: if `records` is an infinite dataset, or a dataset that reads
-      the file `path` names (by device and inode: any spelling or link), or
+      the file `path` names (by device and inode: any spelling or link) or
+      a TFRecord file whose records declare more bytes than it holds (which
+      TensorFlow's reader would try to allocate, and crash), or
       `group_size` or `batch_size` is not a positive int.
     ImportError: if the array-record package is not installed.
-    OSError: if `path` cannot be written, or is not a regular file.
+    OSError: if `path` cannot be written, or is not a regular file, or a
+      TFRecord file that `records` reads cannot be read.
   """
   group_size = _validation.positive_int(group_size, "group_size")
   batch_size = _validation.positive_int(batch_size, "batch_size")
@@ -504,7 +533,10 @@ def write_array_record(records,
   if isinstance(records, tf.data.Dataset):
     if records.cardinality() == tf.data.INFINITE_CARDINALITY:
       raise ValueError("records is an infinite dataset; pass a finite one")
-    _refuse_writing_over_an_input(_files_read(records), path)
+    files = _files_read(records)
+    _refuse_writing_over_an_input([name for name, _ in files], path)
+    for name, compression in files:
+      _check_tfrecord_lengths(name, compression)
     if encode is None:
       records = (record
                  for batch in records.batch(batch_size).as_numpy_iterator()
@@ -730,6 +762,146 @@ class _OneLineErrorParser(argparse.ArgumentParser):
     self.exit(1, f"error: {message}\n")
 
 
+# A TFRecord record: its length (uint64), the length's CRC (uint32), its
+# bytes, their CRC (uint32).
+_TFRECORD_HEADER = struct.Struct("<QI")
+_TFRECORD_FOOTER_BYTES = 4
+
+
+def _check_tfrecord_lengths(path, compression):
+  """Checks that each record of a TFRecord file fits in the file.
+
+  TensorFlow's reader allocates the length a record declares before it
+  reads it: a crafted length (2**40 bytes in a 112-byte file) ends the
+  process in a crash, not an error.
+
+  Args:
+    path: the TFRecord file.
+    compression: "", "GZIP" or "ZLIB", as `tf.data.TFRecordDataset` takes
+      it; the lengths are those of the decompressed stream.
+
+  Raises:
+    ValueError: naming the file, the record and its offset, if a record
+      declares more bytes than remain, or the file ends inside a header.
+    OSError: if the file cannot be read, or does not decompress.
+  """
+  with _tfrecord_stream(path, compression) as stream:
+    offset = index = 0
+    while header := stream.read(_TFRECORD_HEADER.size):
+      where = f"record {index} of TFRecord file {path!r} (at byte {offset})"
+      if len(header) < _TFRECORD_HEADER.size:
+        raise ValueError(f"{where} is cut short inside its header")
+      length, _ = _TFRECORD_HEADER.unpack(header)
+      if not _skipped(stream, length + _TFRECORD_FOOTER_BYTES):
+        raise ValueError(f"{where} declares {length} bytes, more than the "
+                         "file holds: it is damaged or crafted")
+      offset += _TFRECORD_HEADER.size + length + _TFRECORD_FOOTER_BYTES
+      index += 1
+
+
+def _is_url(path):
+  """Whether `path` is a URL (gs://...), which only TensorFlow reads."""
+  return "://" in path
+
+
+@contextlib.contextmanager
+def _tfrecord_stream(path, compression):
+  """A binary stream of the TFRecord file's (decompressed) bytes."""
+  if not _is_url(path) and not stat.S_ISREG(os.stat(path).st_mode):
+    # Opening a FIFO would wait for a writer.
+    raise ValueError(f"the TFRecord file {path!r} is not a regular file")
+  with (tf.io.gfile.GFile(path, "rb")
+        if _is_url(path) else open(path, "rb")) as f:
+    if compression == "GZIP":
+      with gzip.GzipFile(fileobj=f) as stream:
+        yield stream
+    elif compression == "ZLIB":
+      yield _ZlibStream(f)
+    else:
+      yield f
+
+
+class _ZlibStream:
+  """The decompressed bytes of a zlib stream (TensorFlow's ZLIB)."""
+
+  def __init__(self, f):
+    self._file = f
+    self._decompressor = zlib.decompressobj()
+    self._buffer = b""
+
+  def read(self, size):
+    while len(self._buffer) < size and not self._decompressor.eof:
+      chunk = self._file.read(1 << 16)
+      if not chunk:
+        break
+      try:
+        self._buffer += self._decompressor.decompress(chunk, size)
+        while (len(self._buffer) < size and self._decompressor.unconsumed_tail):
+          self._buffer += self._decompressor.decompress(
+              self._decompressor.unconsumed_tail, size)
+      except zlib.error as error:
+        raise OSError(f"not a ZLIB stream: {error}") from error
+    data, self._buffer = self._buffer[:size], self._buffer[size:]
+    return data
+
+
+def _skipped(stream, count):
+  """Whether `count` more bytes of `stream` are there, which it skips."""
+  if isinstance(stream, io.BufferedReader):
+    # A file as it is on disk: compared with its size, not read.
+    if os.fstat(stream.fileno()).st_size - stream.tell() < count:
+      return False
+    stream.seek(count, os.SEEK_CUR)
+    return True
+  while count:
+    chunk = stream.read(min(count, 1 << 20))
+    if not chunk:
+      return False
+    count -= len(chunk)
+  return True
+
+
+def _check_command(args):
+  """Checks the command's arguments and files before TensorFlow loads.
+
+  Raises:
+    ValueError: naming the argument or file: a group_size below 1, an
+      input that is not a regular file (a FIFO would wait for a writer),
+      an output that is one of the inputs, is not a regular file, or whose
+      directory is missing or not writable.
+    OSError: an input that cannot be read.
+  """
+  _validation.positive_int(args.group_size, "group_size")
+  for path in (path for path in args.inputs if not _is_url(path)):
+    try:
+      mode = os.stat(path).st_mode
+    except OSError as error:
+      raise OSError(
+          f"cannot read {path!r}: {error.strerror or error}") from None
+    if not stat.S_ISREG(mode):
+      raise ValueError(f"the input {path!r} is not a regular file")
+  _refuse_writing_over_an_input(args.inputs, args.output)
+  target = os.path.realpath(args.output)
+  if os.path.exists(target) and not os.path.isfile(target):
+    raise ValueError(f"cannot write {args.output!r}: not a regular file")
+  directory = os.path.dirname(target)
+  if not os.path.isdir(directory):
+    raise ValueError(f"cannot write {args.output!r}: its directory "
+                     f"{directory!r} does not exist")
+  if not os.access(directory, os.W_OK):
+    raise ValueError(f"cannot write {args.output!r}: its directory "
+                     f"{directory!r} is not writable")
+
+
+class _Terminated(KeyboardInterrupt):
+  """SIGTERM, which the command takes as Ctrl-C."""
+
+
+def _terminated(signum, frame):
+  del signum, frame
+  raise _Terminated
+
+
 def main(argv=None):
   """Runs `python -m tf_adasamp.sources INPUT.tfrecord... OUTPUT.array_record`.
 
@@ -755,20 +927,38 @@ def main(argv=None):
                       default=1,
                       help="records a chunk (see write_array_record)")
   args = parser.parse_args(argv)
+  # As Ctrl-C: the temporary file goes, the output stays as it was.
+  previous = signal.signal(signal.SIGTERM, _terminated)
   try:
+    _check_command(args)
     count = write_array_record(tf.data.TFRecordDataset(
         args.inputs, compression_type=args.compression),
                                args.output,
                                group_size=args.group_size)
-  except (tf.errors.OpError, OSError, ValueError) as error:
-    text = getattr(error, "message", None) or str(error)
-    print(f"error: {text.splitlines()[0]}", file=sys.stderr)
+  except (OSError, TypeError, ValueError) as error:
+    print(f"error: {_first_line(error)}", file=sys.stderr)
     return 1
-  except KeyboardInterrupt:
-    print(f"interrupted: {args.output} is as it was", file=sys.stderr)
-    return 130
+  except KeyboardInterrupt as stop:
+    terminated = isinstance(stop, _Terminated)
+    print(
+        f"{'terminated' if terminated else 'interrupted'}: {args.output} "
+        "is as it was",
+        file=sys.stderr)
+    return 128 + (signal.SIGTERM if terminated else signal.SIGINT)
+  # Last: an except clause is read only as an error reaches it, and this
+  # one loads TensorFlow, which raised it.
+  except tf.errors.OpError as error:
+    print(f"error: {_first_line(error)}", file=sys.stderr)
+    return 1
+  finally:
+    signal.signal(signal.SIGTERM, previous)
   print(f"wrote {count} records to {args.output}")
   return 0
+
+
+def _first_line(error):
+  text = (getattr(error, "message", None) or str(error)).strip()
+  return text.splitlines()[0] if text else type(error).__name__
 
 
 if __name__ == "__main__":

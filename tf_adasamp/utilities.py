@@ -194,7 +194,8 @@ def register_utility(name: str, utility: Utility | None = None) -> Callable:
   take `name`; `from_logits` calls the utility on the softmax of the logits.
 
   Args:
-    name: the utility's name, a non-empty str not registered yet.
+    name: the utility's name, a str not registered yet: letters, digits,
+      '_' and '-', not first (a command-line choice).
     utility: a function (labels, probs) -> [B] utilities, taking labels and
       probabilities as the utilities above do. Without it,
       `register_utility(name)` is a decorator.
@@ -205,7 +206,7 @@ def register_utility(name: str, utility: Utility | None = None) -> Callable:
 
   Raises:
     TypeError: if `name` is not a str or `utility` is not callable.
-    ValueError: if `name` is empty or already registered.
+    ValueError: if `name` is empty, not such a word, or already registered.
   """
   return _validation.register(UTILITIES, "utility", name, utility)
 
@@ -232,6 +233,34 @@ def get(utility: str | Utility) -> Utility:
   return UTILITIES[utility]
 
 
+def evaluate(utility: str | Utility, labels: TensorLike,
+             probs: TensorLike) -> tf.Tensor:
+  """Computes `utility(labels, probs)`, checked to be one utility a label.
+
+  Args:
+    utility: a name in `UTILITIES`, or a callable (labels, probs) -> [B].
+    labels: [B] (or [B, 1]) integer class indices, or [B, C] one-hot rows.
+    probs: [B, C] predicted class probabilities.
+
+  Returns:
+    [B] utilities.
+
+  Raises:
+    ValueError: if `utility` is a name not in `UTILITIES`, or returns a
+      tensor that is not [B] (where its shape is known).
+  """
+  function = get(utility)
+  values = tf.convert_to_tensor(function(labels, probs))
+  batch = tf.TensorShape(tf.convert_to_tensor(probs).shape)[:1]
+  if values.shape.rank is not None and not values.shape.is_compatible_with(
+      batch):
+    name = utility if isinstance(utility, str) else getattr(
+        function, "__name__", repr(function))
+    raise ValueError(f"utility {name!r} must return one utility an example, "
+                     f"[batch] = {batch}, got shape {values.shape}")
+  return values
+
+
 def from_logits(utility: str | Utility, labels: TensorLike,
                 logits: TensorLike) -> tf.Tensor:
   """Computes `utility(labels, tf.nn.softmax(logits))` from a model's logits.
@@ -252,15 +281,16 @@ def from_logits(utility: str | Utility, labels: TensorLike,
     [B] utilities, of `logits`' dtype for the utilities above.
 
   Raises:
-    ValueError: if `utility` is a name not in `UTILITIES`, or `logits` has
-      a static rank other than 2 (for the utilities above).
+    ValueError: if `utility` is a name not in `UTILITIES`, `logits` has
+      a static rank other than 2 (for the utilities above), or another
+      utility returns a tensor that is not [B] (`evaluate`).
     tf.errors.InvalidArgumentError: if a label is outside [0, C) (for the
       utilities above).
   """
-  utility = get(utility)
-  if utility not in _FROM_LOGITS:
-    return utility(labels, tf.nn.softmax(logits))
-  return _FROM_LOGITS[utility](*_checked(labels, logits, "logits"))
+  function = get(utility)
+  if function not in _FROM_LOGITS:
+    return evaluate(utility, labels, tf.nn.softmax(logits))
+  return _FROM_LOGITS[function](*_checked(labels, logits, "logits"))
 
 
 def _l1_from_logits(labels, logits):

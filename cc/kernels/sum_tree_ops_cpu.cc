@@ -259,8 +259,13 @@ struct AdaptiveReweight<CPUDevice, T> {
         return InvalidArgument("utilities[", at, "] = ", utilities(at),
                                " is not finite");
       case cpu::RefusedUpdate::kLogWeightNotFinite:
-        return InvalidArgument("amplitude * utilities[", at, "] = ", amplitude,
-                               " * ", utilities(at), " overflows");
+        // The log weight, not the product alone: a finite product can still
+        // take a large log weight past the dtype's range.
+        return InvalidArgument("the new log weight of example ", indices(at),
+                               ", decay * log_weight + amplitude * utilities[",
+                               at, "] = ", decay, " * ",
+                               log_weights(indices(at)), " + ", amplitude,
+                               " * ", utilities(at), ", overflows");
     }
     return absl::InternalError("unknown refusal");
   }

@@ -7,6 +7,7 @@ directory, a diverging run).
 
 import dataclasses
 import importlib
+import json
 import os
 import re
 import subprocess
@@ -16,7 +17,11 @@ import pytest
 import tensorflow as tf
 
 import checkpoint_edits
+from tf_adasamp.experiment import bounds_table
 from tf_adasamp.experiment import budget_study
+from tf_adasamp.experiment import cnn_study
+from tf_adasamp.experiment import flags as flags_lib
+from tf_adasamp.experiment import noise_study
 from tf_adasamp.experiment import reproduce
 from tf_adasamp.experiment import tuning
 from tf_adasamp.experiment import wall_time
@@ -230,6 +235,37 @@ def test_help_lists_every_setting(tmp_path, module, settings):
                      re.MULTILINE), field.name
 
 
+@pytest.mark.parametrize("module", ["train", "bounds_table", "tuning"])
+def test_a_flagfile_of_other_lines_is_refused_without_showing_them(
+    tmp_path, module):
+  program = importlib.import_module(f"tf_adasamp.experiment.{module}").PROGRAM
+  secret = tmp_path / "secret"
+  secret.write_text("root:$6$hash:19000:0:99999:7:::\ndaemon:*:19000\n")
+  result = run_cli(module, [f"--flagfile={secret}"], tmp_path)
+  assert result.returncode == 1
+  assert result.stderr.splitlines() == [
+      f"{program}: --flagfile holds 2 lines that "
+      "are not flags (--name=value, one a line); not shown"
+  ]
+  # Typed on the command line, a stray argument is named.
+  result = run_cli(module, ["stray"], tmp_path)
+  assert result.stderr.splitlines()[-1].endswith(
+      "unexpected arguments ['stray']")
+
+
+def test_a_flagfile_that_is_a_fifo_is_refused_without_waiting(tmp_path):
+  fifo = tmp_path / "fifo"
+  os.mkfifo(fifo)
+  nested = tmp_path / "flags"
+  nested.write_text(f"--flagfile={fifo}\n")
+  for flagfile in (fifo, nested):
+    result = run_cli("bounds_table", [f"--flagfile={flagfile}"], tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"tf-adasamp-bounds: --flagfile {fifo} is not a regular file"
+    ]
+
+
 def test_train_help_into_a_closed_pipe_ends_quietly():
   # As `tf-adasamp-train --help | head -1` does; stdout buffered, as it is
   # into a pipe unless PYTHONUNBUFFERED is set.
@@ -304,6 +340,7 @@ def test_resume_refuses_a_checkpoint_with_a_corrupt_save_counter(
   metrics = (stopped_run / "metrics.jsonl").read_bytes()
   path = tf.train.latest_checkpoint(str(stopped_run / "checkpoints"))
   checkpoint_edits.corrupt_save_counter(path, damage)
+  checkpoint_edits.forge_digest(path)
   result = resume_stopped_run(tmp_path)
   assert_fails_in_one_line(
       result, f"cannot resume from {path}: it does not hold this trainer's")
@@ -367,6 +404,43 @@ def test_a_path_that_cannot_be_written_is_named_in_one_line(
   assert_fails_in_one_line(result, message.format(run=run))
 
 
+# The trainer's command line under a file size limit of argv[1] bytes, which
+# stands in for a full disk: a write past it fails (EFBIG).
+FILE_SIZE_LIMIT = """
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+limit = int(sys.argv.pop(1))
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+from tf_adasamp.experiment import train
+sys.argv[0] = train.PROGRAM
+train.run()
+"""
+
+
+def test_a_first_checkpoint_that_cannot_be_written_says_why_and_blocks_nothing(
+    tmp_path):
+  run = tmp_path / "run"
+  # The settings fit, the first checkpoint (the sampler's ~100 KB) does not.
+  result = subprocess.run([
+      sys.executable, "-c", FILE_SIZE_LIMIT, "16384", *TINY_RUN,
+      f"--output_dir={run}"
+  ],
+                          cwd=ROOT,
+                          capture_output=True,
+                          text=True,
+                          timeout=300,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  assert_fails_in_one_line(
+      result, f"cannot write to {run}/checkpoints: File too large ({run}/"
+      "checkpoints/ckpt-0_temp/")
+  assert ("the run stops, before its first checkpoint: run it again without "
+          "--resume" in result.stderr)
+  assert not (run / "checkpoints").exists()
+  assert_fails_in_one_line(resume_stopped_run(tmp_path), "holds no run")
+  result = run_cli("train", [*TINY_RUN, "--output_dir={tmp}/run"], tmp_path)
+  assert result.returncode == 0, result.stderr
+
+
 @pytest.mark.parametrize("args,message", [
     (["--output_dir="], "output_dir is empty"),
     (["--resume", "--output_dir={tmp}/missing"], "{tmp}/missing does not "
@@ -413,3 +487,217 @@ def test_multi_worker_refuses_a_tf_config_without_a_cluster(
 
 def run_files_exist(run):
   return (run / "metrics.jsonl").exists() or (run / "checkpoints").exists()
+
+
+# Every flag of every command line, walked with bad values (issue 53).
+
+# Run with a command line's module and a JSON list of argument lists: runs
+# the command once for each, in a child forked from this process (which has
+# imported the command's module, not TensorFlow), and prints a JSON list of
+# [exit status, stderr, TensorFlow loaded, seconds] for each. A child still
+# running after its time limit is killed (status None).
+_WALK = """
+import importlib, json, os, signal, sys, tempfile, time, traceback
+module = importlib.import_module(sys.argv[1])
+cases, limit = json.loads(sys.argv[2]), float(sys.argv[3])
+
+def run(argv):
+  if module.__name__.endswith(".refresh"):
+    return module.main([module.PROGRAM, *argv])
+  if hasattr(module, "PROGRAM"):  # absl's command lines
+    sys.argv = [module.PROGRAM, *argv]
+    module.run()
+    return 0
+  return module.main(argv)
+
+results = []
+for argv in cases:
+  with tempfile.TemporaryFile("w+") as err, tempfile.TemporaryFile("w+") as out:
+    start = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+      os.dup2(err.fileno(), 2)
+      code = 1
+      try:
+        code = run(argv) or 0
+      except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else (
+            print(exit_.code, file=sys.stderr) or 1)
+      except BaseException:
+        traceback.print_exc()
+      finally:
+        sys.stderr.flush()
+        out.write(json.dumps("tensorflow" in sys.modules))
+        out.flush()
+        os._exit(code if isinstance(code, int) else 1)
+    while True:
+      done, status = os.waitpid(pid, os.WNOHANG)
+      if done:
+        break
+      if time.monotonic() - start > limit:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        status = None
+        break
+      time.sleep(0.02)
+    seconds = time.monotonic() - start
+    err.seek(0)
+    out.seek(0)
+    loaded = out.read()
+    results.append([None if status is None else os.waitstatus_to_exitcode(
+        status), err.read(), json.loads(loaded) if loaded else None, seconds])
+print(json.dumps(results))
+"""
+# What a bad value of each kind of flag is: one that no flag of that kind
+# takes. A path that cannot be made or read: under /sys, not even by root.
+_BAD_VALUES = {
+    int: ["x", "-1"],
+    float: ["x", "nan", "-1", "inf"],
+    bool: ["maybe"],
+    tuple: ["x", "nan", "-1"],
+    str: [UNWRITABLE + "/x"],
+    "choice": ["nonesuch"],
+}
+# Each command line: its module, the dataclasses of its flags, and flags
+# that keep a value that slips through cheap (it would train otherwise).
+_ABSL_COMMANDS = {
+    "train": ([config_lib.TrainConfig], ["--steps=2", "--noprogress"]),
+    "reproduce": ([reproduce.Options, presets.Settings], ["--trials=1"]),
+    "tuning": ([tuning.Options], []),
+    "noise_study": ([noise_study.Options], ["--trials=1"]),
+    "wall_time": ([wall_time.Options], ["--trials=1"]),
+    "cnn_study": ([cnn_study.Options], ["--scale=cpu_smoke"]),
+    "bounds_table": ([bounds_table.Options], ["--T=5"]),
+}
+
+
+def _flag_cases(settings, base, tmp):
+  """[arguments] of each flag of the dataclasses `settings`, with each bad
+  value of its kind, after `base`."""
+  cases = []
+  for field in (f for cls in settings for f in dataclasses.fields(cls)):
+    if "help" not in field.metadata:
+      continue
+    kind = ("choice"
+            if field.metadata["choices"] else flags_lib._base_type(field.type))  # pylint: disable=protected-access
+    for value in _BAD_VALUES[kind]:
+      cases.append(
+          [f"--output_dir={tmp}/runs", *base, f"--{field.name}={value}"]
+          if field.name != "output_dir" else [*base, f"--output_dir={value}"])
+  return cases
+
+
+def _walked(module, cases, limit=60):
+  """[(arguments, status, stderr, TensorFlow loaded, seconds)] of `cases`."""
+  result = subprocess.run(
+      [sys.executable, "-c", _WALK, module,
+       json.dumps(cases),
+       str(limit)],
+      cwd=ROOT,
+      capture_output=True,
+      text=True,
+      timeout=60 + limit * len(cases),
+      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  assert result.returncode == 0, result.stderr[-3000:]
+  return [(case, *outcome)
+          for case, outcome in zip(cases, json.loads(result.stdout))]
+
+
+def _assert_each_ends_in_one_line_before_tensorflow(walked):
+  failures = []
+  for case, status, stderr, loaded, seconds in walked:
+    lines = stderr.strip().splitlines()
+    if (status in (0, None) or loaded or len(lines) != 1 or
+        "Traceback" in stderr or seconds > 20):
+      failures.append(f"{case}: status {status}, TensorFlow loaded "
+                      f"{loaded}, {seconds:.1f} s, stderr {stderr[-500:]!r}")
+  assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("command", sorted(_ABSL_COMMANDS))
+def test_every_flag_of_a_command_line_refuses_bad_values_before_tensorflow(
+    tmp_path, command):
+  settings, base = _ABSL_COMMANDS[command]
+  cases = _flag_cases(settings, base, tmp_path)
+  # Values of their kind that these flags refuse too.
+  cases += {
+      "train": [["--data_dir=" + UNWRITABLE]],
+      "reproduce": [["--trials=1000000000"], ["--workers=1000000"],
+                    ["--sweep_amplitudes="]],
+      "tuning": [["--seeds="], ["--seeds=1,1"], ["--seeds=1.5"],
+                 ["--amplitudes="], ["--decays=0.5,0.5"],
+                 ["--adaptive_lr_factors=1"], ["--workers=1000000"],
+                 ["--steps=0"], [f"--report={tmp_path}"], ["--stage2_seeds=9"]],
+      "noise_study": [["--trials=0"], ["--trials=1000000000"],
+                      ["--workers=1000000"]],
+      "wall_time": [["--amplitudes="], ["--amplitudes=1,1"],
+                    [f"--report={tmp_path}"], ["--trials=1000000000"]],
+      "cnn_study": [["--workers=1000000"], ["--epochs=0"], ["--fit_seconds=0"],
+                    ["--epochs=2", "--fit_seconds=60"], [f"--tuned={tmp_path}"],
+                    ["--check"],
+                    ["--stage=recompute", f"--report_dir={tmp_path}/none"]],
+      "bounds_table": [["--T=0"], ["--n=0"]],
+  }[command]
+  walked = _walked(f"tf_adasamp.experiment.{command}", cases)
+  _assert_each_ends_in_one_line_before_tensorflow(walked)
+  # Nothing was written where a run would go.
+  assert not os.path.exists(tmp_path / "runs") or not os.listdir(
+      tmp_path / "runs")
+
+
+def test_the_other_command_lines_refuse_bad_arguments_before_tensorflow(
+    tmp_path):
+  tfrecord = tmp_path / "a.tfrecord"
+  tfrecord.write_bytes(b"")
+  (tmp_path / "runs").mkdir()
+  walked = []
+  for module, cases in {
+      "tf_adasamp.experiment.demo": [["--bogus"], ["stray"]],
+      "tf_adasamp.experiment.refresh": [["--bogus"], ["--check", "x"]],
+      "tf_adasamp.sources": [
+          [],
+          [str(tfrecord)],
+          ["--bogus", str(tfrecord), "o.ar"],
+          [str(tmp_path / "none"),
+           str(tmp_path / "o.ar")],
+          [str(tmp_path), str(tmp_path / "o.ar")],
+          [str(tfrecord), str(tfrecord)],
+          [str(tfrecord), str(tmp_path)],
+          [str(tfrecord), UNWRITABLE + "/o.ar"],
+          [str(tfrecord),
+           str(tmp_path / "o.ar"), "--group_size=0"],
+          [str(tfrecord),
+           str(tmp_path / "o.ar"), "--group_size=x"],
+          [str(tfrecord),
+           str(tmp_path / "o.ar"), "--compression=LZ4"],
+      ],
+      "benchmarks.carry": [
+          [],
+          ["pack"],
+          [
+              "pack", f"--runs_dir={tmp_path}/none",
+              f"--carry_dir={tmp_path}/out"
+          ],
+          ["pack", "--runs_dir=", f"--carry_dir={tmp_path}/out"],
+          [
+              "pack", f"--runs_dir={tmp_path}/runs",
+              f"--carry_dir={tmp_path}/out", "--skip=../x"
+          ],
+          [
+              "unpack", f"--carry_dir={tmp_path}/none",
+              f"--runs_dir={tmp_path}/runs"
+          ],
+          [
+              "unpack", f"--carry_dir={tmp_path}", f"--runs_dir={tmp_path}/r",
+              "--max_bytes=-1"
+          ],
+          [
+              "unpack", f"--carry_dir={tmp_path}", f"--runs_dir={tmp_path}/r",
+              "--max_bytes=x"
+          ],
+          ["bogus"],
+      ],
+  }.items():
+    walked += _walked(module, cases)
+  _assert_each_ends_in_one_line_before_tensorflow(walked)
+  assert sorted(os.listdir(tmp_path)) == ["a.tfrecord", "runs"]

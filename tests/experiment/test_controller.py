@@ -4,6 +4,7 @@ lost worker and a stop request, with no model."""
 
 import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -308,3 +309,66 @@ def test_outside_a_cluster_a_lost_worker_error_is_raised_as_it_is():
 def test_bad_arguments_are_refused(arguments, message):
   with pytest.raises(ValueError, match=message):
     make_controller(FakeTrainer(), FakeEvaluator(), **arguments)
+
+
+# How TensorFlow's save reports a full disk.
+NO_SPACE = ("{{function_node __wrapped__SaveV2_dtypes_3_device_/job:localhost/"
+            "replica:0/task:0/device:CPU:0}} {prefix}_temp/part-00000-of-00001"
+            ".data-00000-of-00001.tempstate6995516213684397185; No space left "
+            "on device")
+
+
+def failing_save(manager, fail_at):
+  """Makes `manager`'s save of step `fail_at` fail as on a full disk, after
+  leaving what TensorFlow leaves: its temporary folder, part of a file."""
+  save = manager.save
+
+  def saved(checkpoint_number):
+    if checkpoint_number != fail_at:
+      return save(checkpoint_number=checkpoint_number)
+    prefix = f"{manager.directory}/ckpt-{checkpoint_number}"
+    os.makedirs(f"{prefix}_temp")
+    with open(f"{prefix}_temp/part-00000-of-00001.data-00000-of-00001", "w"):
+      pass
+    raise tf.errors.ResourceExhaustedError(None, None,
+                                           NO_SPACE.replace("{prefix}", prefix))
+
+  manager.save = saved
+
+
+@pytest.mark.parametrize("fail_at", [0, 2])
+def test_a_save_on_a_full_disk_says_so_and_leaves_no_temporary(
+    tmp_path, fail_at):
+  output_dir = str(tmp_path)
+  ctl = make_controller(FakeTrainer(), FakeEvaluator(), output_dir=output_dir)
+  failing_save(ctl._manager, fail_at)  # pylint: disable=protected-access
+  directory = f"{output_dir}/checkpoints"
+  with pytest.raises(run_files.RunError) as raised:
+    ctl.start()
+    ctl.train_and_evaluate(4)
+  message = str(raised.value)
+  assert message.startswith(
+      f"cannot write to {directory}: No space left on device "
+      f"({directory}/ckpt-{fail_at}_temp/part-00000-of-00001")
+  if fail_at == 0:
+    # Nothing to resume, and nothing that would read as a run.
+    assert message.endswith("before its first checkpoint: run it again "
+                            "without --resume")
+    assert not os.path.exists(directory)
+    assert not run_files.holds_checkpoints(output_dir)
+  else:
+    assert message.endswith("the run stops, its last checkpoint kept")
+    assert sorted(os.listdir(directory)) == [
+        "checkpoint", "ckpt-0.data-00000-of-00001", "ckpt-0.index",
+        "ckpt-0.sha256"
+    ]
+
+
+def test_the_temporary_folder_of_a_cut_save_is_not_a_run(tmp_path):
+  # A kill during a run's first save leaves checkpoints/ckpt-0_temp.
+  (tmp_path / "checkpoints" / "ckpt-0_temp").mkdir(parents=True)
+  assert not run_files.holds_checkpoints(str(tmp_path))
+  with pytest.raises(run_files.RunError, match="holds no run"):
+    run_files.check_resumable(str(tmp_path))
+  records = run(2, output_dir=str(tmp_path))
+  assert records == expected_records([0, 2])

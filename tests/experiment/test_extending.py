@@ -162,4 +162,22 @@ def test_registering_refuses_a_taken_name_or_a_non_callable(register):
     register(None, never)
   with pytest.raises(TypeError, match="must be callable"):
     register("new", "not a function")
+  # A name is a flag's choice, in comma-separated lists too.
+  for name in ("a,b", " l1", "--help", "-x", "a b", "a/b", "é"):
+    with pytest.raises(ValueError, match="is a command-line choice"):
+      register(name, never)
   assert registry == before
+  register("Brier_2-class", never)
+
+
+def test_a_utility_that_returns_other_than_one_utility_an_example_is_refused():
+  utilities.register_utility("pairs", lambda labels, probs: probs)
+  logits = tf.zeros([4, 2])
+  with pytest.raises(ValueError,
+                     match=r"utility 'pairs' must return one utility an "
+                     r"example, \[batch\] = \(4,\), got shape \(4, 2\)"):
+    utilities.from_logits("pairs", [0, 1, 0, 1], logits)
+  with pytest.raises(ValueError, match="'pairs' must return one utility"):
+    utilities.evaluate("pairs", [0, 1, 0, 1], tf.nn.softmax(logits))
+  utilities.register_utility("brier", lambda labels, probs: probs[:, 0])
+  assert utilities.from_logits("brier", [0, 1, 0, 1], logits).shape == [4]

@@ -3,6 +3,7 @@ and bad data: each refused in one line naming the file and the reason, the
 directory left as it was (issue 46)."""
 
 import dataclasses
+import json
 import os
 import signal
 import subprocess
@@ -35,11 +36,15 @@ def run(digits, tmp_path):
 
 
 def snapshot(directory):
-  """Every file under `directory`, by path, with its bytes."""
+  """Every file under `directory`, by path, with its bytes (a FIFO with its
+  mode)."""
   files = {}
   for folder, _, names in os.walk(directory):
     for name in names:
       path = os.path.join(folder, name)
+      if not os.path.isfile(path):  # a FIFO: opening it would wait
+        files[os.path.relpath(path, directory)] = os.stat(path).st_mode
+        continue
       with open(path, "rb") as f:
         files[os.path.relpath(path, directory)] = f.read()
   return files
@@ -184,6 +189,7 @@ def test_resume_refuses_a_checkpoint_whose_step_is_not_its_number(
                                      STEP_KEY,
                                      lambda value: np.int64(step),
                                      copy=path)
+  checkpoint_edits.forge_digest(path)
   refused(run, digits,
           f"cannot resume from {path}: its step {step} is not its number")
 
@@ -197,6 +203,7 @@ def test_resume_refuses_a_checkpoint_past_the_runs_length(run, digits):
                                      lambda value: np.int64(10**6), far)
   checkpoint_edits.edited_checkpoint(far, ITERATIONS_KEY,
                                      lambda value: np.int64(10**6), far)
+  checkpoint_edits.forge_digest(far)
   tf.compat.v1.train.update_checkpoint_state(directory, far)
   refused(run, digits, "its step 1000000 is past the run's 6 steps")
 
@@ -209,8 +216,66 @@ def test_resume_refuses_a_checkpoint_whose_optimizer_updates_are_not_its_step(
                                      ITERATIONS_KEY,
                                      lambda value: np.int64(iterations),
                                      copy=path)
+  checkpoint_edits.forge_digest(path)
   refused(run, digits,
           f"its optimizer's updates, {iterations}, are not its step 4")
+
+
+def test_resume_refuses_a_checkpoint_whose_files_are_not_those_it_wrote(
+    run, digits):
+  # A value the other checks cannot tell from the run's own: the random
+  # state of the sampler's generator.
+  path = last_checkpoint(run)
+  checkpoint_edits.edited_checkpoint(path,
+                                     "generator_state",
+                                     lambda state: state + 1,
+                                     copy=path)
+  refused(
+      run, digits, f"cannot resume from {path}: its files are not those the "
+      f"run wrote (their SHA-256 is not the one in {path}.sha256)")
+
+
+PERMUTATION_KEY = "sampler/permutation/.ATTRIBUTES/VARIABLE_VALUE"
+DRAWS_KEY = "sampler/draws/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+@pytest.mark.parametrize("key,edit,message", [
+    (PERMUTATION_KEY, lambda p: p * 0, "permutation is not that of its epoch"),
+    (PERMUTATION_KEY, lambda p: p + 1500, "permutation is not that of"),
+    (DRAWS_KEY, lambda d: np.int64(-5), "draws -5 and epoch 0 must be >= 0"),
+])
+def test_resume_refuses_a_reshuffling_state_that_no_run_reaches(
+    digits, tmp_path, key, edit, message):
+  config = tiny_config(sampling="reshuffle", output_dir=str(tmp_path / "run"))
+  loop.train(config, data=digits)
+  resumed = dataclasses.replace(config, resume=True, steps=6)
+  path = last_checkpoint(resumed)
+  checkpoint_edits.edited_checkpoint(path, key, edit, copy=path)
+  checkpoint_edits.forge_digest(path)
+  refused(
+      resumed, digits,
+      f"cannot resume from {path}: it does not hold this trainer's state "
+      f"(the reshuffling sampler's {message}")
+
+
+@pytest.mark.parametrize("spelling", ["absolute", "relative", "in the list"])
+def test_resume_refuses_a_checkpoint_state_that_names_another_runs_checkpoint(
+    run, digits, tmp_path, spelling):
+  other = tiny_config(output_dir=str(tmp_path / "other"), seed=1)
+  loop.train(other, data=digits)
+  directory = os.path.join(run.output_dir, run_files.CHECKPOINTS_DIR)
+  theirs = os.path.join(other.output_dir, run_files.CHECKPOINTS_DIR, "ckpt-4")
+  ours = last_checkpoint(run)
+  if spelling == "relative":
+    theirs = os.path.relpath(theirs, directory)  # ../../other/checkpoints/..
+  latest, listed = (ours,
+                    [theirs, ours]) if spelling == "in the list" else (theirs,
+                                                                       [theirs])
+  with open(os.path.join(directory, "checkpoint"), "w") as f:
+    f.write(f'model_checkpoint_path: "{latest}"\n' + "".join(
+        f'all_model_checkpoint_paths: "{path}"\n' for path in listed))
+  refused(run, digits, f"{os.path.join(directory, 'checkpoint')} names ")
+  refused(run, digits, f"outside {directory}: a run resumes its own")
 
 
 def test_resume_refuses_an_older_checkpoint_than_the_records(run, digits):
@@ -235,6 +300,8 @@ def _zero(data_file):
 def test_resume_refuses_a_damaged_data_file_in_one_line(run, digits, damage):
   path = last_checkpoint(run)
   damage(f"{path}.data-00000-of-00001")
+  refused(run, digits, f"cannot resume from {path}: its files are not those")
+  checkpoint_edits.forge_digest(path)
   refused(run, digits, f"cannot resume from {path}: it does not hold")
 
 
@@ -244,6 +311,7 @@ def test_resume_refuses_a_corrupt_object_graph_in_one_line(run, digits):
                                      "_CHECKPOINTABLE_OBJECT_GRAPH",
                                      lambda value: b"\n\xff\xff garbage",
                                      copy=path)
+  checkpoint_edits.forge_digest(path)
   refused(run, digits, f"cannot resume from {path}: it does not hold")
 
 
@@ -347,3 +415,126 @@ def test_a_model_too_large_for_memory_is_one_line(image_files, tmp_path):
     loop.train(config)
   assert not os.path.exists(
       os.path.join(config.output_dir, run_files.CHECKPOINTS_DIR))
+
+
+# The data a run trains on (issue 53, item 8).
+
+
+def test_resume_refuses_a_data_path_replaced_by_other_data_of_its_length(
+    image_files, tmp_path):
+  images, labels, train, test = image_files
+  config = tiny_config(data_path=train,
+                       test_data_path=test,
+                       num_classes=10,
+                       batch_size=8,
+                       output_dir=str(tmp_path / "run"))
+  loop.train(config)
+  resumed = dataclasses.replace(config, resume=True, steps=6)
+  # As many records, of the same sizes: other images, other labels.
+  write_images(train, images[::-1], labels[::-1])
+  before = snapshot(config.output_dir)
+  with pytest.raises(run_files.RunError) as raised:
+    loop.train(resumed)
+  message = str(raised.value)
+  assert message.startswith(f"cannot resume the run in {config.output_dir}: "
+                            "its data changed since it began (data_path "
+                            "mtime_ns: ")
+  assert "data_path sha256_of_its_ends: " in message
+  assert "; put back the data it trained on, or start over" in message
+  assert "\n" not in message and "test_data_path" not in message
+  assert snapshot(config.output_dir) == before
+  # The command line says so before TensorFlow loads, in one line.
+  result = subprocess.run([
+      sys.executable, "-c", LOADED_TENSORFLOW, "--model=logistic", "--steps=6",
+      "--eval_interval=2", "--batch_size=8", "--learning_rate=0.1",
+      "--noprogress", "--resume", f"--data_path={train}",
+      f"--test_data_path={test}", "--num_classes=10",
+      f"--output_dir={config.output_dir}"
+  ],
+                          cwd=ROOT,
+                          capture_output=True,
+                          text=True,
+                          timeout=300)
+  assert result.returncode == 1
+  assert result.stderr.splitlines() == [f"tf-adasamp-train: {message}"]
+  assert result.stdout.split() == ["False"]  # TensorFlow not loaded
+
+
+# The trainer's command line, then whether TensorFlow had loaded.
+LOADED_TENSORFLOW = """
+import sys
+from tf_adasamp.experiment import train
+sys.argv[0] = train.PROGRAM
+try:
+  train.run()
+finally:
+  print("tensorflow" in sys.modules)
+"""
+
+
+def test_a_data_file_touched_since_names_the_time_to_give_back(
+    image_files, tmp_path):
+  _, _, train, test = image_files
+  config = tiny_config(data_path=train,
+                       test_data_path=test,
+                       num_classes=10,
+                       batch_size=8,
+                       output_dir=str(tmp_path / "run"))
+  loop.train(config)
+  mtime_ns = os.stat(test).st_mtime_ns
+  os.utime(test, ns=(mtime_ns + 10**9, mtime_ns + 10**9))
+  resumed = dataclasses.replace(config, resume=True, steps=6)
+  with pytest.raises(run_files.RunError,
+                     match=r"\(test_data_path mtime_ns: \d+ then, \d+ now\); "
+                     r"if the file holds the same records, give it back its "
+                     rf"time \(touch -d @{mtime_ns / 1e9:.9f} FILE\)"):
+    loop.train(resumed)
+  os.utime(test, ns=(mtime_ns, mtime_ns))
+  assert loop.train(resumed)[-1]["step"] == 6
+
+
+def test_resume_refuses_other_in_memory_data_under_the_same_name(run, digits):
+  relabelled = dataclasses.replace(digits, y_train=(digits.y_train + 1) % 10)
+  before = snapshot(run.output_dir)
+  with pytest.raises(run_files.RunError,
+                     match=r"its data changed since it began \(train sha256: "
+                     r"[0-9a-f]{64} then, [0-9a-f]{64} now\)"):
+    loop.train(run, data=relabelled)
+  assert snapshot(run.output_dir) == before
+  records = loop.train(run, data=digits)
+  assert records[-1]["step"] == 6
+
+
+def test_a_run_from_before_data_identities_resumes_and_records_one(run, digits):
+  os.remove(os.path.join(run.output_dir, run_files.DATA_FILE))
+  loop.train(run, data=digits)
+  with open(os.path.join(run.output_dir, run_files.DATA_FILE)) as f:
+    assert json.load(f) == json.loads(json.dumps(digits.identity()))
+
+
+@pytest.mark.parametrize("name", [
+    "metrics.jsonl", "config.json", "data.json", "checkpoints/checkpoint",
+    "checkpoints/ckpt-4.index", "checkpoints/ckpt-4.sha256"
+])
+def test_a_fifo_among_a_runs_files_is_refused_without_waiting(run, name):
+  # Opening a FIFO to read waits for a writer: in a subprocess, to end.
+  path = os.path.join(run.output_dir, name)
+  os.remove(path)
+  os.mkfifo(path)
+  before = snapshot(run.output_dir)
+  result = subprocess.run([
+      sys.executable, "-m", "tf_adasamp.experiment.train", "--model=logistic",
+      "--steps=6", "--eval_interval=2", "--batch_size=16",
+      "--learning_rate=0.1", "--noprogress", "--resume",
+      f"--output_dir={run.output_dir}"
+  ],
+                          cwd=ROOT,
+                          capture_output=True,
+                          text=True,
+                          timeout=120,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  assert result.returncode == 1
+  assert f"{path} is not a regular file" in result.stderr.splitlines()[-1] or (
+      f"cannot read {path}: not a regular file"
+      in result.stderr.splitlines()[-1]), result.stderr
+  assert snapshot(run.output_dir) == before

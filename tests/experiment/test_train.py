@@ -834,6 +834,7 @@ def test_a_checkpoint_with_a_corrupt_save_counter_changes_no_variable(
   loop.train(config, data=digits)
   path = tf.train.latest_checkpoint(str(tmp_path / "checkpoints"))
   checkpoint_edits.corrupt_save_counter(path, damage)
+  checkpoint_edits.forge_digest(path)
   _refused_resume_changes_no_variable(config, digits, monkeypatch, path)
 
 
@@ -849,4 +850,5 @@ def test_a_checkpoint_with_a_weight_of_another_shape_changes_no_variable(
              if key.startswith("model/"))
   checkpoint_edits.edited_checkpoint(
       path, last, lambda value: np.concatenate([value, value[:1]]), copy=path)
+  checkpoint_edits.forge_digest(path)
   _refused_resume_changes_no_variable(config, digits, monkeypatch, path)

@@ -128,6 +128,9 @@ def test_an_initial_uniform_phase_trains_as_uniform_sampling_until_it_ends(
     (dict(epsilon=float("nan")), "epsilon must be in"),
     (dict(beta=-0.1), "beta must be in"),
     (dict(schedule_fraction=2.0), "schedule_fraction must be in"),
+    (dict(schedule_fraction=0.5), "'constant' ignores it"),
+    (dict(amplitude_schedule="anneal",
+          schedule_fraction=0.5), "'anneal' ignores it"),
     (dict(label_noise=1.0), "label_noise must be in"),
     (dict(sampling="uniform", epsilon=0.1), "^epsilon needs sampling "
      "'adaptive'"),

@@ -555,11 +555,58 @@ def reproducing_command(options):
   return " ".join(["python -m tf_adasamp.experiment.cnn_study", *arguments])
 
 
+def check_options(options):
+  """Checks every flag and path before anything loads or trains.
+
+  Raises:
+    ValueError: naming the flag (run_files.RunError, a ValueError, for a
+      path): workers past pool.max_workers(), epochs, fit_seconds or
+      measure_steps below what a stage takes, flags of another stage, a
+      --tuned file that is not tuning's JSON, directories that cannot be
+      written, or (recompute) an archive that is not there.
+  """
+  pool.check_workers(options.workers)
+  for name in ("epochs", "fit_seconds"):
+    if getattr(options, name) is not None:
+      _validation.positive_int(getattr(options, name), name)
+  if options.fit_seconds is not None and options.epochs is not None:
+    raise ValueError("--fit_seconds chooses the epochs: drop --epochs")
+  _validation.positive_int(options.measure_steps // 2, "measure_steps // 2")
+  if options.check and options.stage != "recompute":
+    raise ValueError("--check is for --stage=recompute")
+  if options.stage == "recompute":
+    archive = os.path.join(options.report_dir, ARCHIVE)
+    if not os.path.isfile(archive):
+      raise ValueError(f"--stage=recompute reads {archive}, which is not "
+                       "there")
+    return
+  # Every run's settings as its TrainConfig checks them, the tuning's
+  # choices included.
+  try:
+    plan(
+        options.scale,
+        settings_for(options.scale, options.tuned, options.epochs,
+                     SCALES[options.scale].train_size or 60000),
+        options.runs_dir)
+  except OSError as error:
+    raise ValueError(f"cannot read --tuned {options.tuned}: "
+                     f"{error.strerror or error}") from None
+  except (KeyError, TypeError, ValueError) as error:
+    if options.tuned is None:
+      raise
+    raise ValueError(f"--tuned {options.tuned} is not tuning's JSON, or "
+                     f"chooses values a run refuses ({type(error).__name__}: "
+                     f"{error})") from None
+  run_files.ensure_writable_dir(options.runs_dir, "runs_dir")
+  run_files.ensure_writable_dir(options.report_dir, "report_dir")
+
+
 def main():
   if not FLAGS["verbosity"].present:
     logging.set_verbosity(logging.WARNING)
   options = flags_lib.parse(PROGRAM, Options)
   try:
+    check_options(options)
     if options.stage == "recompute":
       print(recompute(options))
     elif options.stage == "measure":

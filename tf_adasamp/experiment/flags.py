@@ -119,6 +119,28 @@ def _number(text, name):
     raise ValueError(f"--{name} takes numbers, got {text!r}") from error
 
 
+def _check_flagfiles(program, arguments, seen=()):
+  """Ends the program in one line if a --flagfile among `arguments` (or
+  among those of a flagfile they name) is not a regular file: absl would
+  wait forever for a FIFO's writer."""
+  for at, argument in enumerate(arguments):
+    name, equals, path = argument.lstrip("-").partition("=")
+    if name != "flagfile" or not argument.startswith("-"):
+      continue
+    if not equals:  # --flagfile PATH
+      path = arguments[at + 1] if at + 1 < len(arguments) else ""
+    if not path or path in seen:
+      continue  # absl says what is wrong with those
+    if os.path.exists(path) and not os.path.isfile(path):
+      sys.exit(f"{program}: --flagfile {path} is not a regular file")
+    try:
+      with open(path, encoding="utf-8", errors="replace") as f:
+        lines = [line.strip() for line in f]
+    except OSError:
+      continue  # absl names the file and why
+    _check_flagfiles(program, lines, (*seen, path))
+
+
 def interrupted(program, outcome=None):
   """Ends the program for a Ctrl-C, with one line; `outcome` says what
   became of its work and how to go on."""
@@ -135,8 +157,9 @@ def run(program, define_flags, main):
   under a console script (tf-adasamp-train) is the script, not the module
   defining them: so they are registered for it too, and --help opens with
   that module's docstring, which absl takes from __main__. `main` takes no
-  arguments; stray positional arguments end the program with one line
-  naming `program`, and so does a Ctrl-C that `main` leaves to it.
+  arguments; a flag that does not parse and stray positional arguments end
+  the program with one line naming `program` (a --flagfile's stray lines
+  counted, not shown), and so does a Ctrl-C that `main` leaves to it.
   """
   define_flags()
   for flag in FLAGS.get_key_flags_for_module(define_flags.__module__):
@@ -145,14 +168,29 @@ def run(program, define_flags, main):
   if not script.__doc__:
     script.__doc__ = sys.modules[define_flags.__module__].__doc__
 
+  def parse_flags(argv):
+    _check_flagfiles(program, argv[1:])
+    try:
+      return FLAGS(argv)
+    except flags.Error as error:
+      # One line, where absl's own parser adds a second.
+      sys.exit(
+          f"{program}: Flags parsing error: {' '.join(str(error).split())}")
+
   def checked_main(argv):
+    typed = [arg for arg in argv[1:] if arg in sys.argv[1:]]
+    if typed:
+      sys.exit(f"{program}: unexpected arguments {typed}")
     if len(argv) > 1:
-      sys.exit(f"{program}: unexpected arguments {argv[1:]}")
+      # Lines of a --flagfile that are not flags; not shown, as the file may
+      # be anything (a secret, say).
+      sys.exit(f"{program}: --flagfile holds {len(argv) - 1} lines that are "
+               "not flags (--name=value, one a line); not shown")
     main()
 
   try:
     try:
-      app.run(checked_main)
+      app.run(checked_main, flags_parser=parse_flags)
     except KeyboardInterrupt:
       interrupted(program)
     finally:

@@ -19,9 +19,9 @@ import sys
 from absl import flags
 from absl import logging
 
-from tf_adasamp import _validation
 from tf_adasamp.experiment import flags as flags_lib
 from tf_adasamp.experiment.flags import option
+from tf_adasamp.experiment.study import design
 from tf_adasamp.experiment.study import noise
 from tf_adasamp.experiment.study import pool
 from tf_adasamp.experiment.study import presets
@@ -58,13 +58,15 @@ def main():
   report_dir = options.report_dir or os.path.join(options.output_dir, "report")
   settings = presets.preset(noise.DATASET, noise.MODEL)
   try:
-    _validation.positive_int(options.workers, "workers")
+    pool.check_workers(options.workers)
+    design.check_trials(options.trials)
     runs = noise.plan(options.trials, options.output_dir, settings)
     run_files.ensure_writable_dir(options.output_dir, "output_dir")
     run_files.ensure_writable_dir(report_dir, "report_dir")
     data = datasets.load(noise.DATASET)
     pool.run_all(runs, data, workers=options.workers)
   except (TypeError, ValueError, datasets.DatasetUnavailableError) as error:
+    # run_files.RunError is a ValueError: a path, or a run that failed.
     sys.exit(f"{PROGRAM}: {error}")
   except KeyboardInterrupt:
     flags_lib.interrupted(PROGRAM, pool.INTERRUPTED)

@@ -24,7 +24,6 @@ import sys
 from absl import flags
 from absl import logging
 
-from tf_adasamp import _validation
 from tf_adasamp.experiment import flags as flags_lib
 from tf_adasamp.experiment.flags import option
 from tf_adasamp.experiment.study import design
@@ -74,8 +73,10 @@ def define_flags():
 
 def _plan(options, model, output_dir, report_dir):
   """(settings, runs, data), every setting checked before any run starts."""
-  _validation.positive_int(options.workers, "workers")
-  _validation.positive_int(options.trials, "trials")
+  pool.check_workers(options.workers)
+  design.check_trials(options.trials)
+  if options.data_dir is not None and not os.path.isdir(options.data_dir):
+    raise ValueError(f"--data_dir {options.data_dir} is not a directory")
   settings = dataclasses.replace(
       presets.preset(options.dataset, model),
       **flags_lib.values(presets.Settings, skip_unset=True))

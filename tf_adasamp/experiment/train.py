@@ -50,12 +50,19 @@ def main():
     path = getattr(config, name)
     if path is not None and not os.path.isfile(path):
       sys.exit(f"{PROGRAM}: {name} {path!r} is not a file")
+  if config.data_dir is not None and not os.path.isdir(config.data_dir):
+    sys.exit(f"{PROGRAM}: data_dir {config.data_dir!r} is not a directory")
   try:
     # Before TensorFlow loads (seconds): a bad --output_dir fails at once.
     if config.resume:
       run_files.check_resumable(config.output_dir)
     run_files.ensure_writable_dir(config.output_dir)
     run_files.check_output_dir(config)
+    if config.resume and config.data_path is not None:
+      run_files.check_data(
+          config.output_dir,
+          run_files.data_files_identity(config.data_path,
+                                        config.test_data_path))
   except run_files.RunError as error:
     sys.exit(f"{PROGRAM}: {error}")
   try:
@@ -74,7 +81,10 @@ def main():
   except (datasets.DatasetUnavailableError, run_files.RunError) as error:
     sys.exit(f"{PROGRAM}: {error}")
   except KeyboardInterrupt:
-    step = resume.last_checkpoint_step(config.output_dir)
+    try:
+      step = resume.last_checkpoint_step(config.output_dir)
+    except run_files.RunError:  # its checkpoint state was edited meanwhile
+      step = None
     flags_lib.interrupted(
         PROGRAM, "no checkpoint was written yet" if step is None else
         f"the last checkpoint is of step {step}: the same command "

@@ -44,6 +44,7 @@ Like the experiment, it resumes where it stopped when run again.
 import dataclasses
 import functools
 import json
+import math
 import os
 import sys
 import time
@@ -206,6 +207,110 @@ def adaptive_algorithms(options):
   order."""
   chosen = set(_words(options.adaptive))
   return tuple(name for name in ADAPTIVE if name in chosen)
+
+
+# The grids, each a flag: non-empty, but for the factors (stage 3 may keep
+# stage 2's step sizes alone).
+GRIDS = ("sgd_learning_rates", "sgd_lr_decays", "adagrad_learning_rates",
+         "amplitudes", "decays", "adaptive_lr_factors")
+
+
+def check_options(options, settings):
+  """Checks every flag before anything trains: the seeds, each grid's
+  values as every run's TrainConfig takes them, the workers, and where the
+  runs and the report go.
+
+  Args:
+    options: the Options, with main's model, output_dir and report.
+    settings: the presets.Settings the runs start from.
+
+  Raises:
+    ValueError: naming the flag (run_files.RunError for a path).
+  """
+  seeds = floats(options.seeds)
+  _check_grid("seeds", seeds)
+  if options.stage2_seeds is not None and not (1 <= options.stage2_seeds <=
+                                               len(seeds)):
+    raise ValueError(f"--stage2_seeds must be in [1, {len(seeds)}], the "
+                     f"number of --seeds, got {options.stage2_seeds}")
+  size = options.validation_size
+  if not (math.isfinite(size) and size > 0 and (size < 1 or size % 1 == 0)):
+    raise ValueError("--validation_size must be a count >= 1 or a fraction "
+                     f"in (0, 1), got {size:g}")
+  grids = {name: floats(getattr(options, name)) for name in GRIDS}
+  for name, values in grids.items():
+    _check_grid(name, values, empty=name == "adaptive_lr_factors")
+  if 1 in grids["adaptive_lr_factors"]:
+    raise ValueError("--adaptive_lr_factors: 1 is stage 2's own step size; "
+                     "leave it out")
+  pool.check_workers(options.workers)
+  for name in ("steps", "eval_interval"):
+    # Set, they replace the preset's: 0 would read as unset.
+    if getattr(options, name) is not None:
+      _validation.positive_int(getattr(options, name), name)
+  if options.data_dir is not None and not os.path.isdir(options.data_dir):
+    raise ValueError(f"--data_dir {options.data_dir} is not a directory")
+  base = dict(dataset=options.dataset,
+              model=options.model,
+              steps=settings.steps,
+              eval_interval=settings.eval_interval,
+              batch_size=settings.batch_size,
+              utility_at=settings.utility_at,
+              jit_compile=options.jit_compile,
+              train_eval_size=options.train_eval_size)
+  config_lib.TrainConfig(**base)  # its errors name the setting
+  for name, fields in _run_settings(seeds, grids):
+    try:
+      config_lib.TrainConfig(**base, **fields)
+    except (TypeError, ValueError) as error:
+      raise ValueError(f"--{name}: {error}") from None
+  run_files.ensure_writable_dir(options.output_dir, "output_dir")
+  for path in (options.report, os.path.splitext(options.report)[0] + ".json"):
+    run_files.ensure_writable_file(path, "report")
+
+
+def _check_grid(name, values, empty=False):
+  """ValueError unless flag `name`'s `values` are whole seeds, or (a grid)
+  finite, none twice: a value twice would train its runs twice, at once,
+  in one directory."""
+  if not values and not empty:
+    raise ValueError(f"--{name} is empty; give at least one value")
+  if name == "seeds" and any(value % 1 for value in values):
+    raise ValueError(f"--seeds must be whole numbers, got {values}")
+  twice = sorted({value for value in values if values.count(value) > 1})
+  if twice:
+    raise ValueError(f"--{name} holds {', '.join(f'{v:g}' for v in twice)} "
+                     "more than once")
+
+
+def _run_settings(seeds, grids):
+  """(flag, TrainConfig fields) of each setting a run takes from a flag."""
+  yield from (("seeds", dict(seed=int(seed))) for seed in seeds)
+  sgd, adagrad = grids["sgd_learning_rates"], grids["adagrad_learning_rates"]
+  yield from (("sgd_learning_rates", dict(learning_rate=eta)) for eta in sgd)
+  yield from (("sgd_lr_decays", dict(lr_decay=gamma))
+              for gamma in grids["sgd_lr_decays"])
+  yield from (("adagrad_learning_rates",
+               dict(optimizer="adagrad", learning_rate=eta)) for eta in adagrad)
+  yield from (("amplitudes and --decays", dict(amplitude=amplitude,
+                                               decay=decay))
+              for amplitude in grids["amplitudes"]
+              for decay in grids["decays"])
+  yield from (("adaptive_lr_factors", dict(learning_rate=eta * factor))
+              for factor in grids["adaptive_lr_factors"]
+              for eta in sgd + adagrad)
+
+
+def check_data(options, full, settings):
+  """Checks that each tuning seed's validation split leaves a training set
+  of at least a batch (ValueError naming --validation_size otherwise)."""
+  seed = (datasets.VALIDATION_SEED
+          if options.fixed_validation else int(floats(options.seeds)[0]))
+  split = datasets.validation_split(full, options.validation_size, seed)
+  if settings.batch_size > len(split.y_train):
+    raise ValueError(f"--validation_size {options.validation_size:g} leaves "
+                     f"{len(split.y_train)} training examples, fewer than "
+                     f"a batch of {settings.batch_size}")
 
 
 def _run(algorithm, trial, output_dir, base, **fields):
@@ -859,7 +964,9 @@ def main():
                                    steps=options.steps or settings.steps,
                                    eval_interval=options.eval_interval or
                                    settings.eval_interval)
+    check_options(options, settings)
     full = datasets.load(options.dataset, options.data_dir)
+    check_data(options, full, settings)
     results = tune(options, full, settings)
   except (TypeError, ValueError, RuntimeError, datasets.DatasetUnavailableError,
           run_files.RunError) as error:

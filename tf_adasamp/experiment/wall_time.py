@@ -25,6 +25,7 @@ from absl import logging
 from tf_adasamp import _validation
 from tf_adasamp.experiment import flags as flags_lib
 from tf_adasamp.experiment.flags import option
+from tf_adasamp.experiment.study import design
 from tf_adasamp.experiment.study import pool
 from tf_adasamp.experiment.study import presets
 from tf_adasamp.experiment.study import timing
@@ -62,15 +63,19 @@ def main():
   report = options.report or os.path.join(options.output_dir, "wall_time.md")
   settings = presets.preset(DATASET, MODEL)
   try:
-    _validation.positive_int(options.trials, "trials")
-    for amplitude in options.amplitudes:
-      _validation.amplitude(float(amplitude))
-    amplitudes = tuple(float(a) for a in options.amplitudes)
+    design.check_trials(options.trials)
+    amplitudes = tuple(options.amplitudes)
+    if not amplitudes:
+      raise ValueError("--amplitudes is empty: no adaptive run would be "
+                       "timed; give at least one amplitude")
+    if len(set(amplitudes)) < len(amplitudes):
+      raise ValueError(f"--amplitudes holds an amplitude twice: {amplitudes}")
+    for amplitude in amplitudes:
+      _validation.amplitude(amplitude)
     runs = timing.plan(settings, amplitudes, options.trials, options.output_dir,
                        DATASET, MODEL)
     run_files.ensure_writable_dir(options.output_dir, "output_dir")
-    run_files.ensure_writable_dir(
-        os.path.dirname(report) or ".", "the report's directory")
+    run_files.ensure_writable_file(report, "report")
     data = datasets.load(DATASET)
     # One thread, as each worker of the experiment's pool.
     import tensorflow as tf  # pylint: disable=g-import-not-at-top

@@ -75,9 +75,30 @@ def run_config(settings, algorithm, amplitude, trial, run_dir, **fields):
   return config_lib.TrainConfig(**options)
 
 
+# The most trials a study takes: each is a seed of every algorithm's runs,
+# and a study of more would not end on any machine this runs on.
+MAX_TRIALS = 1000
+
+
+def check_trials(trials):
+  """`trials` as an int in [1, MAX_TRIALS]; ValueError (TypeError for a
+  non-int) naming the flag otherwise."""
+  trials = _validation.positive_int(trials, "trials")
+  if trials > MAX_TRIALS:
+    raise ValueError(f"trials must be at most {MAX_TRIALS}, got {trials}")
+  return trials
+
+
 def plan(settings, trials, output_dir, dataset, data_dir=None, model="cnn"):
   """Every run of the experiment, the sweep's included, each listed once."""
-  _validation.positive_int(trials, "trials")
+  check_trials(trials)
+  if not settings.sweep_amplitudes:
+    raise ValueError("sweep_amplitudes is empty; give the amplitudes to "
+                     "sweep")
+  for name in ("train_accuracy_target", "test_accuracy_target"):
+    if not 0 < getattr(settings, name) <= 1:  # NaN too
+      raise ValueError(f"{name} must be an accuracy in (0, 1], got "
+                       f"{getattr(settings, name)}")
   if settings.sweep_algorithm not in presets.ADAPTIVE:
     raise ValueError("sweep_algorithm must be an adaptive algorithm, got "
                      f"{settings.sweep_algorithm!r}")

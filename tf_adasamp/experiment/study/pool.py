@@ -35,6 +35,24 @@ _worker_data = None
 RUNS_PER_WORKER = 8
 
 
+def max_workers():
+  """The most worker processes this machine takes: each is a TensorFlow
+  process of about 1 GiB, so one a GiB of its memory."""
+  memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+  return max(1, memory >> 30)
+
+
+def check_workers(workers):
+  """`workers` as an int in [1, max_workers()]; ValueError (TypeError for a
+  non-int) naming the flag otherwise."""
+  workers = _validation.positive_int(workers, "workers")
+  if workers > max_workers():
+    raise ValueError(f"workers must be at most {max_workers()}, a GiB of "
+                     "this machine's memory each (a worker is a TensorFlow "
+                     f"process of about 1 GiB), got {workers}")
+  return workers
+
+
 def run_all(runs, data, progress=False, workers=1, spawn=False):
   """Trains every unfinished run; prints a line per run.
 
@@ -50,11 +68,11 @@ def run_all(runs, data, progress=False, workers=1, spawn=False):
       time then does not hold every finished run's memory.
 
   Raises:
-    ValueError: `workers` is not a positive int.
+    ValueError: `workers` is not in [1, max_workers()].
     run_files.RunError: a run's directory holds a run of other settings
       (before any run starts), or a run failed (in a worker or here).
   """
-  _validation.positive_int(workers, "workers")
+  check_workers(workers)
   for run in runs:
     run_files.check_output_dir(run.config)
   remove_stale_temporaries(runs)

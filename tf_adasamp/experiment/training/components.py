@@ -1,6 +1,8 @@
 """The run's parts, made from its settings: strategy, sampler (and its
 amplitude schedule), optimizer (and its step-size schedule)."""
 
+import functools
+
 import tensorflow as tf
 
 from tf_adasamp import _validation
@@ -11,6 +13,8 @@ from tf_adasamp.experiment.training import config as config_lib
 from tf_adasamp.experiment.training import run_files
 from tf_adasamp.experiment.training.uniform_sampler import ReshufflingSampler
 from tf_adasamp.experiment.training.uniform_sampler import UniformSampler
+from tf_adasamp.experiment.training.uniform_sampler import \
+    check_saved_reshuffling
 
 
 def make_strategy(name, cluster_timeout=config_lib.TrainConfig.cluster_timeout):
@@ -67,6 +71,21 @@ def make_sampler(sampling,
                                      **controls)
   raise ValueError(f"unknown sampling {sampling!r}; choose one of "
                    f"{config_lib.SAMPLINGS}")
+
+
+def saved_state_checks(sampling, num_examples, seed):
+  """The checks of a checkpoint's saved sampler state that
+  `resume.check_checkpoint` runs: {"sampler": function} for a reshuffling
+  sampler, whose state is a function of its draws; {} for the others (an
+  AdaptiveSampler checks its own state as it restores)."""
+  if sampling == "reshuffle":
+    return {
+        "sampler":
+            functools.partial(check_saved_reshuffling,
+                              num_examples=num_examples,
+                              seed=seed)
+    }
+  return {}
 
 
 def amplitude_schedule(name, amplitude, fraction, total_steps):

@@ -66,7 +66,6 @@ LR_SCHEDULES = ("inverse_time", "linear", "cosine")
 UTILITY_AT = ("updated", "step")
 # Step counts past 2**53 lose integer precision as floats (the epoch).
 MAX_STEPS = 2**53
-MAX_AMPLITUDE = 1e300
 FLOAT32_MAX = 3.4028234663852886e38
 
 
@@ -253,15 +252,8 @@ class TrainConfig:
                          f"{getattr(self, name)!r}")
 
   def _check_numbers(self):
-    _validation.amplitude(self.amplitude)
-    _validation.decay(self.decay)
-    # A log weight is at most amplitude * max utility / (1 - decay): finite
-    # in float64 for utilities up to 1e8.
-    if self.amplitude / (1 - self.decay) > MAX_AMPLITUDE:
-      raise ValueError("amplitude / (1 - decay) must be at most "
-                       f"{MAX_AMPLITUDE:g}, so that the log weights stay "
-                       f"finite, got amplitude {self.amplitude:g} and decay "
-                       f"{self.decay:g}")
+    _validation.log_weight_bound(_validation.amplitude(self.amplitude),
+                                 _validation.decay(self.decay))
     _validation.positive_int(self.batch_size, "batch_size")
     for name in ("eval_interval", "steps_per_execution") + (
         ("steps",) if self.epochs is None else ()):
@@ -302,6 +294,14 @@ class TrainConfig:
       value = getattr(self, name)
       if not 0 <= value <= 1:
         raise ValueError(f"{name} must be in [0, 1], got {value}")
+    # Only warmup and final_uniform read it: any other value would be
+    # ignored without a word.
+    if (self.schedule_fraction != TrainConfig.schedule_fraction and
+        self.amplitude_schedule not in ("warmup", "final_uniform")):
+      raise ValueError(
+          "schedule_fraction is for amplitude_schedule 'warmup' or "
+          f"'final_uniform'; {self.amplitude_schedule!r} ignores it, got "
+          f"schedule_fraction {self.schedule_fraction}")
     if not 0 <= self.label_noise < 1:
       raise ValueError(f"label_noise must be in [0, 1), got "
                        f"{self.label_noise}")

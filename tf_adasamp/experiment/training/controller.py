@@ -11,8 +11,11 @@ way no record, and no summary, is written twice.
 """
 
 import contextlib
+import glob
 import math
 import os
+import re
+import shutil
 
 import tensorflow as tf
 
@@ -213,9 +216,29 @@ class Controller:
       raise self._diverged(record["step"],
                            f"training loss {record['train_loss']}")
     if self._manager:
-      with _io_errors_name(self._manager.directory):
-        self._manager.save(checkpoint_number=record["step"])
+      self._save(record["step"])
     self._publish(evaluation)
+
+  def _save(self, step):
+    """Saves the checkpoint of `step`; a failed save (a full disk) leaves no
+    temporary files behind, and the first leaves no checkpoints/ at all, so
+    that the directory holds no run to resume, and a new run may start."""
+    directory = self._manager.directory
+    first = self._manager.latest_checkpoint is None
+    try:
+      with _io_errors_name(
+          directory, "before its first checkpoint: run it again without "
+          "--resume" if first else _KEPT):
+        path = self._manager.save(checkpoint_number=step)
+        # What resuming checks the files against (resume.check_checkpoint).
+        run_files.record_checkpoint_digest(path)
+    except run_files.RunError:
+      if first:  # all that checkpoints/ holds is this save's
+        shutil.rmtree(directory, ignore_errors=True)
+      prefix = glob.escape(os.path.join(directory, f"ckpt-{step}"))
+      for path in glob.glob(prefix + "_temp*"):
+        shutil.rmtree(path, ignore_errors=True)
+      raise
 
   def _publish(self, evaluation):
     self._metrics.append(evaluation.record)
@@ -228,19 +251,10 @@ class Controller:
     """The path of the checkpoint to restore, or None for a new run."""
     if self._resume_from is None:
       return None
-    directory = self._manager.directory
     if self._resume_from != LATEST:
-      return resume.checkpoint_of_step(directory, self._resume_from)
-    # Unlike the manager's, this looks for the checkpoint's files too.
-    path = tf.train.latest_checkpoint(directory)
-    if path is None and (run_files.read_metrics(self._output_dir) or
-                         os.path.isdir(directory) and os.listdir(directory)):
-      raise run_files.RunError(
-          f"cannot resume: {directory} has no readable checkpoint (its "
-          "'checkpoint' file is missing or damaged, or names missing files) "
-          "though the run has begun; leave out --resume and choose another "
-          "output_dir to start over")
-    return path
+      return resume.checkpoint_of_step(self._manager.directory,
+                                       self._resume_from)
+    return resume.checkpoint_to_resume(self._output_dir)
 
   def _diverged(self, step, cause):
     advice = f"; {self._divergence_advice}" if self._divergence_advice else ""
@@ -261,9 +275,11 @@ def checkpoint_manager_in(output_dir, checkpoint):
   Raises:
     run_files.RunError: checkpoints/ is there but not a directory.
   """
-  directory = os.path.join(output_dir, run_files.CHECKPOINTS_DIR)
-  _check_is_directory_or_absent(directory)
-  return tf.train.CheckpointManager(checkpoint, directory, max_to_keep=2)
+  run_files.check_checkpoints_dir(output_dir)
+  return tf.train.CheckpointManager(checkpoint,
+                                    os.path.join(output_dir,
+                                                 run_files.CHECKPOINTS_DIR),
+                                    max_to_keep=2)
 
 
 def summaries_in(output_dir, data=None):
@@ -274,26 +290,34 @@ def summaries_in(output_dir, data=None):
     run_files.RunError: the directory cannot be written.
   """
   log_dir = os.path.join(output_dir, "tensorboard")
-  with _io_errors_name(log_dir):
+  with _io_errors_name(log_dir, "before it trains"):
     return summaries.Summaries(log_dir, data)
 
 
+# What becomes of a run that a failed write stops after a checkpoint.
+_KEPT = "its last checkpoint kept"
+
+
 @contextlib.contextmanager
-def _io_errors_name(path):
-  """Turns a failed write under `path` into a RunError naming it."""
+def _io_errors_name(path, outcome=_KEPT):
+  """Turns a failed write under `path` into a RunError naming it, why (a
+  full disk: "No space left on device") and the run's `outcome`."""
   try:
     yield
   except (OSError, tf.errors.OpError) as error:
-    cause = getattr(error, "strerror", None) or getattr(error, "message",
-                                                        None) or str(error)
-    raise run_files.RunError(
-        f"cannot write to {path}: {cause.strip().splitlines()[0][:200]}; "
-        "the run stops, its last checkpoint kept") from None
+    raise run_files.RunError(f"cannot write to {path}: {_reason(error)}; the "
+                             f"run stops, {outcome}") from None
 
 
-def _check_is_directory_or_absent(path):
-  if os.path.lexists(path) and not os.path.isdir(path):
-    kind = "a dangling link" if os.path.islink(path) else "not a directory"
-    raise run_files.RunError(
-        f"{path} is {kind}, so the run's checkpoints cannot be read or "
-        "written; move it away (and, to start over, the whole output_dir)")
+def _reason(error):
+  """Why a write failed, in one line: an OSError's strerror, or TensorFlow's
+  message without its function wrapper and op name, the reason that its
+  file errors end with ("<file>; No space left on device") first."""
+  if getattr(error, "strerror", None):
+    return error.strerror
+  text = getattr(error, "message", None) or str(error)
+  text = re.sub(r"\{\{function_node [^}]*\}\}", "", text).strip()
+  text = text.splitlines()[0] if text else type(error).__name__
+  text = re.sub(r"\s*\[Op:\w+\]$", "", text)  # as raised eagerly
+  where, _, reason = text.rpartition("; ")
+  return f"{reason} ({where})" if where else text[:200]

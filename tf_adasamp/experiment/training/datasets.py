@@ -36,6 +36,8 @@ tuning hyperparameters without touching it.
 """
 
 import dataclasses
+import hashlib
+import os
 import socket
 
 import numpy as np
@@ -110,6 +112,15 @@ class Dataset:
     """The training images, all of them, a chunk at a time (one here)."""
     yield self.x_train
 
+  def identity(self):
+    """What tells this data from other data (run_files.check_data): its
+    name, and each split's size and the SHA-256 of its images and labels."""
+    return {
+        "name": self.name,
+        "train": _arrays_identity(self.x_train, self.y_train),
+        "test": _arrays_identity(self.x_test, self.y_test)
+    }
+
   def batch_reader(self):
     """A function from int64 indices (a tensor) to the training (images,
     labels) there, gathered from constants in the graph."""
@@ -117,6 +128,15 @@ class Dataset:
     images, labels = tf.constant(self.x_train), tf.constant(self.y_train)
     return lambda indices: (tf.gather(images, indices),
                             tf.gather(labels, indices))
+
+
+def _arrays_identity(images, labels):
+  digest = hashlib.sha256()
+  for array in (images, labels):
+    array = np.ascontiguousarray(array)
+    digest.update(f"{array.dtype.str}{array.shape}".encode())
+    digest.update(memoryview(array).cast("B"))
+  return {"examples": len(labels), "sha256": digest.hexdigest()}
 
 
 def load(name, data_dir=None):

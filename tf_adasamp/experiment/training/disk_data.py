@@ -33,13 +33,21 @@ class DiskDataset:
   """Training records read by index from `source`; the test split in memory.
 
   source: the training file's `sources.ArrayRecordSource` of (image float32
-  [H, W, C] in [0, 1], label int32); x_test, y_test: the test split.
+  [H, W, C] in [0, 1], label int32); x_test, y_test: the test split;
+  files: the two files' `run_files.data_files_identity`, taken before they
+  were read.
   """
   name: str
   source: sources.ArrayRecordSource
   x_test: np.ndarray
   y_test: np.ndarray
   num_classes: int
+  files: dict
+
+  def identity(self):
+    """What tells this data from other data (run_files.check_data): the
+    identity of its two files."""
+    return self.files
 
   @property
   def image_shape(self):
@@ -74,6 +82,7 @@ def load(data_path, test_data_path, num_classes):
   Every training record is checked here, as a bad one found where a step
   draws it would end the run in TensorFlow's traceback, after its first
   checkpoint."""
+  files = run_files.data_files_identity(data_path, test_data_path)
   train = _open(data_path, "data_path")
   image_shape = _first_record(train, data_path, "data_path")
   _check_all_records(train, data_path, "data_path", image_shape, num_classes)
@@ -85,7 +94,7 @@ def load(data_path, test_data_path, num_classes):
         f"{image_shape}: the two files must hold images of one shape")
   _check_labels(y_test, num_classes, "test_data_path", test_data_path)
   return DiskDataset(os.path.basename(data_path), train, x_test, y_test,
-                     num_classes)
+                     num_classes, files)
 
 
 def _open(path, flag):

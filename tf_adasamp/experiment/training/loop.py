@@ -45,6 +45,7 @@ from tf_adasamp.experiment.training.components import amplitude_schedule
 from tf_adasamp.experiment.training.components import make_optimizer
 from tf_adasamp.experiment.training.components import make_sampler
 from tf_adasamp.experiment.training.components import make_strategy
+from tf_adasamp.experiment.training.components import saved_state_checks
 from tf_adasamp.experiment.training.controller import LATEST
 from tf_adasamp.experiment.training.controller import Controller
 from tf_adasamp.experiment.training.controller import DivergedError
@@ -101,7 +102,7 @@ def train(config, data=None, progress=False, stop_requested=None):
   if config.output_dir:
     run_files.ensure_writable_dir(config.output_dir)
   with run_files.writer_lock(config.output_dir):
-    _prepare_output_dir(config, steps)
+    _prepare_output_dir(config, steps, data)
     if config.deterministic:
       tf.config.experimental.enable_op_determinism()
     exact_arithmetic()
@@ -156,21 +157,29 @@ def load_data(config):
   return datasets.load(config.dataset, config.data_dir)
 
 
-def _prepare_output_dir(config, steps):
-  """Checks that config may write to its output_dir, and the checkpoint it
-  resumes alone (a cluster's workers agree on theirs later, and
-  resume.restore checks that), then saves its settings."""
+def _prepare_output_dir(config, steps, data):
+  """Checks that config may write to its output_dir, that a resumed run's
+  data are those it trained on, and the checkpoint it resumes alone (a
+  cluster's workers agree on theirs later, and resume.restore checks that),
+  then saves its settings and its data's identity."""
   run_files.check_output_dir(config)
+  if not config.output_dir:
+    return
+  identity = data.identity()
+  if config.resume:
+    run_files.check_data(config.output_dir, identity)
   if config.resume and config.strategy != "multi_worker":
-    resume.check_latest_checkpoint(config.output_dir, steps)
-  if config.output_dir:
-    path = os.path.join(config.output_dir, run_files.CONFIG_FILE)
-    try:
-      run_files.write_atomically(
-          path, json.dumps(dataclasses.asdict(config), indent=2))
-    except OSError as error:
-      raise run_files.RunError(
-          f"cannot write {path}: {error.strerror or error}") from None
+    resume.check_latest_checkpoint(
+        config.output_dir, steps,
+        saved_state_checks(config.sampling, data.num_train, config.seed))
+  path = os.path.join(config.output_dir, run_files.CONFIG_FILE)
+  try:
+    run_files.write_atomically(path,
+                               json.dumps(dataclasses.asdict(config), indent=2))
+  except OSError as error:
+    raise run_files.RunError(
+        f"cannot write {path}: {error.strerror or error}") from None
+  run_files.write_data_identity(config.output_dir, identity)
 
 
 def _agree_on_checkpoint(config, strategy):

@@ -35,7 +35,8 @@ def register_model(name, builder=None):
   program's main module again but do not run its main block.
 
   Args:
-    name: the model's name, a non-empty str not registered yet.
+    name: the model's name, a str not registered yet: letters, digits,
+      '_' and '-', not first (a command-line choice).
     builder: a function (input_shape, num_classes, l2) -> a Keras model
       from images [B, *input_shape] to class logits [B, num_classes]; `l2`
       is the run's --l2. Without it, `register_model(name)` is a decorator.
@@ -46,7 +47,7 @@ def register_model(name, builder=None):
 
   Raises:
     TypeError: if `name` is not a str or `builder` is not callable.
-    ValueError: if `name` is empty or already registered.
+    ValueError: if `name` is empty, not such a word, or already registered.
   """
   return _validation.register(MODELS, "model", name, builder)
 

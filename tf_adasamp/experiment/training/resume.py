@@ -8,6 +8,7 @@ never from its file name.
 """
 
 import dataclasses
+import glob
 import hashlib
 import json
 import os
@@ -43,16 +44,67 @@ def checkpoint_step(path):
   return int(tf.train.load_checkpoint(path).get_tensor(_STEP_KEY))
 
 
+def latest_checkpoint(directory):
+  """`tf.train.latest_checkpoint(directory)`, the path of the latest
+  checkpoint that the checkpoint state in `directory` names, or None; a
+  RunError if the state names any checkpoint outside `directory` (another
+  run's, resumed, would mix two runs in one)."""
+  run_files.check_regular_files([os.path.join(directory, "checkpoint")],
+                                 directory)
+  state = tf.train.get_checkpoint_state(directory)
+  if state is not None:
+    inside = os.path.realpath(directory)
+    for path in [
+        state.model_checkpoint_path, *state.all_model_checkpoint_paths
+    ]:
+      # Relative paths are the directory's (get_checkpoint_state joins them).
+      if os.path.realpath(os.path.dirname(path)) != inside:
+        raise run_files.RunError(
+            f"cannot resume: {os.path.join(directory, 'checkpoint')} names "
+            f"{path}, outside {directory}: a run resumes its own checkpoints "
+            "only; name the run's latest ckpt-N there, or start over in "
+            "another output_dir")
+  return tf.train.latest_checkpoint(directory)
+
+
+def checkpoint_to_resume(output_dir):
+  """The path of the latest checkpoint of the run in `output_dir`, or None
+  where the run has not begun (no records, no checkpoints).
+
+  Raises:
+    run_files.RunError: checkpoints/ is not a directory; the run has begun
+      but has no readable checkpoint (its checkpoint state is missing,
+      damaged or names missing files), or its state names a checkpoint
+      outside the run.
+  """
+  run_files.check_checkpoints_dir(output_dir)
+  directory = os.path.join(output_dir, run_files.CHECKPOINTS_DIR)
+  # Unlike a CheckpointManager's, this looks for the checkpoint's files too.
+  path = latest_checkpoint(directory)
+  if path is None and (run_files.read_metrics(output_dir) or
+                       run_files.holds_checkpoints(output_dir)):
+    raise run_files.RunError(
+        f"cannot resume: {directory} has no readable checkpoint (its "
+        "'checkpoint' file is missing or damaged, or names missing files) "
+        "though the run has begun; leave out --resume and choose another "
+        "output_dir to start over")
+  return path
+
+
 def last_checkpoint_step(output_dir):
   """The step of the run's last checkpoint in `output_dir`, or None.
 
   May be called while the run writes checkpoints: one that its writer
   deletes (it keeps the last two) between the look-up and the read is looked
   up again.
+
+  Raises:
+    run_files.RunError: the checkpoint state names a checkpoint outside
+      the run (`latest_checkpoint`).
   """
   directory = os.path.join(output_dir, run_files.CHECKPOINTS_DIR)
   for _ in range(3):
-    path = tf.train.latest_checkpoint(directory)
+    path = latest_checkpoint(directory)
     if path is None:
       return None
     try:
@@ -115,6 +167,7 @@ def checkpoint_of_step(directory, step):
   """
   if step is None:
     return None
+  latest_checkpoint(directory)  # refuses paths out of the run
   state = tf.train.get_checkpoint_state(directory)
   for path in state.all_model_checkpoint_paths if state else []:
     try:
@@ -173,18 +226,18 @@ def restore(checkpoint, path, total_steps=None):
     raise _not_this_trainers(path, error) from None
 
 
-def check_latest_checkpoint(output_dir, total_steps):
+def check_latest_checkpoint(output_dir, total_steps, checks=None):
   """`check_checkpoint` of the latest checkpoint of the run in
   `output_dir`, if it has one: the one a run resumed alone restores, checked
-  before the run writes anything. RunError too if the run's records go past
+  before the run writes anything. RunError too if the run has begun but has
+  no readable checkpoint (`checkpoint_to_resume`), or if its records go past
   its step: a run records a step only after its checkpoint, and resuming
   would drop them (a cluster's worker may go back past its records, to the
   checkpoint all workers have)."""
-  path = tf.train.latest_checkpoint(
-      os.path.join(output_dir, run_files.CHECKPOINTS_DIR))
+  path = checkpoint_to_resume(output_dir)
   if not path:
     return
-  step = check_checkpoint(path, total_steps)
+  step = check_checkpoint(path, total_steps, checks)
   records = run_files.read_metrics(output_dir)
   if records and records[-1]["step"] > step:
     raise run_files.RunError(
@@ -193,11 +246,22 @@ def check_latest_checkpoint(output_dir, total_steps):
         "that record; resume from the run's latest checkpoint")
 
 
-def check_checkpoint(path, total_steps=None):
+def check_checkpoint(path, total_steps=None, checks=None):
   """The step of the checkpoint at `path`; RunError, naming `path`, unless
-  its every entry and its object graph can be read, and its step (and its
-  optimizer's count of updates) is its number, within [0, total_steps].
-  Reads only."""
+  its files are those the run wrote (their recorded SHA-256,
+  `run_files.check_checkpoint_digest`), its every entry and its object graph
+  can be read, its step (and its optimizer's count of updates) is its
+  number, within [0, total_steps], and `checks` pass. Reads only.
+
+  Args:
+    path: the checkpoint's path (its files' prefix).
+    total_steps: the run's length, if known.
+    checks: {name: function}: each function takes the values saved under
+      the checkpoint's object `name` ({variable name: value}) and raises
+      ValueError where no run reaches them (components.saved_state_checks).
+  """
+  run_files.check_regular_files(glob.glob(glob.escape(path) + ".*"), path)
+  run_files.check_checkpoint_digest(path)
   try:
     reader = tf.train.load_checkpoint(path)
     values = {
@@ -209,6 +273,8 @@ def check_checkpoint(path, total_steps=None):
     step = int(values[_STEP_KEY])
     iterations = (int(values[_ITERATIONS_KEY])
                   if _ITERATIONS_KEY in values else None)
+    for name, check in (checks or {}).items():
+      check(_saved_under(values, name))
   except (KeyError, TypeError) + _UNREADABLE_ERRORS as error:
     raise _not_this_trainers(path, error) from None
   number = re.search(r"-(\d+)$", path)
@@ -229,6 +295,18 @@ def check_checkpoint(path, total_steps=None):
         f"cannot resume from {path}: its step {step} is past the run's "
         f"{total_steps} steps; give --steps (or --epochs) that reach it")
   return step
+
+
+def _saved_under(values, name):
+  """{variable: value} of the variables of object `name` in a checkpoint's
+  `values` (keys "name/variable/.ATTRIBUTES/VARIABLE_VALUE")."""
+  found = {}
+  for key, value in values.items():
+    parts = key.split("/")
+    if (len(parts) == 4 and parts[0] == name and
+        parts[2:] == [".ATTRIBUTES", "VARIABLE_VALUE"]):
+      found[parts[1]] = value
+  return found
 
 
 def _not_this_trainers(path, error):

@@ -1,25 +1,34 @@
 """A training run's directory, read and written without TensorFlow.
 
-A run keeps its settings in config.json, one JSON metric record per
-evaluation in metrics.jsonl and its checkpoints in checkpoints/ (written by
-`loop.train`). Here: reading the records, whether a run is
-finished, whether a configuration may write to a directory (a new run, or
-the same run resumed), the lock that keeps one writer per run directory,
-and the errors that stop a run. The command lines
+A run keeps its settings in config.json, its data's identity in data.json,
+one JSON metric record per evaluation in metrics.jsonl and its checkpoints
+in checkpoints/ (written by `loop.train`). Here: reading the records,
+whether a run is finished, whether a configuration may write to a directory
+(a new run, or the same run resumed, on the same data), the lock that keeps
+one writer per run directory, and the errors that stop a run. The command lines
 check their runs with these before TensorFlow loads.
 """
 
 import contextlib
 import dataclasses
+import errno
 import fcntl
+import glob
+import hashlib
 import json
 import os
+import stat
 import tempfile
 
 from absl import logging
 
 METRICS_FILE = "metrics.jsonl"
 CONFIG_FILE = "config.json"
+# The identity of the data the run trains on (check_data).
+DATA_FILE = "data.json"
+# How much of each end of a data file its identity hashes: an ArrayRecord
+# file's header, and its index and footer, with the records about them.
+_HASHED_END_BYTES = 1 << 20
 CHECKPOINTS_DIR = "checkpoints"
 # The file whose lock the run's writer holds (writer_lock).
 LOCK_FILE = "writer.lock"
@@ -134,6 +143,23 @@ def write_atomically(path, text):
     os.close(directory_fd)
 
 
+def open_regular(path, mode="r", **kwargs):
+  """`open(path, mode)` for reading, of a regular file only: OSError for a
+  FIFO, which open() would wait on for a writer forever, or a device."""
+  fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+  try:
+    kind = os.fstat(fd).st_mode
+    if stat.S_ISDIR(kind):
+      raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+    if not stat.S_ISREG(kind):
+      raise OSError(errno.EINVAL, "not a regular file", path)
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, mode, **kwargs)
+  except BaseException:
+    os.close(fd)
+    raise
+
+
 def ensure_writable_dir(path, name="output_dir"):
   """Creates directory `path` if missing; RunError, naming flag `name`,
   unless a file can be created in it."""
@@ -145,6 +171,19 @@ def ensure_writable_dir(path, name="output_dir"):
   except OSError as error:
     raise RunError(f"cannot write to {name} {path}: "
                    f"{error.strerror or error}") from None
+
+
+def ensure_writable_file(path, name):
+  """Creates the directory of file `path` if missing; RunError, naming flag
+  `name`, unless `write_atomically` can replace the file there: `path` a
+  directory, or not a regular file, or in a directory where no file can be
+  created."""
+  if os.path.isdir(path):
+    raise RunError(f"{name} {path} is a directory, not a file")
+  if os.path.lexists(path) and not os.path.isfile(path):
+    raise RunError(f"{name} {path} is not a regular file")
+  ensure_writable_dir(os.path.dirname(os.path.abspath(path)),
+                      f"the directory of {name}")
 
 
 def read_metrics(output_dir):
@@ -160,7 +199,7 @@ def read_metrics(output_dir):
   if not os.path.exists(path):
     return []
   try:
-    with open(path, encoding="utf-8", errors="replace") as f:
+    with open_regular(path, encoding="utf-8", errors="replace") as f:
       lines = [
           (number, line) for number, line in enumerate(f, 1) if line.strip()
       ]
@@ -229,14 +268,180 @@ class MetricsLog:
                      f"{record['step']}") from None
 
 
+def file_identity(path):
+  """What tells the file at `path` from another: its size, modification
+  time and the SHA-256 of its first and last MiB. RunError if it cannot be
+  read."""
+  try:
+    with open_regular(path, "rb") as f:
+      size = os.fstat(f.fileno()).st_size
+      mtime_ns = os.fstat(f.fileno()).st_mtime_ns
+      digest = hashlib.sha256(f.read(_HASHED_END_BYTES))
+      if size > _HASHED_END_BYTES:
+        f.seek(max(_HASHED_END_BYTES, size - _HASHED_END_BYTES))
+        digest.update(f.read())
+  except OSError as error:
+    raise RunError(f"cannot read {path}: {error.strerror or error}") from None
+  return {
+      "size": size,
+      "mtime_ns": mtime_ns,
+      "sha256_of_its_ends": digest.hexdigest()
+  }
+
+
+def data_files_identity(data_path, test_data_path):
+  """The identity (check_data) of the data in files `data_path` and
+  `test_data_path` (the trainer's --data_path and --test_data_path)."""
+  return {
+      "data_path": file_identity(data_path),
+      "test_data_path": file_identity(test_data_path)
+  }
+
+
+def check_data(output_dir, identity):
+  """Raises RunError unless `identity`, that of the data a resumed run
+  would train on (a data set's `identity()`), is that of the data the run
+  in `output_dir` trained on, as its DATA_FILE says: other data under the
+  same name would mix two trainings in one run. A run without the file
+  (one from before it was written) is not compared."""
+  path = os.path.join(output_dir, DATA_FILE)
+  if not os.path.lexists(path):
+    return
+  try:
+    with open_regular(path, encoding="utf-8") as f:
+      saved = json.load(f)
+  except OSError as error:
+    raise RunError(f"cannot read {path}: {error.strerror or error}") from None
+  except ValueError:
+    raise RunError(f"{path} does not hold a data set's identity; put it back, "
+                   "or start over in another output_dir") from None
+  changed = _differences(saved, identity)
+  if not changed:
+    return
+  advice = "put back the data it trained on"
+  if all(name.endswith("mtime_ns") for name, _, _ in changed):
+    advice = ("if the file holds the same records, give it back its time "
+              f"(touch -d @{changed[0][1] / 1e9:.9f} FILE)")
+  raise RunError(
+      f"cannot resume the run in {output_dir}: its data changed since it "
+      "began (" + ", ".join(f"{name}: {theirs} then, {ours} now"
+                            for name, theirs, ours in changed) +
+      f"); {advice}, or start over in another output_dir")
+
+
+def _differences(theirs, ours, prefix=""):
+  """[(name, theirs, ours)] of the leaves where two nested dicts differ."""
+  if not (isinstance(theirs, dict) and isinstance(ours, dict)):
+    return [] if theirs == ours else [(prefix or "identity", theirs, ours)]
+  found = []
+  for key in sorted(theirs.keys() | ours.keys(), key=str):
+    name = f"{prefix} {key}" if prefix else str(key)
+    found += _differences(theirs.get(key), ours.get(key), name)
+  return found
+
+
+def write_data_identity(output_dir, identity):
+  """Writes `identity` (check_data) to the run's DATA_FILE."""
+  path = os.path.join(output_dir, DATA_FILE)
+  try:
+    write_atomically(path, json.dumps(identity, indent=1, sort_keys=True))
+  except OSError as error:
+    raise RunError(f"cannot write {path}: {error.strerror or error}") from None
+
+
+# Beside a checkpoint's files (prefix.index, prefix.data-*), the SHA-256 of
+# them all, written once they are (checkpoint_digest).
+DIGEST_SUFFIX = ".sha256"
+
+
+def checkpoint_digest(prefix):
+  """The SHA-256 of the files of the checkpoint at `prefix` (its index and
+  data shards, by name), as hex; OSError if one cannot be read."""
+  digest = hashlib.sha256()
+  names = [prefix + ".index"] + sorted(
+      glob.glob(glob.escape(prefix) + ".data-?????-of-?????"))
+  for name in names:
+    digest.update(os.path.basename(name).encode() + b"\0")
+    with open_regular(name, "rb") as f:
+      while chunk := f.read(1 << 24):
+        digest.update(chunk)
+  return digest.hexdigest()
+
+
+def record_checkpoint_digest(prefix):
+  """Writes `checkpoint_digest(prefix)` beside the checkpoint, and removes
+  the digests of checkpoints that are gone (its manager keeps two)."""
+  write_atomically(prefix + DIGEST_SUFFIX, checkpoint_digest(prefix) + "\n")
+  for path in glob.glob(
+      glob.escape(os.path.dirname(prefix)) + "/*" + DIGEST_SUFFIX):
+    if not os.path.exists(path[:-len(DIGEST_SUFFIX)] + ".index"):
+      with contextlib.suppress(FileNotFoundError):
+        os.remove(path)
+
+
+def check_checkpoint_digest(prefix):
+  """RunError, naming the checkpoint at `prefix`, unless its files are
+  those its run wrote: their SHA-256 is the one recorded beside them. A
+  checkpoint without a recorded digest (written before digests were, or
+  whose digest a kill cut off) is not compared."""
+  path = prefix + DIGEST_SUFFIX
+  if not os.path.lexists(path):
+    return
+  try:
+    with open_regular(path, encoding="ascii", errors="replace") as f:
+      recorded = f.read().strip()
+    found = checkpoint_digest(prefix)
+  except OSError as error:
+    raise RunError(
+        f"cannot resume from {prefix}: cannot read "
+        f"{error.filename or path}: {error.strerror or error}") from None
+  if found != recorded:
+    raise RunError(
+        f"cannot resume from {prefix}: its files are not those the run "
+        f"wrote (their SHA-256 is not the one in {path}), so they were "
+        "edited or damaged; resume from a checkpoint the run wrote, or "
+        "start over in another output_dir")
+
+
+def check_checkpoints_dir(output_dir):
+  """RunError unless `output_dir`'s checkpoints/ is a directory or absent."""
+  path = os.path.join(output_dir, CHECKPOINTS_DIR)
+  if os.path.lexists(path) and not os.path.isdir(path):
+    kind = "a dangling link" if os.path.islink(path) else "not a directory"
+    raise RunError(
+        f"{path} is {kind}, so the run's checkpoints cannot be read or "
+        "written; move it away (and, to start over, the whole output_dir)")
+
+
+def check_regular_files(paths, what):
+  """RunError, naming `what` (a checkpoint), unless each of `paths` that
+  exists is a regular file: TensorFlow's readers would wait forever on a
+  FIFO's writer."""
+  for path in paths:
+    if os.path.lexists(path) and not os.path.isfile(path):
+      raise RunError(f"cannot resume from {what}: {path} is not a regular "
+                     "file")
+
+
+def holds_checkpoints(output_dir):
+  """Whether `output_dir`'s checkpoints/ holds anything (or is not a
+  folder) but the temporary folders of a save cut short (TensorFlow's
+  `<checkpoint>_temp`, which a kill can leave), which hold no checkpoint."""
+  path = os.path.join(output_dir, CHECKPOINTS_DIR)
+  if not os.path.lexists(path):
+    return False
+  if not os.path.isdir(path):
+    return True
+  return any(not name.endswith("_temp") for name in os.listdir(path))
+
+
 def check_resumable(output_dir):
   """Raises RunError unless `output_dir` holds a run to resume (its
   checkpoints/ or metrics.jsonl): --resume never starts a run over."""
   if not os.path.isdir(output_dir):
     raise RunError(f"cannot resume: {output_dir} does not exist; leave out "
                    "--resume to start a new run there")
-  if not (os.path.lexists(os.path.join(output_dir, CHECKPOINTS_DIR)) or
-          read_metrics(output_dir)):
+  if not (holds_checkpoints(output_dir) or read_metrics(output_dir)):
     raise RunError(f"cannot resume: {output_dir} holds no run (neither "
                    "checkpoints/ nor metrics.jsonl); leave out --resume to "
                    "start a new run there")
@@ -259,6 +464,15 @@ _RESUMABLE_CHANGES = {
 }
 
 
+def same_run(theirs, ours):
+  """Whether two runs' settings (config.json's dicts) are those of one run,
+  up to the fields a resumption may change (where it writes, its length)."""
+  return all(
+      theirs.get(name) == ours.get(name)
+      for name in theirs.keys() | ours.keys()
+      if name not in _RESUMABLE_CHANGES)
+
+
 def check_output_dir(config):
   """Raises RunExistsError unless `config` may write to its output_dir.
 
@@ -273,8 +487,7 @@ def check_output_dir(config):
   # Read even beside checkpoints: records that are not a run's are refused
   # before the run writes anything.
   records = read_metrics(config.output_dir)
-  has_run = (os.path.exists(os.path.join(config.output_dir, CHECKPOINTS_DIR)) or
-             records)
+  has_run = holds_checkpoints(config.output_dir) or records
   if has_run and not config.resume:
     raise RunExistsError(f"{config.output_dir} already holds a run; resume "
                          "it or choose another output_dir")
@@ -322,7 +535,7 @@ def _saved_settings(path, output_dir):
         f"{output_dir} cannot be checked against these; put it back, or "
         "choose another output_dir to start over")
   try:
-    with open(path, encoding="utf-8", errors="replace") as f:
+    with open_regular(path, encoding="utf-8", errors="replace") as f:
       saved = json.load(f)
   except OSError as error:
     raise RunExistsError(

@@ -2,6 +2,7 @@
 replacement (the paper's Unif) and random reshuffling (an epoch's
 permutation, what `tf.data`'s shuffle gives)."""
 
+import numpy as np
 import tensorflow as tf
 
 from tf_adasamp import _validation
@@ -107,9 +108,39 @@ class ReshufflingSampler(_UniformBaseline):
     self.epoch.assign(epoch)
 
   def _permutation_of(self, epoch):
-    seed = tf.stack([tf.constant(self._seed, tf.int64), epoch])
-    keys = tf.random.stateless_uniform([self._num_examples], seed=seed)
-    return tf.cast(tf.argsort(keys, stable=True), tf.int64)
+    return _permutation(self._seed, epoch, self._num_examples)
+
+
+def _permutation(seed, epoch, num_examples):
+  """Epoch `epoch`'s permutation of `num_examples` under `seed`."""
+  seed = tf.stack([tf.constant(seed, tf.int64), epoch])
+  keys = tf.random.stateless_uniform([num_examples], seed=seed)
+  return tf.cast(tf.argsort(keys, stable=True), tf.int64)
+
+
+def check_saved_reshuffling(saved, num_examples, seed):
+  """Raises ValueError unless `saved`, a checkpoint's values of a
+  ReshufflingSampler ({"draws", "epoch", "permutation"}), is a state that
+  the draws of one over `num_examples` examples with `seed` reach: edited
+  by hand, it would draw examples out of order, or out of range.
+
+  draws >= 0; epoch that of the last batch's first draw, so that
+  epoch * n <= draws < (epoch + 2) * n (a batch is at most n draws); the
+  permutation that epoch's.
+  """
+  draws, epoch = int(saved["draws"]), int(saved["epoch"])
+  n = num_examples
+  if draws < 0 or epoch < 0:
+    raise ValueError(f"the reshuffling sampler's draws {draws} and epoch "
+                     f"{epoch} must be >= 0")
+  if not epoch * n <= draws < (epoch + 2) * n:
+    raise ValueError(f"the reshuffling sampler's draws {draws} do not fall "
+                     f"in its epoch {epoch} of {n} examples")
+  expected = _permutation(seed, tf.constant(epoch, tf.int64), n).numpy()
+  permutation = np.asarray(saved["permutation"])
+  if permutation.shape != expected.shape or np.any(permutation != expected):
+    raise ValueError("the reshuffling sampler's permutation is not that of "
+                     f"its epoch {epoch} under seed {seed}")
 
 
 # The samplers that draw without looking at utilities.
