@@ -353,6 +353,8 @@ def test_a_fresh_wrapper_loads_weights_saved_after_a_fit(tmp_path):
   before_fit = os.path.join(tmp_path, "before.keras")
   stage_less().save(before_fit)
   assert keras.models.load_model(before_fit).stage is None
+
+
 def with_config_edited(path, copy, **changes):
   """A copy at `copy` of the .keras file at `path` whose trainer's config
   has `changes`; returns `copy`."""

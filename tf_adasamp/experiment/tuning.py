@@ -304,8 +304,8 @@ def _run_settings(seeds, grids):
 def check_data(options, full, settings):
   """Checks that each tuning seed's validation split leaves a training set
   of at least a batch (ValueError naming --validation_size otherwise)."""
-  seed = (datasets.VALIDATION_SEED
-          if options.fixed_validation else int(floats(options.seeds)[0]))
+  seed = (datasets.VALIDATION_SEED if options.fixed_validation else int(
+      floats(options.seeds)[0]))
   split = datasets.validation_split(full, options.validation_size, seed)
   if settings.batch_size > len(split.y_train):
     raise ValueError(f"--validation_size {options.validation_size:g} leaves "

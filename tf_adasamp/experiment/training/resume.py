@@ -50,7 +50,7 @@ def latest_checkpoint(directory):
   RunError if the state names any checkpoint outside `directory` (another
   run's, resumed, would mix two runs in one)."""
   run_files.check_regular_files([os.path.join(directory, "checkpoint")],
-                                 directory)
+                                directory)
   state = tf.train.get_checkpoint_state(directory)
   if state is not None:
     inside = os.path.realpath(directory)
