@@ -51,6 +51,36 @@ def anchors(markdown):
   return found
 
 
+# The README's results table: a regime's name, then its summary.
+RESULT_SUMMARIES = {
+    "main": "docs/experiment/fashion_mnist_5k/summary.md",
+    "budget": "docs/experiment/fashion_mnist_budget/summary.md",
+}
+INTERVAL = r"[+-]?\d+\.\d+ \[[+-]?\d+\.\d+, [+-]?\d+\.\d+\]"
+
+
+def test_the_readme_results_are_the_summaries():
+  # Each figure the README's table states, and each count of runs that
+  # never reach a target, is its regime's summary's: a regenerated summary
+  # cannot leave the README behind.
+  table = read("README.md").split("## Results", 1)[1].split("\n## ", 1)[0]
+  rows = [
+      line for line in table.splitlines()
+      if line.startswith("| main") or line.startswith("| budget")
+  ]
+  assert len(rows) >= 5
+  for row in rows:
+    regime = row.split("|")[1].strip().split(",")[0]
+    summary = read(RESULT_SUMMARIES[regime])
+    intervals = re.findall(INTERVAL, row)
+    assert intervals, row
+    for interval in intervals:
+      assert interval in summary, (regime, interval)
+    for count in re.findall(r"(\d+) of 10 never", row):
+      runs = "1 run" if count == "1" else f"{count} runs"
+      assert f"({runs} never)" in summary, (regime, count)
+
+
 @pytest.mark.parametrize(
     "doc", ["README.md", "docs/development.md", "benchmarks/RESULTS.md"])
 def test_local_links_point_at_files_and_headings_that_exist(doc):

@@ -9,9 +9,10 @@ experiment` shares, so a finished main job is only reported again):
   convex  fashion_mnist with the L2 logistic regression (Corollary 1's);
   quick   digits with the paper's CNN, its step sizes set by hand;
 
-the label-noise study (`noise_study`) on the main regime's data, and the
+the label-noise study (`noise_study`) on the main regime's data, the
 main regime's wall time to target, its runs trained one at a time
-(`wall_time`).
+(`wall_time`), and the budget-limited regime (`budget_study`: its tuning,
+its runs and their seconds).
 
 The summaries are written only from a tree whose code is committed, and
 docs/experiment/PROVENANCE.md records that commit and the CPU. A summary is
@@ -48,6 +49,10 @@ REGIMES = (
     ("fashion_mnist", "logistic", 10, "the convex regime (Corollary 1)"),
     ("digits", "cnn", 5, "quick runs of the paper's CNN on small images"),
 )
+# The budget-limited regime's folder under runs/ and DOCS (budget_study's).
+BUDGET = "fashion_mnist_budget"
+# The folders under runs/ and DOCS whose runs leave fingerprints.
+FINGERPRINTED_REGIMES = (*(dataset for dataset, *_ in REGIMES), BUDGET)
 
 
 def _git(*args):
@@ -144,7 +149,7 @@ def compare():
       f"committed on: {_recorded('CPU') or 'an unrecorded CPU'}",
       f"here: {cpu()}"
   ]
-  for dataset, _, _, _ in REGIMES:
+  for dataset in FINGERPRINTED_REGIMES:
     path = os.path.join(DOCS, dataset, FINGERPRINTS)
     runs_dir = os.path.join("runs", dataset)
     if not os.path.exists(path) or not os.path.isdir(runs_dir):
@@ -183,6 +188,13 @@ def _commands():
                        "--output_dir=runs/wall_time/fashion_mnist_5k",
                        f"--report={DOCS}/fashion_mnist_5k/wall_time.md"
                    ]))
+  commands.append(
+      (f"{BUDGET}/summary.md",
+       "the budget-limited regime, its tuning and its seconds", [
+           sys.executable, "-m", "tf_adasamp.experiment.budget_study",
+           "--stage=all", f"--output_dir=runs/{BUDGET}",
+           f"--report_dir={DOCS}/{BUDGET}"
+       ]))
   return commands
 
 
@@ -194,7 +206,7 @@ def refresh():
   for _, _, command in _commands():
     if subprocess.run(command, check=False).returncode:
       sys.exit(f"{PROGRAM}: {' '.join(command[1:])} failed")
-  for dataset, _, _, _ in REGIMES:
+  for dataset in FINGERPRINTED_REGIMES:
     with open(os.path.join(DOCS, dataset, FINGERPRINTS), "w") as f:
       json.dump(fingerprints(os.path.join("runs", dataset)),
                 f,
@@ -226,7 +238,8 @@ def main(argv):
       sys.exit(f"{PROGRAM}: the summaries in {DOCS} are stale ({reason}); "
                "regenerate them with `make experiment-docs`")
     print(f"{PROGRAM}: the summaries in {DOCS} are the committed code's")
-    if any(os.path.isdir(os.path.join("runs", d)) for d, *_ in REGIMES):
+    if any(
+        os.path.isdir(os.path.join("runs", d)) for d in FINGERPRINTED_REGIMES):
       print("\n".join(compare()))
   elif argv[1:] == ["--compare"]:
     print("\n".join(compare()))
