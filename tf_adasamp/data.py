@@ -354,7 +354,7 @@ class _InterruptWatcher:
   """
 
   _lock = threading.Lock()
-  _stages = weakref.WeakSet()
+  _stages: "weakref.WeakSet[AdaptiveSampling]" = weakref.WeakSet()
   _started = False
 
   @classmethod

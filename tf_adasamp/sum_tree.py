@@ -6,6 +6,7 @@ and 2k + 1, leaf i node capacity + i. Drawing and updating cost O(log n) and
 run as custom ops on the variable itself, inside or outside `tf.function`
 (London, NIPS 2017, appendix "Efficient Iteratively Re-weighted Sampling").
 """
+from typing import TypeAlias
 
 import tensorflow as tf
 from tensorflow.python.trackable import data_structures
@@ -14,7 +15,7 @@ from tf_adasamp import _checkpointing
 from tf_adasamp import _validation
 from tf_adasamp import ops
 
-TensorLike = tf.types.experimental.TensorLike
+TensorLike: TypeAlias = tf.types.experimental.TensorLike
 
 
 def tree_capacity(num_leaves: int) -> int:

@@ -15,6 +15,7 @@ too.
 
 from collections.abc import Callable
 import math
+from typing import TypeAlias
 
 import ml_dtypes
 import numpy as np
@@ -24,7 +25,7 @@ from tensorflow.python.trackable import data_structures
 from tf_adasamp import _checkpointing
 from tf_adasamp import _validation
 
-TensorLike = tf.types.experimental.TensorLike
+TensorLike: TypeAlias = tf.types.experimental.TensorLike
 # (labels, probs) -> [B] utilities.
 Utility = Callable[[TensorLike, TensorLike], tf.Tensor]
 
@@ -318,7 +319,7 @@ _FROM_LOGITS = {
 }
 
 
-def irreducible_losses(model: Callable[[tf.Tensor], tf.Tensor],
+def irreducible_losses(model: Callable[..., tf.Tensor],
                        images: TensorLike,
                        labels: TensorLike,
                        from_logits: bool = True,
