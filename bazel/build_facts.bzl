@@ -44,6 +44,19 @@ CPU_ALGORITHM_HEADERS = [
     "cc/kernels/sum_tree_cpu.h",
 ]
 
+# The units over TensorFlow's framework that the C++ unit tests (tests/BUILD)
+# build alone, linked against the installed TensorFlow's libraries: the input
+# checks, and the variables' look-up and locks.
+SUM_TREE_CHECKS_SOURCES = [
+    "cc/kernels/sum_tree_algorithm.h",
+    "cc/kernels/sum_tree_checks.cc",
+    "cc/kernels/sum_tree_checks.h",
+]
+VARIABLE_LOCKS_SOURCES = [
+    "cc/kernels/variable_locks.cc",
+    "cc/kernels/variable_locks.h",
+]
+
 # Joins the op library where the CUDA kernels are built (docs/cuda.md): the
 # GPU functors, compiled by the C++ compiler against gpu/sum_tree_gpu.h.
 OP_LIBRARY_GPU_SOURCES = [

@@ -8,12 +8,23 @@ import pytest
 
 import child_process
 
-LIBRARY_MODULES = [
-    "tf_adasamp", "tf_adasamp.bounds", "tf_adasamp.data", "tf_adasamp.datasets",
-    "tf_adasamp.defaults", "tf_adasamp.diagnostics", "tf_adasamp.distribute",
-    "tf_adasamp.keras", "tf_adasamp._keras_internals", "tf_adasamp.ops",
-    "tf_adasamp.sampler", "tf_adasamp.sum_tree", "tf_adasamp.utilities"
-]
+
+def library_modules():
+  """The library's modules, read from the tree: tf_adasamp/ less experiment/.
+
+  Less `__main__` too, which runs its command when imported.
+  """
+  root = pathlib.Path(__file__).resolve().parent.parent
+  modules = []
+  for path in sorted((root / "tf_adasamp").rglob("*.py")):
+    parts = path.relative_to(root).with_suffix("").parts
+    if "experiment" in parts or parts[-1] == "__main__":
+      continue
+    modules.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+  return modules
+
+
+LIBRARY_MODULES = library_modules()
 APPLICATION_ONLY = [
     "tf_adasamp.experiment", "tensorflow_datasets", "matplotlib", "sklearn"
 ]

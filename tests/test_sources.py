@@ -775,10 +775,12 @@ def test_a_tfrecord_cut_short_is_refused_naming_the_record(
 
 
 # The command, its write stopped by SIGTERM part way: after `sys.argv[1]`
-# records, the process sends itself SIGTERM.
+# records, the process sends itself SIGTERM. The write is replaced where the
+# command looks it up, in its own module (tf_adasamp/sources/_command.py).
 TERMINATED = """
 import os, signal, sys
 from tf_adasamp import sources
+from tf_adasamp.sources import _command
 write = sources.write_array_record
 stop_after = int(sys.argv.pop(1))
 
@@ -790,7 +792,7 @@ def terminated_part_way(records, path, **kwargs):
       yield record
   return write(stream(), path, **kwargs)
 
-sources.write_array_record = terminated_part_way
+_command.write_array_record = terminated_part_way
 sys.exit(sources.main(sys.argv[1:]))
 """
 

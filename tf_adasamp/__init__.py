@@ -9,6 +9,27 @@ The library's modules are imported on first use, so that `tf_adasamp.bounds`
 is imported as soon as Keras is, so that `keras.models.load_model` finds its
 classes after `import tf_adasamp`. The paper's experiment (data sets, models,
 trainer, CLIs) is `tf_adasamp.experiment`.
+
+The modules, the library's first:
+
+  sampler           AdaptiveSampler: Algorithm 1
+  sum_tree          SumTree: the tree in a tf.Variable
+  ops               the op library, loaded on first use
+  data              the tf.data stage and in-step drawing
+  sources/          on-disk sources read by index, and their writer
+  keras             AdaptiveSamplingModel for model.fit
+  distribute        replicated samplers and per-worker shares
+  schedules         schedules of the amplitude and of beta
+  utilities         the utility functions (Eq. 17)
+  bounds            the paper's bounds (NumPy only)
+  bound_tracker     BoundTracker: the bounds' sums updated in a step
+  diagnostics       what Q_t looks like, and its TensorBoard names
+  defaults          the settings every entry point starts from
+  datasets          data sets that need no download
+  _validation       argument checks shared by the modules above
+  _checkpointing    restores that validate before they assign
+  _keras_internals  the private Keras API that keras needs, in one place
+  experiment/       the paper's experiment (the `experiment` extra)
 """
 
 import importlib

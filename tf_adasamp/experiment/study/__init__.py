@@ -3,7 +3,14 @@
   presets    the six algorithms and each data set's settings
   design     the runs of a study (`plan`) and their curves (`collect`)
   pool       trains runs in this process or a pool of worker processes
+  heldout    the held-out measures every summary opens with
+  targets    time to target, paired against the baselines
+  timing     wall time to target, runs trained one at a time
   verdicts   the statistical rules of a verdict
   claims     the paper's four claims, judged by those rules
-  report     summary.md and Figure 1 (`plots`)
+  noise      the label-noise study: its runs and summary
+  budget     the budget-limited regime: its runs, rules and summaries
+  text       how the reports write numbers and p-values
+  report     summary.md, Figure 1 and the held-out figure
+  plots      the figures' panels
 """

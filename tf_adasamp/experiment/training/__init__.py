@@ -1,7 +1,8 @@
 """The trainer: one run of adaptive or uniform sampling SGD.
 
   config            TrainConfig: a run's settings (no TensorFlow)
-  datasets          in-memory data sets; disk_data: ArrayRecord files
+  datasets          in-memory data sets
+  disk_data         training images in ArrayRecord files (--data_path)
   models            the models, each mapping images to logits
   loop              train(config): builds a run's parts and runs it
   steps             one step of Algorithm 1 in one tf.function
@@ -14,5 +15,7 @@
   uniform_sampler   uniform draws from the sampler's random stream
   run_files         a run's directory, read and written without TensorFlow
   cluster           a multi-worker cluster that can always be left
+  cluster_watchdog  ends a trainer whose cluster has not formed in time
+  irreducible       the irreducible losses of the reducible-loss utility
   progress          the progress bar
 """
