@@ -9,8 +9,9 @@ Two programs and their command lines:
              plots
 
 The command lines (`train`, `reproduce`, `tuning`, `refresh`,
-`bounds_table`, `demo`, `cnn_study`) sit here, with `flags`, the one way
-they define their flags. Installed with the `experiment` extra (`pip install
+`bounds_table`, `demo`, `noise_study`, `wall_time`, `budget_study`,
+`cnn_study`, `carry`) sit here, with `flags`, the one way they define their
+flags; each parses its flags and calls into training/ or study/. Installed with the `experiment` extra (`pip install
 tf_adasamp[experiment]`); the library never imports it, and training never
 imports the study.
 """

@@ -6,4 +6,8 @@
   verdicts   the statistical rules of a verdict
   claims     the paper's four claims, judged by those rules
   report     summary.md and Figure 1 (`plots`)
+  tuning     the hyperparameters, cross-validated on the training data
+             (`tuning_options`, `tuning_report`)
+  cnn        the paper's CNN at its own scale, on a GPU
+  carry      a study's runs packed off a lent device and back
 """
