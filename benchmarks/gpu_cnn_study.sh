@@ -29,8 +29,8 @@
 # (runs that differ only in their seed compile once). Runs live in $RUNS
 # (default /tmp/cnn_runs), which the device keeps only while it stays warm
 # (30 s idle); the same command in the next call resumes. What comes back in
-# $OUT (at most 8 files): the log; runs.tar.gz (benchmarks/carry.py: the
-# finished runs' metrics, report/ with throughput.json, length.json and once
+# $OUT (at most 8 files): the log; runs.tar.gz (tf_adasamp.experiment.carry:
+# the finished runs' metrics, report/ with throughput.json, length.json and once
 # the study is done raw_metrics.jsonl.gz, summary.md and the figures, which
 # belong in docs/experiment/cnn/; tuning/ with tuning.md); targets.tar.gz
 # (the step targets' JSON, log and HLO); and up to 5 cut-<i>.tar.gz, a cut
@@ -102,11 +102,11 @@ stage() {
 }
 
 [ -e "$CARRIED/runs.tar.gz" ] &&
-  $PYTHON -m benchmarks.carry unpack --carry_dir="$CARRIED" \
+  $PYTHON -m tf_adasamp.experiment.carry unpack --carry_dir="$CARRIED" \
     --runs_dir="$RUNS" 2>&1 | tee -a "$LOG"
 (
   # The study's processes: handlers outside CUDA graphs, one compilation
-  # cache (outside $RUNS, which carry.py packs). Where the measurement fails
+  # cache (outside $RUNS, which carry packs). Where the measurement fails
   # with the cache, it runs again without, and so does the rest.
   export TF_ADASAMP_FFI_COMMAND_BUFFERS=0
   [ "$SCALE" = gpu ] &&
@@ -147,7 +147,7 @@ stage() {
 
 # What comes back. The measurement never resumes a run (it starts over), so
 # its runs stay. At most 5 cut runs: 8 files in all.
-$PYTHON -m benchmarks.carry pack --runs_dir="$RUNS" --carry_dir="$RESULTS" \
+$PYTHON -m tf_adasamp.experiment.carry pack --runs_dir="$RUNS" --carry_dir="$RESULTS" \
   --skip=measure 2>&1 | tee -a "$LOG"
 ls "$RESULTS"/cut-*.tar.gz 2>/dev/null | tail -n +6 | while read -r extra; do
   echo "== left out: $(basename "$extra")" | tee -a "$LOG"; rm -f "$extra"

@@ -87,7 +87,8 @@ def test_package_exports_resolve():
 
 
 @pytest.mark.parametrize(
-    "module", ["tf_adasamp.experiment.training.run_files", "benchmarks.carry"])
+    "module",
+    ["tf_adasamp.experiment.training.run_files", "tf_adasamp.experiment.carry"])
 def test_the_run_file_modules_load_no_tensorflow(module):
   # The command lines check runs, and a device packs them, with these alone.
   assert "tensorflow" not in imported_after(f"import {module}")

@@ -7,8 +7,9 @@ import re
 import numpy as np
 import pytest
 
-from tf_adasamp.experiment import tuning
 from tf_adasamp.experiment.study import budget
+from tf_adasamp.experiment.study import tuning
+from tf_adasamp.experiment.study import tuning_options
 from tf_adasamp.experiment.training import datasets
 
 STEPS = np.arange(0, 1501, 100)
@@ -66,14 +67,14 @@ def test_the_tuning_reads_the_runs_validation_split_and_never_the_test_set(
     digits):
   settings = budget.settings_for("full")
   fields = budget.tuning_fields("full", settings)
-  options = tuning.Options(**fields)
+  options = tuning_options.Options(**fields)
   assert options.fixed_validation and options.score == "final"
   assert options.validation_size == budget.SCALES["full"].validation_size
-  assert tuning.stage1_algorithms(options) == ("Unif-SGD", "Shuffle-SGD",
-                                               "IS-SGD")
-  assert tuning.adaptive_algorithms(options) == (budget.ALGORITHM,)
+  assert tuning_options.stage1_algorithms(options) == ("Unif-SGD",
+                                                       "Shuffle-SGD", "IS-SGD")
+  assert tuning_options.adaptive_algorithms(options) == (budget.ALGORITHM,)
   # The tuning seeds are not the reporting trials'.
-  seeds = [int(s) for s in tuning.floats(options.seeds)]
+  seeds = [int(s) for s in tuning_options.floats(options.seeds)]
   assert not set(seeds) & set(range(budget.SCALES["full"].trials))
   # What a tuning run trains and is scored on: the runs' training images
   # and their validation split; the test images nowhere.

@@ -19,13 +19,13 @@ import tensorflow as tf
 import checkpoint_edits
 from tf_adasamp.experiment import bounds_table
 from tf_adasamp.experiment import budget_study
-from tf_adasamp.experiment import cnn_study
 from tf_adasamp.experiment import flags as flags_lib
 from tf_adasamp.experiment import noise_study
 from tf_adasamp.experiment import reproduce
-from tf_adasamp.experiment import tuning
 from tf_adasamp.experiment import wall_time
+from tf_adasamp.experiment.study import cnn
 from tf_adasamp.experiment.study import presets
+from tf_adasamp.experiment.study import tuning_options
 from tf_adasamp.experiment.training import config as config_lib
 
 ROOT = os.path.dirname(
@@ -224,7 +224,7 @@ def test_command_lines_answer_help_and_bad_flags_before_tensorflow_loads(
 @pytest.mark.parametrize("module,settings", [
     ("train", [config_lib.TrainConfig]),
     ("reproduce", [reproduce.Options, presets.Settings]),
-    ("tuning", [tuning.Options]),
+    ("tuning", [tuning_options.Options]),
     ("wall_time", [wall_time.Options]),
     ("budget_study", [budget_study.Options]),
 ])
@@ -563,10 +563,10 @@ _BAD_VALUES = {
 _ABSL_COMMANDS = {
     "train": ([config_lib.TrainConfig], ["--steps=2", "--noprogress"]),
     "reproduce": ([reproduce.Options, presets.Settings], ["--trials=1"]),
-    "tuning": ([tuning.Options], []),
+    "tuning": ([tuning_options.Options], []),
     "noise_study": ([noise_study.Options], ["--trials=1"]),
     "wall_time": ([wall_time.Options], ["--trials=1"]),
-    "cnn_study": ([cnn_study.Options], ["--scale=cpu_smoke"]),
+    "cnn_study": ([cnn.Options], ["--scale=cpu_smoke"]),
     "bounds_table": ([bounds_table.Options], ["--T=5"]),
 }
 
@@ -671,7 +671,7 @@ def test_the_other_command_lines_refuse_bad_arguments_before_tensorflow(
           [str(tfrecord),
            str(tmp_path / "o.ar"), "--compression=LZ4"],
       ],
-      "benchmarks.carry": [
+      "tf_adasamp.experiment.carry": [
           [],
           ["pack"],
           [

@@ -10,7 +10,7 @@ import pytest
 
 import child_process
 from tf_adasamp import datasets as library_datasets
-from tf_adasamp.experiment import cnn_study
+from tf_adasamp.experiment.study import cnn
 from tf_adasamp.experiment.study import presets
 from tf_adasamp.experiment.training import evaluator
 from tf_adasamp.experiment.training import loop
@@ -24,8 +24,8 @@ needs_fashion_mnist = pytest.mark.skipif(
 
 
 def test_the_gpu_scale_is_the_papers_protocol(tmp_path):
-  settings = cnn_study.settings_for("gpu")
-  runs = cnn_study.plan("gpu", settings, str(tmp_path))
+  settings = cnn.settings_for("gpu")
+  runs = cnn.plan("gpu", settings, str(tmp_path))
   assert settings.batch_size == 100
   assert settings.steps * settings.batch_size / 60000 >= 20
   assert settings.eval_interval == 600  # an evaluation each epoch
@@ -39,10 +39,10 @@ def test_the_gpu_scale_is_the_papers_protocol(tmp_path):
 
 
 def test_epochs_set_the_length_and_an_evaluation_each_epoch():
-  settings = cnn_study.settings_for("gpu", epochs=10)
+  settings = cnn.settings_for("gpu", epochs=10)
   assert (settings.steps, settings.eval_interval) == (6000, 600)
   with pytest.raises(ValueError, match="epochs"):
-    cnn_study.settings_for("gpu", epochs=0)
+    cnn.settings_for("gpu", epochs=0)
 
 
 def _tuning_json(tmp_path, amplitude):
@@ -60,7 +60,7 @@ def _tuning_json(tmp_path, amplitude):
 
 
 def test_the_tuning_choices_replace_the_presets(tmp_path):
-  settings = cnn_study.settings_for("gpu", _tuning_json(tmp_path, 1.0))
+  settings = cnn.settings_for("gpu", _tuning_json(tmp_path, 1.0))
   assert settings.learning_rate("Unif-SGD") == (0.03, 0.001)
   assert settings.learning_rate("Unif-AdaGrad") == (0.02, 0.0)
   assert settings.learning_rate("AdaSamp-L1-SGD") == (0.03, 0.001)
@@ -70,7 +70,7 @@ def test_the_tuning_choices_replace_the_presets(tmp_path):
 
 def test_a_tuned_amplitude_outside_the_sweep_is_refused(tmp_path):
   with pytest.raises(ValueError, match="tuned amplitude 10 is not among"):
-    cnn_study.settings_for("gpu", _tuning_json(tmp_path, 10.0))
+    cnn.settings_for("gpu", _tuning_json(tmp_path, 10.0))
 
 
 def test_the_training_subset_evaluated_is_fixed_and_sorted():
@@ -101,7 +101,7 @@ def _throughput(step_ms=0.5, start_up_s=10.0, evaluation_s=0.5):
 
 
 def test_the_length_is_the_most_epochs_the_throughput_predicts_to_fit():
-  settings = cnn_study.settings_for("gpu")
+  settings = cnn.settings_for("gpu")
   throughput = _throughput()
 
   # 110 runs on 8 processes: 14 rounds. A run of E epochs: 10 s to start,
@@ -110,37 +110,33 @@ def test_the_length_is_the_most_epochs_the_throughput_predicts_to_fit():
   def predicted(epochs):
     return 14 * (12.5 + 0.875 * epochs)
 
-  assert cnn_study.epochs_that_fit(throughput, 8, 110, predicted(20), settings,
-                                   60000) == (20, pytest.approx(predicted(20)))
+  assert cnn.epochs_that_fit(throughput, 8, 110, predicted(20), settings,
+                             60000) == (20, pytest.approx(predicted(20)))
   # Just short of 10 epochs' time: 8.
-  assert cnn_study.epochs_that_fit(throughput, 8, 110,
-                                   predicted(10) - 1, settings,
-                                   60000) == (8, pytest.approx(predicted(8)))
+  assert cnn.epochs_that_fit(throughput, 8, 110,
+                             predicted(10) - 1, settings,
+                             60000) == (8, pytest.approx(predicted(8)))
   # Not even 1 epoch fits: the ladder's last, with its prediction.
-  assert cnn_study.epochs_that_fit(throughput, 8, 110, 1, settings,
-                                   60000) == (1, pytest.approx(predicted(1)))
+  assert cnn.epochs_that_fit(throughput, 8, 110, 1, settings,
+                             60000) == (1, pytest.approx(predicted(1)))
   with pytest.raises(ValueError, match="no row of 4 processes"):
-    cnn_study.epochs_that_fit(throughput, 4, 110, 1000, settings, 60000)
+    cnn.epochs_that_fit(throughput, 4, 110, 1000, settings, 60000)
 
 
 def test_the_fitted_length_is_kept_for_the_calls_that_resume(tmp_path):
   report_dir = tmp_path / "report"
-  options = cnn_study.Options(report_dir=str(report_dir),
-                              fit_seconds=600,
-                              workers=8)
-  settings = cnn_study.settings_for("gpu")
+  options = cnn.Options(report_dir=str(report_dir), fit_seconds=600, workers=8)
+  settings = cnn.settings_for("gpu")
   with pytest.raises(ValueError, match="run --stage=measure first"):
-    cnn_study.fitted_length(options, settings, 110, 60000)
+    cnn.fitted_length(options, settings, 110, 60000)
   report_dir.mkdir()
-  (report_dir / cnn_study.THROUGHPUT_FILE).write_text(json.dumps(_throughput()))
-  length = cnn_study.fitted_length(options, settings, 110, 60000)
+  (report_dir / cnn.THROUGHPUT_FILE).write_text(json.dumps(_throughput()))
+  length = cnn.fitted_length(options, settings, 110, 60000)
   assert length["epochs"] == 20 and length["fit_seconds"] == 600
   # A later call with less time left keeps the length its runs started.
-  later = cnn_study.Options(report_dir=str(report_dir),
-                            fit_seconds=60,
-                            workers=8)
-  assert cnn_study.fitted_length(later, settings, 110, 60000) == length
-  lines = cnn_study.departures("gpu", settings, 60000, None, length)
+  later = cnn.Options(report_dir=str(report_dir), fit_seconds=60, workers=8)
+  assert cnn.fitted_length(later, settings, 110, 60000) == length
+  lines = cnn.departures("gpu", settings, 60000, None, length)
   assert any(
       line.startswith("Length cut to 20 epochs") and "within 600 s" in line
       for line in lines)
@@ -162,16 +158,16 @@ def test_the_cpu_smoke_studys_archive_recomputes_its_summary(tmp_path):
   result = _cnn_study("--scale=cpu_smoke", f"--runs_dir={tmp_path}/runs",
                       f"--report_dir={report_dir}", "--workers=2")
   assert result.returncode == 0, result.stderr[-2000:]
-  archive = report_dir / cnn_study.ARCHIVE
+  archive = report_dir / cnn.ARCHIVE
   summary = (report_dir / "summary.md").read_text()
   assert (report_dir / "figure1.png").exists()
   # 2 trials x (6 algorithms + the reshuffling baseline + importance
   # sampling + the sweep's one other amplitude), and the settings line.
-  header, settings, runs = cnn_study.read_archive(archive, tmp_path / "read")
+  header, settings, runs = cnn.read_archive(archive, tmp_path / "read")
   assert len(runs) == 18 and header["trials"] == 2
-  assert settings == cnn_study.settings_for("cpu_smoke")
+  assert settings == cnn.settings_for("cpu_smoke")
   assert all(run_records_end_at(run, settings.steps) for run in runs)
-  assert cnn_study.summary_from_archive(archive) == summary
+  assert cnn.summary_from_archive(archive) == summary
   assert "fixed random 200 of the 2000 training images" in summary
   assert "- Tuning: none; the preset's starting values" in summary
   # Where the runs and the report went, and how many workers, is left out.
@@ -191,8 +187,7 @@ def test_the_cpu_smoke_studys_archive_recomputes_its_summary(tmp_path):
 
   # A run of trial 1 cut before its end: the report reads trial 0 alone.
   cut = next(
-      run for run in cnn_study.plan("cpu_smoke", settings, str(tmp_path /
-                                                               "runs"))
+      run for run in cnn.plan("cpu_smoke", settings, str(tmp_path / "runs"))
       if run.trial == 1)
   metrics = pathlib.Path(cut.config.output_dir) / "metrics.jsonl"
   metrics.write_text("".join(metrics.read_text().splitlines(True)[:-1]))
@@ -200,8 +195,7 @@ def test_the_cpu_smoke_studys_archive_recomputes_its_summary(tmp_path):
                        f"--runs_dir={tmp_path}/runs",
                        f"--report_dir={report_dir}")
   assert partial.returncode == 0, partial.stderr[-2000:]
-  header, _, partial_runs = cnn_study.read_archive(archive,
-                                                   tmp_path / "partial")
+  header, _, partial_runs = cnn.read_archive(archive, tmp_path / "partial")
   assert header["trials"] == 1 and len(partial_runs) == 9
   assert "- Trials: 1 of the 2 planned (those whose runs all finished" in (
       report_dir / "summary.md").read_text()

@@ -6,9 +6,11 @@ import json
 import numpy as np
 import pytest
 
-from tf_adasamp.experiment import tuning
 from tf_adasamp.experiment.study import design
 from tf_adasamp.experiment.study import presets
+from tf_adasamp.experiment.study import tuning
+from tf_adasamp.experiment.study import tuning_options
+from tf_adasamp.experiment.study import tuning_report
 from tf_adasamp.experiment.training import config as config_lib
 from tf_adasamp.experiment.training import datasets
 
@@ -19,20 +21,20 @@ def test_tuning_reads_validation_splits_never_the_test_set(tmp_path, digits):
   poisoned = dataclasses.replace(full,
                                  x_test=full.x_test[:1] * np.nan,
                                  y_test=full.y_test[:1])
-  options = tuning.Options(dataset="digits",
-                           model="logistic",
-                           seeds="100,101",
-                           validation_size=300,
-                           sgd_learning_rates="0.1,0.3",
-                           sgd_lr_decays="0",
-                           adagrad_learning_rates="0.1",
-                           lr_schedules="inverse_time,linear",
-                           amplitudes="1",
-                           decays="0.5",
-                           utilities_at="updated",
-                           adaptive_lr_factors="2",
-                           output_dir=str(tmp_path),
-                           workers=1)
+  options = tuning_options.Options(dataset="digits",
+                                   model="logistic",
+                                   seeds="100,101",
+                                   validation_size=300,
+                                   sgd_learning_rates="0.1,0.3",
+                                   sgd_lr_decays="0",
+                                   adagrad_learning_rates="0.1",
+                                   lr_schedules="inverse_time,linear",
+                                   amplitudes="1",
+                                   decays="0.5",
+                                   utilities_at="updated",
+                                   adaptive_lr_factors="2",
+                                   output_dir=str(tmp_path),
+                                   workers=1)
   settings = dataclasses.replace(presets.preset("digits", "logistic"),
                                  steps=4,
                                  eval_interval=2,
@@ -43,7 +45,7 @@ def test_tuning_reads_validation_splits_never_the_test_set(tmp_path, digits):
   # each over both seeds.
   grid = {"sgd": 4, "adagrad": 2}
   assert len(results["step_sizes"]) == sum(
-      grid[presets.RUNS[name][2]] for name in tuning.STAGE1)
+      grid[presets.RUNS[name][2]] for name in tuning_options.STAGE1)
   for row in results["step_sizes"]:
     assert len(row["final"]) == 2
     assert all(np.isfinite(row["final"]))  # validation, not the NaN test
@@ -76,17 +78,17 @@ def test_tuning_reads_validation_splits_never_the_test_set(tmp_path, digits):
     algorithm = run_dir.name.split("-a")[0]
     config = json.loads((run_dir / "seed100" / "config.json").read_text())
     assert config["lr_schedule"] == schedules[presets.RUNS[algorithm][2]]
-  text = tuning.markdown(results, "cmd")
+  text = tuning_report.markdown(results, "cmd")
   for section in ("## Stage 1", "## Stage 2", "## Choice", "## Stage 3",
                   "Chosen (in bold)", *presets.ALTERNATIVES):
     assert section in text
 
 
 def test_stage_1_tries_each_schedule_with_the_gammas_it_reads():
-  options = tuning.Options(sgd_learning_rates="0.1,0.3",
-                           sgd_lr_decays="0,0.01",
-                           adagrad_learning_rates="0.1",
-                           lr_schedules="inverse_time,cosine")
+  options = tuning_options.Options(sgd_learning_rates="0.1,0.3",
+                                   sgd_lr_decays="0,0.01",
+                                   adagrad_learning_rates="0.1",
+                                   lr_schedules="inverse_time,cosine")
   assert tuning.step_size_grid(options, "sgd") == [(0.1, 0.0, "inverse_time"),
                                                    (0.1, 0.01, "inverse_time"),
                                                    (0.3, 0.0, "inverse_time"),
@@ -97,7 +99,7 @@ def test_stage_1_tries_each_schedule_with_the_gammas_it_reads():
                                "adagrad") == [(0.1, 0.0, "inverse_time"),
                                               (0.1, 0.0, "cosine")]
   with pytest.raises(ValueError, match="lr_schedules must be of"):
-    tuning.Options(lr_schedules="cosine,step")
+    tuning_options.Options(lr_schedules="cosine,step")
 
 
 def test_validation_data_differs_per_seed():
@@ -168,7 +170,7 @@ def test_an_amplitude_significantly_worse_than_uniform_is_not_chosen():
   assert len(summary[(0.1, 0.5, "updated")]["worse"]) == len(tuning.ADAPTIVE)
   assert tuning.chosen(results) == (0.3, 0.5, "updated")
   # pylint: disable-next=protected-access
-  table = "\n".join(tuning._choice_lines(results))
+  table = "\n".join(tuning_report._choice_lines(results))
   assert ("| **0.3** | **0.5** | **updated** | **+0.0015** | **0.0007** | "
           "**none** | **yes** |" in table)
   assert "| 1 | 0.5 | updated | +0.0020 | 0.0007 | none | best |" in table
@@ -201,7 +203,7 @@ def test_uniform_is_recommended_where_no_setting_beats_it_by_one_se(
     gain, advice):
   results = _stage2_results({0.3: gain, 1.0: gain - 0.0004})
   assert tuning.recommended(results) == advice
-  text = "\n".join(tuning._choice_lines(results))  # pylint: disable=protected-access
+  text = "\n".join(tuning_report._choice_lines(results))  # pylint: disable=protected-access
   assert ("**uniform sampling**" in text) == (advice == tuning.UNIFORM)
 
 
@@ -288,7 +290,7 @@ def test_fixed_validation_holds_out_the_trainers_split_for_every_seed(digits):
     np.testing.assert_array_equal(data.x_test, held.x_validation)
     np.testing.assert_array_equal(data.y_train, held.y_train)
   with pytest.raises(ValueError, match="must be a whole number, got 0.2"):
-    tuning.Options(fixed_validation=True, validation_size=0.2)
+    tuning_options.Options(fixed_validation=True, validation_size=0.2)
 
 
 @pytest.mark.parametrize("field, value, message", [
@@ -298,7 +300,7 @@ def test_fixed_validation_holds_out_the_trainers_split_for_every_seed(digits):
 ])
 def test_options_refuse_what_tuning_cannot_do(field, value, message):
   with pytest.raises(ValueError, match=message):
-    tuning.Options(**{field: value})
+    tuning_options.Options(**{field: value})
 
 
 def test_a_tuning_of_one_adaptive_algorithm_ranks_step_sizes_by_final_accuracy(
@@ -306,22 +308,22 @@ def test_a_tuning_of_one_adaptive_algorithm_ranks_step_sizes_by_final_accuracy(
   poisoned = dataclasses.replace(digits,
                                  x_test=digits.x_test[:1] * np.nan,
                                  y_test=digits.y_test[:1])
-  options = tuning.Options(dataset="digits",
-                           model="logistic",
-                           seeds="100,101",
-                           validation_size=300,
-                           fixed_validation=True,
-                           adaptive="AdaSamp-01-SGD",
-                           score="final",
-                           sgd_learning_rates="0.01,1",
-                           sgd_lr_decays="0",
-                           lr_schedules="linear",
-                           amplitudes="1",
-                           decays="0.5",
-                           utilities_at="step",
-                           adaptive_lr_factors="2",
-                           output_dir=str(tmp_path),
-                           workers=1)
+  options = tuning_options.Options(dataset="digits",
+                                   model="logistic",
+                                   seeds="100,101",
+                                   validation_size=300,
+                                   fixed_validation=True,
+                                   adaptive="AdaSamp-01-SGD",
+                                   score="final",
+                                   sgd_learning_rates="0.01,1",
+                                   sgd_lr_decays="0",
+                                   lr_schedules="linear",
+                                   amplitudes="1",
+                                   decays="0.5",
+                                   utilities_at="step",
+                                   adaptive_lr_factors="2",
+                                   output_dir=str(tmp_path),
+                                   workers=1)
   preset = presets.preset("digits", "logistic")
   settings = dataclasses.replace(preset,
                                  steps=4,
@@ -336,7 +338,7 @@ def test_a_tuning_of_one_adaptive_algorithm_ranks_step_sizes_by_final_accuracy(
   for name in ("Unif-SGD", "Shuffle-SGD", "IS-SGD"):
     rows = [r for r in results["step_sizes"] if r["algorithm"] == name]
     best = max(rows, key=lambda r: np.mean(r["final"]))
-    assert best["eta"] == tuning._stage1_winner(results, name)[0]  # pylint: disable=protected-access
+    assert best["eta"] == tuning_report._stage1_winner(results, name)[0]  # pylint: disable=protected-access
   assert {r["algorithm"] for r in results["amplitude_decay"]
          } == {"AdaSamp-01-SGD"}
   assert {r["algorithm"] for r in results["adaptive_step_sizes"]
@@ -350,7 +352,7 @@ def test_a_tuning_of_one_adaptive_algorithm_ranks_step_sizes_by_final_accuracy(
     assert tuned.learning_rate(name)[0] == settings.learning_rate(name)[0]
   assert tuned.learning_rate("AdaSamp-01-SGD")[0] == (
       results["chosen_adaptive_learning_rates"][0])
-  text = tuning.markdown(results, "cmd")
+  text = tuning_report.markdown(results, "cmd")
   assert "holds out the same 300 training examples, the trainer's fixed" in (
       text)
   assert "ranked by the final validation accuracy" in text

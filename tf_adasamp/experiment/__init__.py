@@ -18,7 +18,9 @@ Two programs, and the command lines over them:
   wall_time      wall time to target, the runs trained one at a time
   budget_study   the budget-limited regime on all of Fashion-MNIST
   cnn_study      the paper's CNN on all of Fashion-MNIST, on a GPU
+  carry          packs a study's runs off a lent device, and unpacks them
 
+Each command line parses its flags and calls into training/ or study/.
 Installed with the `experiment` extra (`pip install
 tf_adasamp[experiment]`); the library never imports it, and training never
 imports the study.

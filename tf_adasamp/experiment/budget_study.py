@@ -27,21 +27,18 @@ import json
 import os
 import sys
 
-from absl import flags
-from absl import logging
-
 from tf_adasamp import _validation
 from tf_adasamp.experiment import flags as flags_lib
-from tf_adasamp.experiment import tuning
 from tf_adasamp.experiment.flags import option
 from tf_adasamp.experiment.study import budget
 from tf_adasamp.experiment.study import pool
-from tf_adasamp.experiment.study import timing
+from tf_adasamp.experiment.study import tuning
+from tf_adasamp.experiment.study import tuning_options
+from tf_adasamp.experiment.study import tuning_report
 from tf_adasamp.experiment.training import datasets
 from tf_adasamp.experiment.training import run_files
 
 PROGRAM = "tf-adasamp-budget-study"
-FLAGS = flags.FLAGS
 STAGES = ("all", "tuning", "study", "wall_time")
 
 
@@ -99,45 +96,7 @@ def _command(options):
   return " ".join(["python -m tf_adasamp.experiment.budget_study", *changed])
 
 
-def _study(options, settings, trials, data, report_dir, command):
-  """Trains the study's runs; writes summary.md and the figures."""
-  spec = budget.SCALES[options.scale]
-  runs = budget.plan(settings, trials, os.path.join(options.output_dir, "runs"),
-                     options.scale)
-  pool.run_all(runs, data, workers=options.workers, spawn=spec.spawn)
-  num_train = data.num_train - spec.validation_size
-  collected = budget.collect(runs, num_train)
-  seeds = [int(seed) for seed in tuning.floats(dict(spec.tuning)["seeds"])]
-  summary = os.path.join(report_dir, "summary.md")
-  run_files.write_atomically(
-      summary,
-      budget.summary_markdown(collected, settings, options.scale, num_train,
-                              trials, seeds, command))
-  print(f"wrote {summary}")
-  for path in budget.figures(collected, report_dir):
-    print(f"wrote {path}")
-
-
-def _wall_time(options, settings, trials, data, report_dir, command):
-  """Trains the first `trials` trials' runs again, one at a time; writes
-  wall_time.md and its figure."""
-  spec = budget.SCALES[options.scale]
-  runs = budget.plan(settings, trials,
-                     os.path.join(options.output_dir, "wall_time"),
-                     options.scale)
-  pool.run_all(runs, data, workers=1, spawn=spec.spawn)
-  collected = budget.collect(runs, data.num_train - spec.validation_size)
-  wall_time = os.path.join(report_dir, "wall_time.md")
-  run_files.write_atomically(
-      wall_time,
-      budget.wall_time_markdown(collected, trials, command, timing.machine()))
-  print(f"wrote {wall_time}")
-  print(f"wrote {budget.seconds_figure(collected, report_dir)}")
-
-
 def main():
-  if not FLAGS["verbosity"].present:
-    logging.set_verbosity(logging.WARNING)
   options = flags_lib.parse(PROGRAM, Options)
   report_dir = options.report_dir or os.path.join(options.output_dir, "report")
   command = _command(options)
@@ -145,13 +104,13 @@ def main():
   try:
     trials, wall_trials = _checked(options)
     settings = budget.settings_for(options.scale)
-    tuning_options = tuning.Options(**budget.tuning_fields(
+    tune_options = tuning_options.Options(**budget.tuning_fields(
         options.scale, settings),
-                                    output_dir=os.path.join(
-                                        options.output_dir, "tuning"),
-                                    report=os.path.join(report_dir,
-                                                        "tuning.md"),
-                                    workers=options.workers)
+                                          output_dir=os.path.join(
+                                              options.output_dir, "tuning"),
+                                          report=os.path.join(
+                                              report_dir, "tuning.md"),
+                                          workers=options.workers)
     if options.stage in ("study",
                          "wall_time") and not os.path.exists(tuned_path):
       raise ValueError(f"{tuned_path} does not exist: run --stage=tuning "
@@ -165,15 +124,16 @@ def main():
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     if options.stage in ("tuning", "all"):
-      tuning.write(tuning.tune(tuning_options, data, settings),
-                   tuning_options.report, command)
-      print(f"wrote {tuning_options.report}")
+      tuning_report.write(tuning.tune(tune_options, data, settings),
+                          tune_options.report, command)
+      print(f"wrote {tune_options.report}")
     with open(tuned_path) as f:
       settings = tuning.tuned_settings(settings, json.load(f))
     if options.stage in ("study", "all"):
-      _study(options, settings, trials, data, report_dir, command)
+      budget.run_study(options, settings, trials, data, report_dir, command)
     if options.stage in ("wall_time", "all"):
-      _wall_time(options, settings, wall_trials, data, report_dir, command)
+      budget.run_wall_time(options, settings, wall_trials, data, report_dir,
+                           command)
   except (TypeError, ValueError, RuntimeError, OSError,
           datasets.DatasetUnavailableError) as error:
     sys.exit(f"{PROGRAM}: {error}")
@@ -183,7 +143,7 @@ def main():
 
 def run():
   """Console-script entry point (tf-adasamp-budget-study)."""
-  flags_lib.run(PROGRAM, define_flags, main)
+  flags_lib.run(PROGRAM, define_flags, main, quiet=True)
 
 
 if __name__ == "__main__":

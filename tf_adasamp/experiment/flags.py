@@ -17,6 +17,7 @@ import typing
 
 from absl import app
 from absl import flags
+from absl import logging
 
 FLAGS = flags.FLAGS
 # The flags `define` makes are key flags of the module that calls it (the
@@ -149,7 +150,7 @@ def interrupted(program, outcome=None):
   sys.exit(130)  # the shell's status for a run ended by Ctrl-C
 
 
-def run(program, define_flags, main):
+def run(program, define_flags, main, quiet=False):
   """Defines the flags with `define_flags`, then runs `main` under absl.
 
   Flags are defined here, not at import, because the CLIs share flag names.
@@ -160,6 +161,8 @@ def run(program, define_flags, main):
   arguments; a flag that does not parse and stray positional arguments end
   the program with one line naming `program` (a --flagfile's stray lines
   counted, not shown), and so does a Ctrl-C that `main` leaves to it.
+  Where `quiet`, absl logs warnings and errors alone unless --verbosity is
+  given.
   """
   define_flags()
   for flag in FLAGS.get_key_flags_for_module(define_flags.__module__):
@@ -186,6 +189,10 @@ def run(program, define_flags, main):
       # be anything (a secret, say).
       sys.exit(f"{program}: --flagfile holds {len(argv) - 1} lines that are "
                "not flags (--name=value, one a line); not shown")
+    if quiet and not FLAGS["verbosity"].present:
+      # Keeps TensorFlow's and tfds' INFO lines out of a progress bar and
+      # a study's output.
+      logging.set_verbosity(logging.WARNING)
     main()
 
   try:

@@ -16,9 +16,6 @@ import dataclasses
 import os
 import sys
 
-from absl import flags
-from absl import logging
-
 from tf_adasamp.experiment import flags as flags_lib
 from tf_adasamp.experiment.flags import option
 from tf_adasamp.experiment.study import design
@@ -29,7 +26,6 @@ from tf_adasamp.experiment.training import datasets
 from tf_adasamp.experiment.training import run_files
 
 PROGRAM = "tf-adasamp-noise-study"
-FLAGS = flags.FLAGS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,8 +48,6 @@ def define_flags():
 
 
 def main():
-  if not FLAGS["verbosity"].present:
-    logging.set_verbosity(logging.WARNING)
   options = flags_lib.parse(PROGRAM, Options)
   report_dir = options.report_dir or os.path.join(options.output_dir, "report")
   settings = presets.preset(noise.DATASET, noise.MODEL)
@@ -86,7 +80,7 @@ def main():
 
 def run():
   """Console-script entry point (tf-adasamp-noise-study)."""
-  flags_lib.run(PROGRAM, define_flags, main)
+  flags_lib.run(PROGRAM, define_flags, main, quiet=True)
 
 
 if __name__ == "__main__":

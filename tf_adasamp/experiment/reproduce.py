@@ -21,9 +21,6 @@ import dataclasses
 import os
 import sys
 
-from absl import flags
-from absl import logging
-
 from tf_adasamp.experiment import flags as flags_lib
 from tf_adasamp.experiment.flags import option
 from tf_adasamp.experiment.study import design
@@ -35,7 +32,6 @@ from tf_adasamp.experiment.training import datasets
 from tf_adasamp.experiment.training import run_files
 
 PROGRAM = "tf-adasamp-reproduce"
-FLAGS = flags.FLAGS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,8 +117,6 @@ def _reproducing_command(options, model):
 
 
 def main():
-  if not FLAGS["verbosity"].present:
-    logging.set_verbosity(logging.WARNING)
   options = flags_lib.parse(PROGRAM, Options)
   model = options.model or presets.DEFAULT_MODELS[options.dataset]
   output_dir = options.output_dir or os.path.join("runs", options.dataset)
@@ -172,7 +166,7 @@ def _replicate(options, settings, model, output_dir):
 
 def run():
   """Console-script entry point (tf-adasamp-reproduce)."""
-  flags_lib.run(PROGRAM, define_flags, main)
+  flags_lib.run(PROGRAM, define_flags, main, quiet=True)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ import signal
 import sys
 
 from absl import flags
-from absl import logging
 
 from tf_adasamp.experiment import flags as flags_lib
 from tf_adasamp.experiment.training import config as config_lib
@@ -35,9 +34,6 @@ def define_flags():
 
 
 def main():
-  if not FLAGS["verbosity"].present:
-    # Keeps TensorFlow's and tfds' INFO lines out of the progress bar.
-    logging.set_verbosity(logging.WARNING)
   if FLAGS["output_dir"].present and not FLAGS.output_dir:
     sys.exit(f"{PROGRAM}: output_dir is empty; name a directory, or leave "
              "out --output_dir for runs/train")
@@ -114,7 +110,7 @@ class _Interrupts:
 
 def run():
   """Console-script entry point (tf-adasamp-train)."""
-  flags_lib.run(PROGRAM, define_flags, main)
+  flags_lib.run(PROGRAM, define_flags, main, quiet=True)
 
 
 if __name__ == "__main__":

@@ -19,9 +19,6 @@ import dataclasses
 import os
 import sys
 
-from absl import flags
-from absl import logging
-
 from tf_adasamp import _validation
 from tf_adasamp.experiment import flags as flags_lib
 from tf_adasamp.experiment.flags import option
@@ -33,7 +30,6 @@ from tf_adasamp.experiment.training import datasets
 from tf_adasamp.experiment.training import run_files
 
 PROGRAM = "tf-adasamp-wall-time"
-FLAGS = flags.FLAGS
 DATASET, MODEL = "fashion_mnist_5k", "mlp"
 
 
@@ -57,8 +53,6 @@ def define_flags():
 
 
 def main():
-  if not FLAGS["verbosity"].present:
-    logging.set_verbosity(logging.WARNING)
   options = flags_lib.parse(PROGRAM, Options)
   report = options.report or os.path.join(options.output_dir, "wall_time.md")
   settings = presets.preset(DATASET, MODEL)
@@ -100,7 +94,7 @@ def main():
 
 def run():
   """Console-script entry point (tf-adasamp-wall-time)."""
-  flags_lib.run(PROGRAM, define_flags, main)
+  flags_lib.run(PROGRAM, define_flags, main, quiet=True)
 
 
 if __name__ == "__main__":

@@ -13,4 +13,10 @@
   text       how the reports write numbers and p-values
   report     summary.md, Figure 1 and the held-out figure
   plots      the figures' panels
+  tuning     the hyperparameters, cross-validated on the training data:
+             its stages and rules
+  tuning_options   the tuning's options and their checks
+  tuning_report    the tuning's report (tuning.md and its JSON)
+  cnn        the paper's CNN at its own scale, on a GPU
+  carry      a study's runs packed off a lent device and back
 """

@@ -36,11 +36,14 @@ import numpy as np
 
 from tf_adasamp.experiment.study import design
 from tf_adasamp.experiment.study import heldout
+from tf_adasamp.experiment.study import pool
 from tf_adasamp.experiment.study import presets
 from tf_adasamp.experiment.study import targets
 from tf_adasamp.experiment.study import text
+from tf_adasamp.experiment.study import tuning_options
 from tf_adasamp.experiment.study import verdicts
 from tf_adasamp.experiment.training import datasets
+from tf_adasamp.experiment.training import run_files
 
 DATASET, MODEL = "fashion_mnist", "mlp"
 REGIME = "fashion_mnist_budget"
@@ -628,3 +631,44 @@ def seconds_figure(collected, out_dir):
                               clocks=plots.SECONDS,
                               name=SECONDS_FIGURE,
                               split="validation")
+
+
+def run_study(options, settings, trials, data, report_dir, command):
+  """Trains the study's runs, `options.workers` at a time (`options` the
+  command line's: scale, output_dir, workers); writes summary.md and the
+  figures to `report_dir`."""
+  spec = SCALES[options.scale]
+  runs = plan(settings, trials, os.path.join(options.output_dir, "runs"),
+              options.scale)
+  pool.run_all(runs, data, workers=options.workers, spawn=spec.spawn)
+  num_train = data.num_train - spec.validation_size
+  collected = collect(runs, num_train)
+  seeds = [
+      int(seed) for seed in tuning_options.floats(dict(spec.tuning)["seeds"])
+  ]
+  summary = os.path.join(report_dir, "summary.md")
+  run_files.write_atomically(
+      summary,
+      summary_markdown(collected, settings, options.scale, num_train, trials,
+                       seeds, command))
+  print(f"wrote {summary}")
+  for path in figures(collected, report_dir):
+    print(f"wrote {path}")
+
+
+def run_wall_time(options, settings, trials, data, report_dir, command):
+  """Trains the first `trials` trials' runs again, one at a time; writes
+  wall_time.md and its figure."""
+  # pylint: disable-next=import-outside-toplevel
+  from tf_adasamp.experiment.study import timing  # loads matplotlib
+  spec = SCALES[options.scale]
+  runs = plan(settings, trials, os.path.join(options.output_dir, "wall_time"),
+              options.scale)
+  pool.run_all(runs, data, workers=1, spawn=spec.spawn)
+  collected = collect(runs, data.num_train - spec.validation_size)
+  wall_time = os.path.join(report_dir, "wall_time.md")
+  run_files.write_atomically(
+      wall_time, wall_time_markdown(collected, trials, command,
+                                    timing.machine()))
+  print(f"wrote {wall_time}")
+  print(f"wrote {seconds_figure(collected, report_dir)}")

@@ -1,5 +1,5 @@
 """Carrying a study's runs off a machine that keeps no files and back
-(benchmarks/carry.py): a cut run resumes exactly where it stopped."""
+(tf_adasamp.experiment.carry): a cut run resumes exactly where it stopped."""
 
 import gzip
 import io
@@ -11,8 +11,8 @@ import tarfile
 import pytest
 
 import child_process
-from benchmarks import carry
 from run_records import without_clocks
+from tf_adasamp.experiment.study import carry
 from tf_adasamp.experiment.training import config as config_lib
 from tf_adasamp.experiment.training import datasets
 from tf_adasamp.experiment.training import loop
@@ -283,7 +283,7 @@ def test_unpack_refuses_a_fifo_for_an_archive_without_waiting(study, tmp_path):
                           f"--carry_dir={carried}")
   assert refused.returncode == 1
   assert refused.stderr.splitlines() == [
-      f"python -m benchmarks.carry: cannot unpack {carried / 'cut-1.tar.gz'}: "
+      f"python -m tf_adasamp.experiment.carry: cannot unpack {carried / 'cut-1.tar.gz'}: "
       "it is not a regular file"
   ]
   assert os.listdir(tmp_path) == ["carried"]
@@ -524,14 +524,14 @@ def test_unpack_onto_a_file_or_a_dangling_link_is_refused_in_one_line(
   assert refused.returncode == 1
   kind = "a file" if runs_dir == "file" else "a dangling link"
   assert refused.stderr.splitlines() == [
-      f"python -m benchmarks.carry: cannot unpack into {target}: it is "
+      f"python -m tf_adasamp.experiment.carry: cannot unpack into {target}: it is "
       f"{kind}, not a directory"
   ]
   assert snapshot(tmp_path) == before
 
 
 def carry_command(*args):
-  return child_process.ran("benchmarks.carry", *args, timeout=120)
+  return child_process.ran("tf_adasamp.experiment.carry", *args, timeout=120)
 
 
 def test_the_command_packs_and_unpacks_and_names_a_missing_argument(
@@ -551,7 +551,7 @@ def test_the_command_packs_and_unpacks_and_names_a_missing_argument(
   missing = carry_command("pack", f"--runs_dir={runs}")
   assert missing.returncode == 1
   assert missing.stderr.splitlines() == [
-      "python -m benchmarks.carry: the following arguments are required: "
+      "python -m tf_adasamp.experiment.carry: the following arguments are required: "
       "--carry_dir"
   ]
 
@@ -565,7 +565,7 @@ def test_a_refused_pack_is_one_line_naming_the_file(study, tmp_path):
                           f"--carry_dir={tmp_path / 'out'}")
   assert refused.returncode == 1
   assert refused.stderr.splitlines() == [
-      f"python -m benchmarks.carry: cannot pack {copy}/C/seed0/config.json: "
+      f"python -m tf_adasamp.experiment.carry: cannot pack {copy}/C/seed0/config.json: "
       "it does not hold a run's settings (a JSON object with a whole number "
       "of steps >= 1)"
   ]

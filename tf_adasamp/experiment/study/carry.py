@@ -10,17 +10,10 @@ identity, its records and its last checkpoint alone. `unpack` puts them into
 a runs directory that holds no run yet; there the runner skips the finished
 runs, resumes the cut ones from their checkpoints, and starts over a cut run
 whose archive did not come back (or that was cut before its first
-checkpoint). No TensorFlow here.
-
-  python -m benchmarks.carry pack --runs_dir=RUNS --carry_dir=OUT
-      [--skip=FOLDER,...]
-  python -m benchmarks.carry unpack --carry_dir=OUT --runs_dir=RUNS
-      [--max_bytes=N]
-
-A refusal is one line on stderr and exit status 1.
+checkpoint). No TensorFlow here; tf_adasamp.experiment.carry is the command
+line.
 """
 
-import argparse
 import fnmatch
 import glob
 import io
@@ -29,7 +22,6 @@ import os
 import re
 import shutil
 import stat
-import sys
 import tarfile
 import tempfile
 import zlib
@@ -524,57 +516,3 @@ def _holds_a_run(runs_dir):
   """Whether a run's settings (config.json) lie anywhere in `runs_dir`."""
   return any(
       run_files.CONFIG_FILE in files for _, _, files in os.walk(runs_dir))
-
-
-class _OneLineErrorParser(argparse.ArgumentParser):
-  """Ends bad arguments in one line, naming the program, and exit status
-  1, as every refusal here."""
-
-  def error(self, message):
-    self.exit(1, f"python -m benchmarks.carry: {message}\n")
-
-
-def main(argv=None):
-  """The command line (module docstring); `argv` as sys.argv[1:]."""
-  parser = _OneLineErrorParser(prog="python -m benchmarks.carry",
-                               description=__doc__.splitlines()[0])
-  commands = parser.add_subparsers(dest="command",
-                                   required=True,
-                                   parser_class=_OneLineErrorParser)
-  packing = commands.add_parser("pack", help=pack.__doc__.splitlines()[0])
-  packing.add_argument("--runs_dir", required=True)
-  packing.add_argument("--carry_dir",
-                       required=True,
-                       help="the folder to write the archives to")
-  packing.add_argument("--skip",
-                       default="",
-                       help="comma-separated folders of --runs_dir to leave "
-                       "out (runs that never resume)")
-  unpacking = commands.add_parser("unpack", help=unpack.__doc__.splitlines()[0])
-  unpacking.add_argument("--carry_dir",
-                         required=True,
-                         help="the folder to read the archives from")
-  unpacking.add_argument("--runs_dir", required=True)
-  unpacking.add_argument("--max_bytes",
-                         type=int,
-                         default=MAX_UNPACKED_BYTES,
-                         help="the most bytes the archives may expand to")
-  args = parser.parse_args(argv)
-  try:
-    if args.command == "pack":
-      cut = pack(args.runs_dir,
-                 args.carry_dir,
-                 skip=tuple(filter(None, args.skip.split(","))))
-      print(f"packed {args.runs_dir} into {args.carry_dir}, with the "
-            f"checkpoints of {len(cut)} cut runs")
-    elif unpack(args.carry_dir, args.runs_dir, args.max_bytes):
-      print(f"unpacked {args.carry_dir} into {args.runs_dir}")
-    else:
-      print(f"{args.runs_dir} already holds every run of {args.carry_dir}, "
-            "as far on or further: left as it is")
-  except (ValueError, OSError) as error:
-    sys.exit(f"{parser.prog}: {error}")
-
-
-if __name__ == "__main__":
-  main()
