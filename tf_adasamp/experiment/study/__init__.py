@@ -19,4 +19,6 @@
   tuning_report    the tuning's report (tuning.md and its JSON)
   cnn        the paper's CNN at its own scale, on a GPU
   carry      a study's runs packed off a lent device and back
+  provenance  the committed summaries' regimes, commands, commit and
+             fingerprints
 """
