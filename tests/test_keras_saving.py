@@ -379,7 +379,8 @@ def with_config_edited(path, copy, **changes):
 def test_a_keras_file_whose_booleans_are_not_booleans_is_refused(
     tmp_path, changes):
   path = str(tmp_path / "trainer.keras")
-  make_trainer().save(path)
+  trainer = make_trainer()
+  trainer.save(path)
   edited = with_config_edited(path, str(tmp_path / "edited.keras"), **changes)
   (name, value), = changes.items()
   with pytest.raises(TypeError,
@@ -389,4 +390,5 @@ def test_a_keras_file_whose_booleans_are_not_booleans_is_refused(
   # As saved, they load as the booleans they are.
   loaded = keras.models.load_model(
       with_config_edited(path, str(tmp_path / "same.keras")))
-  assert loaded.debias is False and loaded.from_logits is None
+  assert loaded.debias is trainer.debias is True
+  assert loaded.from_logits is trainer.from_logits is None

@@ -1,11 +1,12 @@
 """Theorems 4 and 5's running sums in tf.Variables, updated inside a step.
 
-`bounds.KLBoundTracker` keeps the sums on the host and reads the bounds from
-them; `BoundTracker` keeps the same sums in tf.Variables and updates them with
-TensorFlow ops, so a training loop inside `tf.function` (compiled by XLA or
-not) tracks the bounds without a host round-trip. `read()` hands the sums to
-a KLBoundTracker, which computes the bounds, at evaluation points. The sums
-checkpoint with the run (variables only), and are restored only once checked.
+`bounds.KLBoundTracker` (host_bound_tracker.py) keeps the sums on the host
+and reads the bounds from them; `BoundTracker` keeps the same sums in
+tf.Variables and updates them with TensorFlow ops, so a training loop inside
+`tf.function` (compiled by XLA or not) tracks the bounds without a host
+round-trip. `read()` hands the sums to a KLBoundTracker, which computes the
+bounds, at evaluation points. The sums checkpoint with the run (variables
+only), and are restored only once checked.
 """
 
 import numpy as np

@@ -67,49 +67,19 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import ArrayLike
 
+from tf_adasamp import _bound_common as common
+from tf_adasamp.host_bound_tracker import KLBoundTracker
 
-def _array(name, value):
-  """`value` as a float64 array; TypeError if not numeric, ValueError if NaN."""
-  if value is None or isinstance(value, (str, bytes)):
-    raise TypeError(f"{name} must be a number or an array of numbers, "
-                    f"got {value!r}")
-  try:
-    array = np.asarray(value, dtype=np.float64)
-  except (TypeError, ValueError) as error:
-    raise TypeError(f"{name} must be a number or an array of numbers, "
-                    f"got {value!r}") from error
-  return _check(name, array, np.isfinite(array), "finite")
-
-
-def _check(name, array, ok, requirement):
-  """Raises ValueError naming the first entry of `array` where `ok` fails."""
-  if not np.all(ok):
-    bad = np.broadcast_to(array, np.shape(ok))[~np.asarray(ok)].flat[0]
-    raise ValueError(f"{name} must be {requirement}, got {bad:g}")
-  return array
-
-
-def _at_least(name, value, minimum):
-  array = _array(name, value)
-  return _check(name, array, array >= minimum, f">= {minimum:g}")
-
-
-def _positive(name, value):
-  array = _array(name, value)
-  return _check(name, array, array > 0, "> 0")
-
-
-def _unit_interval(name, value):
-  array = _array(name, value)
-  return _check(name, array, (array > 0) & (array < 1), "in (0, 1)")
-
-
-def _step_size(eta, smoothness):
-  """Checks the convex propositions' eta in [0, 2 / smoothness]."""
-  ok = eta * smoothness <= 2
-  if not np.all(ok):
-    bad = np.broadcast_to(eta, np.shape(ok))[~ok].flat[0]
-    raise ValueError(f"eta must be <= 2 / smoothness, got eta = {bad:g}")
+# The public API, in the paper's order. KLBoundTracker lives beside its
+# in-graph sibling (host_bound_tracker.py, bound_tracker.py); this list keeps
+# it here too, for `from tf_adasamp.bounds import *` and the API reference.
+__all__ = [
+    "uniform_stability_convex", "uniform_stability_nonconvex",
+    "hypothesis_stability_convex", "stability_strongly_convex", "chi2_bound",
+    "kl_bound", "derandomized_kl_bound", "strongly_convex_sgd_bound",
+    "adaptive_kl_bound", "adaptive_kl_bound_general", "KLBoundTracker",
+    "minimum_examples"
+]
 
 
 def _result(array):
@@ -147,12 +117,12 @@ def uniform_stability_convex(
     TypeError: if an argument is not a number or an array of numbers.
     ValueError: if an argument is NaN or outside its range above.
   """
-  n = _at_least("n", n, 1)
-  T = _at_least("T", T, 1)
-  lipschitz = _at_least("lipschitz", lipschitz, 0)
-  eta = _at_least("eta", eta, 0)
+  n = common.at_least("n", n, 1)
+  T = common.at_least("T", T, 1)
+  lipschitz = common.at_least("lipschitz", lipschitz, 0)
+  eta = common.at_least("eta", eta, 0)
   if smoothness is not None:
-    _step_size(eta, _at_least("smoothness", smoothness, 0))
+    common.step_size(eta, common.at_least("smoothness", smoothness, 0))
   return _result(2 * lipschitz**2 * eta * (np.log(T) + 1) / n)
 
 
@@ -188,13 +158,14 @@ def uniform_stability_nonconvex(n: ArrayLike,
     TypeError: if an argument is not a number or an array of numbers.
     ValueError: if an argument is NaN or outside its range above.
   """
-  n = _array("n", n)
-  _check("n", n, n > 1, "> 1")
-  draws = _at_least("T", T, 1) * _at_least("batch_size", batch_size, 1)
-  lipschitz = _at_least("lipschitz", lipschitz, 0)
-  eta = _positive("eta", eta)
-  s_eta = _positive("smoothness", smoothness) * eta
-  max_loss = _at_least("max_loss", max_loss, 0)
+  n = common.finite_array("n", n)
+  common.check("n", n, n > 1, "> 1")
+  draws = common.at_least("T", T, 1) * common.at_least("batch_size", batch_size,
+                                                       1)
+  lipschitz = common.at_least("lipschitz", lipschitz, 0)
+  eta = common.positive("eta", eta)
+  s_eta = common.positive("smoothness", smoothness) * eta
+  max_loss = common.at_least("max_loss", max_loss, 0)
   return _result((max_loss + 1 / s_eta) / (n - 1) *
                  (2 * lipschitz**2 * eta)**(1 / (s_eta + 1)) *
                  draws**(s_eta / (s_eta + 1)))
@@ -226,13 +197,13 @@ def hypothesis_stability_convex(n: ArrayLike, T: ArrayLike,
     TypeError: if an argument is not a number or an array of numbers.
     ValueError: if an argument is NaN or outside its range above.
   """
-  n = _at_least("n", n, 1)
-  T = _at_least("T", T, 1)
-  lipschitz = _at_least("lipschitz", lipschitz, 0)
-  smoothness = _at_least("smoothness", smoothness, 0)
-  eta = _at_least("eta", eta, 0)
-  _step_size(eta, smoothness)
-  initial_risk = _at_least("initial_risk", initial_risk, 0)
+  n = common.at_least("n", n, 1)
+  T = common.at_least("T", T, 1)
+  lipschitz = common.at_least("lipschitz", lipschitz, 0)
+  smoothness = common.at_least("smoothness", smoothness, 0)
+  eta = common.at_least("eta", eta, 0)
+  common.step_size(eta, smoothness)
+  initial_risk = common.at_least("initial_risk", initial_risk, 0)
   return _result(2 * lipschitz * eta * (np.log(T) + 1) *
                  np.sqrt(2 * smoothness * initial_risk) / n)
 
@@ -266,10 +237,11 @@ def stability_strongly_convex(
     TypeError: if an argument is not a number or an array of numbers.
     ValueError: if an argument is NaN or outside its range above.
   """
-  n = _at_least("n", n, 1)
-  draws = _at_least("T", T, 1) * _at_least("batch_size", batch_size, 1)
-  lipschitz = _at_least("lipschitz", lipschitz, 0)
-  strong_convexity = _positive("strong_convexity", strong_convexity)
+  n = common.at_least("n", n, 1)
+  draws = common.at_least("T", T, 1) * common.at_least("batch_size", batch_size,
+                                                       1)
+  lipschitz = common.at_least("lipschitz", lipschitz, 0)
+  strong_convexity = common.positive("strong_convexity", strong_convexity)
   scale = 2 * lipschitz**2 / strong_convexity
   return _result(scale / n), _result(scale / draws)
 
@@ -300,11 +272,11 @@ def chi2_bound(chi2: ArrayLike, n: ArrayLike, delta: ArrayLike,
     TypeError: if an argument is not a number or an array of numbers.
     ValueError: if an argument is NaN or outside its range above.
   """
-  chi2 = _at_least("chi2", chi2, 0)
-  n = _at_least("n", n, 1)
-  delta = _unit_interval("delta", delta)
-  max_loss = _at_least("max_loss", max_loss, 0)
-  beta = _at_least("beta", beta, 0)
+  chi2 = common.at_least("chi2", chi2, 0)
+  n = common.at_least("n", n, 1)
+  delta = common.unit_interval("delta", delta)
+  max_loss = common.at_least("max_loss", max_loss, 0)
+  beta = common.at_least("beta", beta, 0)
   return _result(
       np.sqrt(
           (chi2 + 1) / delta * (2 * max_loss**2 / n + 12 * max_loss * beta)))
@@ -317,13 +289,14 @@ def _kl_terms(kl, n, T, delta, max_loss, beta, theta, batch_size):
     (kl, delta, beta, theta, draws, variance) as arrays, where draws = T B
     and variance = (M + 2 n beta)^2 / n + 4 T B theta^2.
   """
-  kl = _at_least("kl", kl, 0)
-  n = _at_least("n", n, 1)
-  draws = _at_least("T", T, 1) * _at_least("batch_size", batch_size, 1)
-  delta = _unit_interval("delta", delta)
-  max_loss = _at_least("max_loss", max_loss, 0)
-  beta = _at_least("beta", beta, 0)
-  theta = _at_least("theta", theta, 0)
+  kl = common.at_least("kl", kl, 0)
+  n = common.at_least("n", n, 1)
+  draws = common.at_least("T", T, 1) * common.at_least("batch_size", batch_size,
+                                                       1)
+  delta = common.unit_interval("delta", delta)
+  max_loss = common.at_least("max_loss", max_loss, 0)
+  beta = common.at_least("beta", beta, 0)
+  theta = common.at_least("theta", theta, 0)
   variance = (max_loss + 2 * n * beta)**2 / n + 4 * draws * theta**2
   return kl, delta, beta, theta, draws, variance
 
@@ -455,21 +428,6 @@ def strongly_convex_sgd_bound(kl: ArrayLike,
 # "Divergence Analysis").
 
 
-def _amplitude_decay(amplitude, decay):
-  amplitude = float(_at_least("amplitude", amplitude, 0))
-  decay = float(_unit_interval("decay", decay))
-  return amplitude, decay
-
-
-def _steps(name, value):
-  """A run's per-step record as a [T, B] array (a [T] record has B = 1)."""
-  array = np.asarray(value)
-  if array.ndim not in (1, 2) or array.shape[0] < 1 or array.size < 1:
-    raise ValueError(f"{name} must have shape [T] or [T, B] with T, B >= 1, "
-                     f"got shape {array.shape}")
-  return array.reshape(array.shape[0], -1)
-
-
 def adaptive_kl_bound(amplitude: ArrayLike, decay: ArrayLike,
                       sampled_utilities: ArrayLike) -> float:
   """Theorem 5's bound on KL(Q || P) of Algorithm 1, from one run.
@@ -494,18 +452,15 @@ def adaptive_kl_bound(amplitude: ArrayLike, decay: ArrayLike,
     TypeError: if an argument is not a number or an array of numbers.
     ValueError: if an argument is NaN or outside its range above.
   """
-  amplitude, decay = _amplitude_decay(amplitude, decay)
-  utilities = _steps("sampled_utilities",
-                     _array("sampled_utilities", sampled_utilities))
-  _check("sampled_utilities", utilities, utilities >= 0,
-         ">= 0 for Theorem 5 (adaptive_kl_bound_general takes signed ones)")
-  return _nonnegative_bound(amplitude, decay, utilities.shape[1],
-                            utilities[:-1].sum())
-
-
-def _nonnegative_bound(amplitude, decay, batch_size, utility_sum):
-  """Theorem 5: alpha B / (1 - decay) times the utilities of steps < T."""
-  return amplitude * batch_size / (1 - decay) * float(utility_sum)
+  amplitude, decay = common.amplitude_decay(amplitude, decay)
+  utilities = common.steps(
+      "sampled_utilities",
+      common.finite_array("sampled_utilities", sampled_utilities))
+  common.check(
+      "sampled_utilities", utilities, utilities >= 0,
+      ">= 0 for Theorem 5 (adaptive_kl_bound_general takes signed ones)")
+  return common.nonnegative_bound(amplitude, decay, utilities.shape[1],
+                                  utilities[:-1].sum())
 
 
 def adaptive_kl_bound_general(amplitude: ArrayLike, decay: ArrayLike,
@@ -537,8 +492,8 @@ def adaptive_kl_bound_general(amplitude: ArrayLike, decay: ArrayLike,
     ValueError: if an argument is NaN or outside its range above, or
       `sampled_indices` and `sampled_utilities` differ in shape.
   """
-  indices = _steps("sampled_indices", sampled_indices)
-  utilities = _steps("sampled_utilities", sampled_utilities)
+  indices = common.steps("sampled_indices", sampled_indices)
+  utilities = common.steps("sampled_utilities", sampled_utilities)
   if indices.shape != utilities.shape:
     raise ValueError(f"sampled_indices {indices.shape} and sampled_utilities "
                      f"{utilities.shape} must have the same shape")
@@ -546,218 +501,6 @@ def adaptive_kl_bound_general(amplitude: ArrayLike, decay: ArrayLike,
   for step_indices, step_utilities in zip(indices, utilities):
     tracker.update(step_indices, step_utilities)
   return tracker.kl_bound_general
-
-
-class KLBoundTracker:
-  """Theorems 4 and 5 for a running Algorithm 1, updated at O(B) per step.
-
-  Keeps each index's decayed cumulative utility S_i, their total, and the sums
-  the two theorems need; read the bounds for the run so far at any step.
-
-    tracker = KLBoundTracker(num_examples=n, amplitude=1.0, decay=0.9)
-    for each step:
-      indices = sampler.sample(B); ...; utilities = ...
-      sampler.update(indices, utilities)
-      tracker.update(indices, utilities)      # numpy or eager TF tensors
-      if step % k == 0:
-        log(tracker.kl_bound_general, tracker.kl_bound,
-            tracker.strongly_convex_sgd_bound(delta=0.05, max_loss=1.0,
-                                              lipschitz=L, strong_convexity=l2))
-
-  Values are plug-in estimates (module docstring).
-  """
-
-  def __init__(self, num_examples: int, amplitude: float, decay: float):
-    """Starts a run of Algorithm 1: all weights 1, all S_i 0.
-
-    Args:
-      num_examples: n, an integer >= 1.
-      amplitude: alpha >= 0.
-      decay: in (0, 1).
-
-    Raises:
-      TypeError: if `num_examples` is not an int, or `amplitude` or `decay`
-        not a number.
-      ValueError: if an argument is outside its range above.
-    """
-    if isinstance(num_examples, bool) or not isinstance(num_examples,
-                                                        (int, np.integer)):
-      raise TypeError(f"num_examples must be an int, got {num_examples!r}")
-    if num_examples < 1:
-      raise ValueError(f"num_examples must be >= 1, got {num_examples}")
-    self._amplitude, self._decay = _amplitude_decay(amplitude, decay)
-    self._num_examples = int(num_examples)
-    self._sums = np.zeros(num_examples)  # S_i.
-    self._total = 0.0  # sum_i S_i.
-    self._general = 0.0  # Theorem 4's sum over the steps so far.
-    self._utilities_before_last = 0.0  # Theorem 5's sum over steps < T.
-    self._last_utilities = 0.0
-    self._signed = False  # Whether a negative utility was seen.
-    self._steps = 0
-    self._batch_size = None
-
-  def update(self, indices: ArrayLike, utilities: ArrayLike) -> None:
-    """Records one step: its draws and their utilities, O(B).
-
-    Args:
-      indices: the step's B drawn indices (shape [B], or a scalar for B = 1),
-        integers in [0, n). B must be the same every step.
-      utilities: the same shape, finite; a repeated index is reweighted once,
-        with its first utility, as Algorithm 1's mini-batch variant does.
-
-    Raises:
-      TypeError: if `indices` are not integers or `utilities` not numbers.
-      ValueError: if `indices` and `utilities` differ in size or are empty, B
-        differs from an earlier step's, an index is out of range or a utility
-        is not finite.
-    """
-    indices = np.asarray(indices)
-    if not np.issubdtype(indices.dtype, np.integer):
-      raise TypeError(f"indices must be integers, got dtype {indices.dtype}")
-    indices = indices.reshape(-1)
-    utilities = _array("utilities", utilities).reshape(-1)
-    if indices.shape != utilities.shape or indices.size < 1:
-      raise ValueError(f"indices ({indices.size}) and utilities "
-                       f"({utilities.size}) must be the same, >= 1, size")
-    if self._batch_size not in (None, indices.size):
-      raise ValueError(f"every step must draw {self._batch_size} indices, "
-                       f"got {indices.size}")
-    _check("indices", indices, (indices >= 0) & (indices < self._num_examples),
-           f"in [0, {self._num_examples})")
-    # Theorem 4's term for this step, from the sums before its reweighting.
-    self._general += self._amplitude * float(self._sums[indices].sum() -
-                                             indices.size * self._total /
-                                             self._num_examples)
-    unique, first = np.unique(indices, return_index=True)
-    updated = self._decay * self._sums[unique] + utilities[first]
-    self._total += float((updated - self._sums[unique]).sum())
-    self._sums[unique] = updated
-    self._utilities_before_last += self._last_utilities
-    self._last_utilities = float(utilities.sum())
-    self._signed = self._signed or bool(np.any(utilities < 0))
-    self._batch_size = indices.size
-    self._steps += 1
-
-  def state(self) -> dict:
-    """The running sums, by name: what `from_state` takes back.
-
-    For keeping them elsewhere, e.g. in tf.Variables updated inside a
-    training step (tf_adasamp.bound_tracker.BoundTracker).
-
-    Returns:
-      A dict of NumPy arrays, floats, ints, a bool and None, copies of the
-      tracker's own.
-    """
-    return {
-        "sums": self._sums.copy(),
-        "total": self._total,
-        "general": self._general,
-        "utilities_before_last": self._utilities_before_last,
-        "last_utilities": self._last_utilities,
-        "signed": self._signed,
-        "steps": self._steps,
-        "batch_size": self._batch_size
-    }
-
-  @classmethod
-  def from_state(cls, num_examples: int, amplitude: ArrayLike, decay: ArrayLike,
-                 state: dict) -> "KLBoundTracker":
-    """Rebuilds a tracker from the sums that `state()` returned.
-
-    Args:
-      num_examples: n, an integer >= 1, as the tracker was made with.
-      amplitude: alpha >= 0, as the tracker was made with.
-      decay: in (0, 1), as the tracker was made with.
-      state: a dict as `state()` returns it.
-
-    Returns:
-      A `KLBoundTracker` holding `state` for a run of Algorithm 1 over
-      `num_examples` with `amplitude` and `decay`.
-
-    Raises:
-      TypeError: as `KLBoundTracker()` does, or if a sum in `state` is not
-        numeric.
-      ValueError: as `KLBoundTracker()` does, or if `state`'s sums do not
-        have n entries, are not finite, or its steps and batch size disagree.
-    """
-    tracker = cls(num_examples, amplitude, decay)
-    sums = _array("sums", state["sums"])
-    if sums.shape != (tracker._num_examples,):
-      raise ValueError(f"sums must have shape ({tracker._num_examples},), "
-                       f"got {sums.shape}")
-    steps, batch_size = int(state["steps"]), state["batch_size"]
-    if steps < 0 or (batch_size is None) != (steps == 0):
-      raise ValueError(f"steps {steps} and batch_size {batch_size!r} do not "
-                       "agree (batch_size is None before the first step)")
-    tracker._sums = sums.copy()
-    for name in ("total", "general", "utilities_before_last", "last_utilities"):
-      setattr(tracker, "_" + name, float(_array(name, state[name])))
-    tracker._signed = bool(state["signed"])
-    tracker._steps = steps
-    tracker._batch_size = None if batch_size is None else int(batch_size)
-    return tracker
-
-  @property
-  def steps(self) -> int:
-    """T, the number of steps recorded."""
-    return self._steps
-
-  @property
-  def batch_size(self) -> int | None:
-    """B, the draws per step (None before the first update)."""
-    return self._batch_size
-
-  @property
-  def kl_bound_general(self) -> float:
-    """Theorem 4's bound on KL(Q || P) so far (plug-in; may be < 0)."""
-    return self._general
-
-  @property
-  def kl_bound(self) -> float | None:
-    """Theorem 5's bound on KL(Q || P) so far (plug-in).
-
-    None once a negative utility was recorded: Theorem 5 needs nonnegative
-    ones (kl_bound_general does not).
-    """
-    if self._signed:
-      return None
-    return _nonnegative_bound(self._amplitude, self._decay, self._batch_size or
-                              1, self._utilities_before_last)
-
-  def strongly_convex_sgd_bound(self, delta: ArrayLike, max_loss: ArrayLike,
-                                lipschitz: ArrayLike,
-                                strong_convexity: ArrayLike) -> float:
-    """Corollary 1's generalization bound for the run so far.
-
-    strongly_convex_sgd_bound with n = num_examples, T = steps, B = batch_size
-    and KL = max(0, kl_bound_general), the plug-in Theorem 4 estimate (never
-    above Theorem 5's for nonnegative utilities), clipped as KL >= 0.
-
-    Args:
-      delta: failure probability in (0, 1).
-      max_loss: M >= 0, the loss's upper bound.
-      lipschitz: L >= 0.
-      strong_convexity: lambda > 0.
-
-    Returns:
-      The bound on the generalization error, to set beside the measured
-      test-minus-train gap.
-
-    Raises:
-      TypeError: if an argument is not a number or an array of numbers.
-      ValueError: if no step was recorded yet, or an argument is NaN or outside
-        its range above.
-    """
-    if self._steps < 1:
-      raise ValueError("no steps recorded yet (T must be >= 1)")
-    return strongly_convex_sgd_bound(kl=max(0.0, self._general),
-                                     n=self._num_examples,
-                                     T=self._steps,
-                                     delta=delta,
-                                     max_loss=max_loss,
-                                     lipschitz=lipschitz,
-                                     strong_convexity=strong_convexity,
-                                     batch_size=self._batch_size)
 
 
 def minimum_examples(bound: Callable[[int], float],
@@ -781,7 +524,7 @@ def minimum_examples(bound: Callable[[int], float],
     TypeError: if `target` is not a number.
     ValueError: if `target` is not > 0, or even bound(upper) > target.
   """
-  target = float(_positive("target", target))
+  target = float(common.positive("target", target))
   if bound(lower) <= target:
     return lower
   if bound(upper) > target:
