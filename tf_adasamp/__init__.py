@@ -17,17 +17,19 @@ The modules, the library's first:
   ops               the op library, loaded on first use
   data              the tf.data stage and in-step drawing
   sources/          on-disk sources read by index, and their writer
-  keras             AdaptiveSamplingModel for model.fit
+  keras/            AdaptiveSamplingModel for model.fit
   distribute        replicated samplers and per-worker shares
   schedules         schedules of the amplitude and of beta
   utilities         the utility functions (Eq. 17)
   bounds            the paper's bounds (NumPy only)
   bound_tracker     BoundTracker: the bounds' sums updated in a step
+  host_bound_tracker  KLBoundTracker: the same sums on the host (NumPy)
   diagnostics       what Q_t looks like, and its TensorBoard names
   defaults          the settings every entry point starts from
   datasets          data sets that need no download
   _validation       argument checks shared by the modules above
   _checkpointing    restores that validate before they assign
+  _bound_common     the checks and Theorem 5's formula both trackers share
   _keras_internals  the private Keras API that keras needs, in one place
   experiment/       the paper's experiment (the `experiment` extra)
 """

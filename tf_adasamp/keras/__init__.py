@@ -30,11 +30,16 @@ The stage's update releases the pipeline's next draw, which XLA cannot
 compile, so with `jit_compile=True` (or "auto" on a GPU) XLA compiles the
 forward and backward pass and the update runs after it, outside the
 compiled function; evaluation and prediction compile whole.
+
+The modules:
+
+  model         AdaptiveSamplingModel: the wrapper and its hooks
+  callbacks     SamplingTensorBoard
+  _arguments    what the wrapper and fit are given, checked
+  _training     the train step's pieces, and the logs fit adds
+  _saving       the config, and the sampler's state as weights
 """
 
-# The rooms: model.py, the wrapper; callbacks.py, SamplingTensorBoard; and
-# the private _arguments.py (what fit is given, checked), _training.py (the
-# step's pieces, the logs fit adds) and _saving.py (config, weights).
 from tf_adasamp.keras._arguments import KERAS_BATCH_SIZE
 from tf_adasamp.keras._arguments import SAMPLER_OPTIONS
 from tf_adasamp.keras._arguments import UTILITY_AT
