@@ -133,9 +133,9 @@ bazel-test: setup
 	bazel test //...
 
 # format rewrites the tree in its style; format-check fails on any file that
-# format would change, and on a docstring of the public API that ruff finds
-# out of the Google style or missing an argument, return value or raised
-# error (pyproject.toml says which rules and files).
+# format would change, on what ruff's linters find (a docstring of the public
+# API out of the Google style too) and on a type error mypy finds in the
+# public API (pyproject.toml says which rules and files).
 format: setup clang-format
 	$(PY) -m yapf -i -p -r $(PY_FORMATTED)
 	clang-format -i $(CC_FORMATTED)
@@ -144,7 +144,8 @@ format-check: setup clang-format
 	$(PY) -m yapf --diff -p -r $(PY_FORMATTED)
 	clang-format --dry-run --Werror $(CC_FORMATTED)
 	$(PY) -m ruff check
-	@echo "format-check: the tree is formatted"
+	$(PY) -m mypy
+	@echo "format-check: the tree is formatted, linted and type-checked"
 
 clang-format:
 	command -v clang-format >/dev/null || { apt-get update -qq && \

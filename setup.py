@@ -155,7 +155,7 @@ class BuildOpLibrary(build_ext):
       os.makedirs(os.path.dirname(output), exist_ok=True)
       shutil.copy2(in_place, output)
       return
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf
 
     os.makedirs(os.path.dirname(output), exist_ok=True)
     os.makedirs(self.build_temp, exist_ok=True)
@@ -225,7 +225,7 @@ def tensorflow_requirement():
   pip's isolated build environment, whose TensorFlow is not the one the
   package will run with.
   """
-  from importlib import metadata  # pylint: disable=import-outside-toplevel
+  from importlib import metadata
 
   spec = importlib.util.find_spec("tensorflow")
   if spec is None:
@@ -293,12 +293,13 @@ setup(
             EXPERIMENT,
         # tf_adasamp.sources' ArrayRecord files, imported when one is opened.
         "data": ["array-record"],
-        # ruff pinned: its docstring rules for returns and raised errors
-        # (DOC) are in preview, free to change between releases.
+        # ruff and mypy pinned: ruff's docstring rules for returns and
+        # raised errors (DOC) are in preview, free to change between
+        # releases, and a new mypy finds new faults.
         "test":
             EXPERIMENT + [
                 "pytest", "pytest-xdist", "scipy", "hypothesis", "yapf", "pdoc",
-                "ruff==0.17.6"
+                "ruff==0.17.6", "mypy==2.4.1"
             ],
     },
     entry_points={

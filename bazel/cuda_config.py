@@ -97,7 +97,7 @@ def compile_program(nvcc, root, sources, output, arch="native"):
 
 def _tensorflow_built_with_cuda():
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  import tensorflow as tf
   return tf.test.is_built_with_cuda()
 
 

@@ -39,9 +39,9 @@ import time
 import numpy as np
 import tensorflow as tf
 
-import tf_adasamp
 from benchmarks.machine import load
 from benchmarks.machine import machine
+import tf_adasamp
 from tf_adasamp import data
 
 NUM_EXAMPLES = 50000

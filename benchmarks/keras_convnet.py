@@ -44,8 +44,9 @@ def run_example(path, epochs, train_images=None):
   Returns:
     Each epoch's wall seconds in `fit`.
   """
-  import keras  # pylint: disable=import-outside-toplevel
-  import tf_adasamp  # pylint: disable=import-outside-toplevel
+  import keras
+
+  import tf_adasamp
 
   with open(path) as f:
     source = f.read()
@@ -76,7 +77,7 @@ def run_example(path, epochs, train_images=None):
   with mock.patch.object(keras.Model, "fit", timed_fit), mock.patch.object(
       tf_adasamp.datasets, "load_fashion_mnist",
       load if train_images is None else loaded):
-    exec(compile(source, path, "exec"), {"__name__": "__main__"})  # pylint: disable=exec-used
+    exec(compile(source, path, "exec"), {"__name__": "__main__"})
   return seconds
 
 
@@ -94,8 +95,8 @@ def main():
   if args.child:
     print(json.dumps(run_example(EXAMPLES[args.child], args.epochs)))
     return
-  # pylint: disable-next=import-outside-toplevel
-  from benchmarks.machine import load, machine
+  from benchmarks.machine import load
+  from benchmarks.machine import machine
   runs = {name: [] for name in EXAMPLES}
   loads = [load()]
   for _ in range(args.runs):
@@ -117,7 +118,7 @@ def main():
       name: [statistics.median(epochs[1:]) for epochs in results]
       for name, results in runs.items()
   }
-  medians = {name: statistics.median(values) for name, values in per_run.items()}
+  medians = {name: statistics.median(per_run[name]) for name in per_run}
   ratio = medians["AdaptiveSamplingModel.fit"] / medians["keras.Model.fit"]
   print(f"\n{'':28s} epoch (s), per run; median")
   for name, values in per_run.items():

@@ -16,12 +16,12 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import keras  # pylint: disable=g-import-not-at-top,wrong-import-position
+import keras
 
-import tf_adasamp  # pylint: disable=g-import-not-at-top,wrong-import-position
-from benchmarks.machine import load  # pylint: disable=g-import-not-at-top,wrong-import-position
-from benchmarks.machine import machine  # pylint: disable=g-import-not-at-top,wrong-import-position
-from tf_adasamp.experiment.training import datasets  # pylint: disable=g-import-not-at-top,wrong-import-position
+from benchmarks.machine import load
+from benchmarks.machine import machine
+import tf_adasamp
+from tf_adasamp.experiment.training import datasets
 
 
 class Timer(keras.callbacks.Callback):

@@ -66,8 +66,8 @@ def new_weights(batch_size):
 
 def ours(num_leaves, batch_size, dtype="float64", jit_compile=False):
   """tf_adasamp's workloads: {name: run(batches)}."""
-  # pylint: disable=import-outside-toplevel
   import tensorflow as tf
+
   import tf_adasamp
   dtype = tf.as_dtype(dtype)
   weights = random_weights(num_leaves)
@@ -110,7 +110,7 @@ def ours_xla(num_leaves, batch_size, dtype="float64"):
 def tf_range_loop(body, jit_compile=False):
   """run(batches): body() `batches` times in a tf.range loop inside one
   tf.function, the sum of its results fetched at the end."""
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  import tensorflow as tf
 
   @tf.function(jit_compile=jit_compile)
   def loop(count):
@@ -132,10 +132,9 @@ def tf_range_loop(body, jit_compile=False):
 def flashbax(num_leaves, batch_size, dtype=None):
   """flashbax's workloads (its tree is float32 whatever `dtype`)."""
   del dtype
-  # pylint: disable=import-outside-toplevel
+  from flashbax.buffers import sum_tree
   import jax
   import jax.numpy as jnp
-  from flashbax.buffers import sum_tree
   state = sum_tree.set_batch_bincount(
       sum_tree.init(num_leaves), jnp.arange(num_leaves),
       jnp.asarray(random_weights(num_leaves), jnp.float32))
@@ -186,7 +185,7 @@ def cpprb(num_leaves, batch_size, dtype=None):
   """cpprb's workloads (its trees are float32 whatever `dtype`). With
   alpha = 1 and eps = 0 its priorities are the weights."""
   del dtype
-  from cpprb import PrioritizedReplayBuffer  # pylint: disable=import-outside-toplevel
+  from cpprb import PrioritizedReplayBuffer
   buffer = PrioritizedReplayBuffer(num_leaves, {"index": {
       "dtype": np.int64
   }},
@@ -249,7 +248,7 @@ def numpy_side(num_leaves, batch_size, dtype="float64"):
 
 def categorical(num_leaves, batch_size, dtype="float64"):
   """tf.random.categorical's draws over the log weights."""
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  import tensorflow as tf
   logits = tf.constant(np.log(random_weights(num_leaves))[np.newaxis], dtype)
 
   def draw():
@@ -314,7 +313,6 @@ def thread_count():
 
 def versions(side):
   """The versions of what `side` ran on."""
-  # pylint: disable=import-outside-toplevel
   from importlib import metadata
   names = {
       "ours": ["tensorflow"],

@@ -44,9 +44,9 @@ import time
 import numpy as np
 import tensorflow as tf
 
-import tf_adasamp
 from benchmarks.machine import load
 from benchmarks.machine import machine
+import tf_adasamp
 from tf_adasamp import data
 from tf_adasamp import sources
 
@@ -165,7 +165,7 @@ def evict(files):
   """Drops the files' pages from the page cache; returns the fraction of
   their pages still resident (fincore), 0 where all went."""
   for array in MAPPED:
-    array._mmap.madvise(mmap.MADV_DONTNEED)  # pylint: disable=protected-access
+    array._mmap.madvise(mmap.MADV_DONTNEED)
   resident = total = 0
   for path in files:
     descriptor = os.open(path, os.O_RDONLY)

@@ -25,9 +25,9 @@ import time
 import numpy as np
 import tensorflow as tf
 
-import tf_adasamp
 from benchmarks.machine import load
 from benchmarks.machine import machine
+import tf_adasamp
 
 
 def resident_kib(field):

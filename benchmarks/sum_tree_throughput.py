@@ -40,11 +40,11 @@ import time
 import numpy as np
 import tensorflow as tf
 
-import tf_adasamp
 from benchmarks import gpu_steps
-from tf_adasamp import ops
 from benchmarks.machine import load
 from benchmarks.machine import machine
+import tf_adasamp
+from tf_adasamp import ops
 
 # Batches per concrete-function call, over which the call's own cost spreads.
 UNROLL = 64

@@ -6,7 +6,8 @@ paper's CNN at batch 100. The default option (utility_at="updated",
 Algorithm 1's h_t) adds a second, inference-mode forward pass over the batch;
 its cost is reported beside.
 
-Variants, each a `tf_adasamp.experiment.training.steps.make_train_step` (sample, gather,
+Variants, each a `tf_adasamp.experiment.training.steps.make_train_step`
+(sample, gather,
 forward/backward, SGD update and, when adaptive, utility and reweighting, in
 one tf.function) on the same initial model:
   uniform            UniformSampler

@@ -27,9 +27,9 @@ import time
 import numpy as np
 import tensorflow as tf
 
-import tf_adasamp
 from benchmarks.machine import load
 from benchmarks.machine import machine
+import tf_adasamp
 
 NUM_EXAMPLES = 50000
 BATCH_SIZE = 100

@@ -12,9 +12,9 @@ more: the model wrapped in `tf_adasamp.keras.AdaptiveSamplingModel`
 
 # Setup
 
-import numpy as np
 import keras
 from keras import layers
+import numpy as np
 
 import tf_adasamp
 

@@ -11,9 +11,9 @@ with adaptive sampling; tests/test_examples.py checks that it is one line.
 
 # Setup
 
-import numpy as np
 import keras
 from keras import layers
+import numpy as np
 
 import tf_adasamp
 

@@ -3,8 +3,8 @@ import os
 # Quiet TensorFlow's start-up logging before any test imports it.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import pytest  # pylint: disable=g-import-not-at-top,wrong-import-position
-import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-position
+import pytest
+import tensorflow as tf
 
 
 @pytest.fixture(autouse=True, scope="session")

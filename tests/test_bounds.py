@@ -674,6 +674,7 @@ def test_tracker_agrees_with_functions_at_every_step(batch):
                                  decay=0.8,
                                  sampled_utilities=utilities[:t + 1]))
   # Theorem 4 from the transcription of the paper's formula.
+
   def cumulative(i, t):
     taus = [s for s in range(t) if i in indices[s]]
     return sum(utilities[tau][list(indices[tau]).index(i)] *

@@ -115,7 +115,7 @@ def run_threads(targets):
     def run():
       try:
         target()
-      except Exception as error:  # pylint: disable=broad-except
+      except Exception as error:
         errors.append(error)
 
     return run
@@ -194,11 +194,11 @@ def test_resets_racing_updates_leave_a_consistent_state(compiled):
     update(np.arange(NUM_EXAMPLES), rng.uniform(0, 1, NUM_EXAMPLES))
     start = threading.Barrier(2)
 
-    def resetter():
+    def resetter(start=start):
       start.wait()
       reset()
 
-    def updater():
+    def updater(start=start):
       start.wait()
       for _ in range(3):
         update(rng.integers(NUM_EXAMPLES, size=BATCH_SIZE),

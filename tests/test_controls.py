@@ -207,7 +207,7 @@ def test_amplitude_schedule_reweights_as_algorithm_1_at_each_step(schedule):
                              algorithm.log_weights,
                              rtol=1e-12,
                              atol=1e-12)
-  assert int(sampler._update_count) == 20  # pylint: disable=protected-access
+  assert int(sampler._update_count) == 20
 
 
 def test_amplitude_zero_decays_the_weights_toward_uniform_exactly():
@@ -452,7 +452,7 @@ def test_a_resumed_sampler_draws_and_weighs_as_an_uninterrupted_one(tmp_path):
   path = tf.train.Checkpoint(sampler=first).save(str(tmp_path / "ckpt"))
   second = controlled_sampler(seed=1)
   tf.train.Checkpoint(sampler=second).restore(path).assert_consumed()
-  assert int(second._update_count) == 7  # pylint: disable=protected-access
+  assert int(second._update_count) == 7
   resumed += controlled_steps(second, 9)
 
   for (indices, weights), (resumed_indices,
@@ -536,7 +536,7 @@ def test_a_checkpoint_of_other_controls_is_refused(tmp_path, saved, restored,
 def test_a_checkpoint_with_a_negative_update_count_is_refused(tmp_path):
   sampler = controlled_sampler(seed=0)
   controlled_steps(sampler, 3)
-  sampler._update_count.assign(-1)  # pylint: disable=protected-access
+  sampler._update_count.assign(-1)
   path = save(sampler, tmp_path)
   target = controlled_sampler(seed=0)
   before = state_of(target)
@@ -578,7 +578,7 @@ def test_stage_draws_from_the_floor_and_counts_updates_for_schedules(
     utilities = tf.cast(indices % 3, tf.float64) - 0.5
     update(indices, utilities)
     in_step.update(expected, utilities)
-    count = stage.sampler._update_count  # pylint: disable=protected-access
+    count = stage.sampler._update_count
     assert int(count) == step + 1
   assert_same_state(state_of(stage.sampler), state_of(in_step))
 
@@ -618,7 +618,7 @@ def test_keras_file_round_trips_the_controls_and_the_update_count(tmp_path):
   assert isinstance(restored.amplitude, schedules.PiecewiseLinear)
   assert restored.amplitude.get_config() == sampler.amplitude.get_config()
   assert restored.beta.get_config() == sampler.beta.get_config()
-  assert int(restored._update_count) == 5  # pylint: disable=protected-access
+  assert int(restored._update_count) == 5
   assert_same_state(state_of(restored), state_of(sampler))
   np.testing.assert_array_equal(
       restored.sample_with_weights(8)[1],

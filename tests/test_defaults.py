@@ -48,7 +48,8 @@ def parameter_defaults(function):
                           (demo.main, ("amplitude", "decay"))])
 def test_the_library_the_wrapper_and_the_demo_take_the_defaults(
     function, names):
-  assert parameter_defaults(function) == {name: SETTINGS[name] for name in names}
+  expected = {name: SETTINGS[name] for name in names}
+  assert parameter_defaults(function) == expected
 
 
 def test_the_sampler_fit_makes_takes_the_defaults():

@@ -129,11 +129,16 @@ def trainer_run(tmp_path_factory):
 def stage_part(run):
   """A run's steps through the tf.data stage, as a run from a fresh
   sampler."""
-  return Run([{
-      **{
-          key[len("stage_"):]: value for key, value in output.items() if key.startswith("stage_")
-      }, "replica_ids": output["replica_ids"]
-  } for output in run.outputs], None, None)
+
+  def stage_outputs(output):
+    stage = {
+        key.removeprefix("stage_"): value
+        for key, value in output.items()
+        if key.startswith("stage_")
+    }
+    return {**stage, "replica_ids": output["replica_ids"]}
+
+  return Run([stage_outputs(output) for output in run.outputs], None, None)
 
 
 @pytest.fixture

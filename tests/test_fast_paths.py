@@ -21,8 +21,8 @@ import pytest
 import tensorflow as tf
 
 import reference
-from tf_adasamp import SumTree
 from tf_adasamp import ops
+from tf_adasamp import SumTree
 
 DTYPES = [tf.float64, tf.float32]
 # Groups of 32 walks; with 2 or more intra-op threads, batches from 4096 on

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from kernel_helpers import ReweightState
 from kernel_helpers import assert_same_state
 from kernel_helpers import build_on
 from kernel_helpers import random_weights
 from kernel_helpers import reweight_on
+from kernel_helpers import ReweightState
 from kernel_helpers import state_of
 from kernel_helpers import train
 from kernel_helpers import variable_on

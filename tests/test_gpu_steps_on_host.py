@@ -21,10 +21,10 @@ import pytest
 import tensorflow as tf
 
 import kernel_helpers
-import reference
-from kernel_helpers import ReweightState
 from kernel_helpers import assert_same_state
 from kernel_helpers import random_weights
+from kernel_helpers import ReweightState
+import reference
 from tf_adasamp import ops
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -282,7 +282,7 @@ def test_gradients_stop_at_draws_and_reweights():
     (tf.float64, 1e290, 1 - 1e-12, "1.798e+300"),
     (tf.float32, 1e30, 0.9, "3.403e+30"),
 ])
-def test_an_amplitude_whose_log_weights_could_overflow_is_refused_naming_the_bound(
+def test_an_amplitude_whose_log_weights_could_overflow_is_refused_with_bound(
     dtype, amplitude, decay, bound):
   with pytest.raises(ValueError,
                      match=rf"amplitude / \(1 - decay\) must be at most "
@@ -290,8 +290,7 @@ def test_an_amplitude_whose_log_weights_could_overflow_is_refused_naming_the_bou
     AdaptiveSampler(4, amplitude, decay, dtype=dtype)
 
 
-def test_log_weights_at_the_amplitude_cap_stay_finite_for_utilities_up_to_the_bound(
-):
+def test_log_weights_at_the_amplitude_cap_stay_finite_up_to_the_bound():
   # amplitude / (1 - decay) just below the cap, utilities of 1e8: the log
   # weights approach 1e308 and stay finite, however long the run.
   sampler = AdaptiveSampler(4, 8.98e299, 0.5)
@@ -353,7 +352,7 @@ def test_a_corrupt_checkpoint_changes_no_sampler_whose_counter_exists_first(
   before = state_of(sampler)
   restorer = tf.train.Checkpoint(module=sampler)
   # Made now, not after the module is restored: read with it.
-  restorer.save_counter  # pylint: disable=pointless-statement
+  _ = restorer.save_counter
   with pytest.raises(tf.errors.DataLossError):
     restorer.restore(path)
   assert_unchanged(sampler, before)

@@ -50,11 +50,11 @@ def test_metrics_like_compile_resolve_accuracy_by_the_labels_shape():
 
 def test_symbolic_build_is_the_hook_fit_builds_through():
   # The mixin overrides this method by name and signature.
-  parameters = inspect.signature(keras.Model._symbolic_build).parameters  # pylint: disable=protected-access
+  parameters = inspect.signature(keras.Model._symbolic_build).parameters
   assert list(parameters) == ["self", "iterator", "data_batch"]
   source = inspect.getsource(keras.Model.fit)
   assert "_maybe_symbolic_build" in source
-  builder = inspect.getsource(keras.Model._maybe_symbolic_build)  # pylint: disable=protected-access
+  builder = inspect.getsource(keras.Model._maybe_symbolic_build)
   assert "self._symbolic_build(data_batch=" in builder
 
 

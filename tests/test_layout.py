@@ -75,8 +75,8 @@ def test_each_package_index_names_its_modules_and_no_others(package):
   indexed = indexed_in(package)
   assert present, package
   assert not present - indexed, (
-      f"{package}/__init__.py's docstring leaves out {sorted(present - indexed)}"
-  )
+      f"{package}/__init__.py's docstring leaves out "
+      f"{sorted(present - indexed)}")
   assert not indexed - present, (
       f"{package}/__init__.py's docstring names {sorted(indexed - present)}, "
       "which are not there")

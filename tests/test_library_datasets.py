@@ -1,5 +1,6 @@
 """tf_adasamp.datasets: Fashion-MNIST and the digits, read in place (named
-apart from tests/experiment/test_datasets.py, which pytest must tell from it)."""
+apart from tests/experiment/test_datasets.py, which pytest must tell from
+it)."""
 
 import gzip
 import os

@@ -20,8 +20,8 @@ import pytest
 import tensorflow as tf
 
 import reference
-from tf_adasamp import SumTree
 from tf_adasamp import ops
+from tf_adasamp import SumTree
 
 DTYPES = [np.float64, np.float32]
 

@@ -274,8 +274,8 @@ def test_saving_a_bounded_stages_iterator_is_refused_after_the_wait():
 
 @pytest.mark.parametrize("wait_timeout", [0, -1, float("inf"), "60", True])
 def test_bad_wait_timeouts_are_refused(wait_timeout):
-  from tf_adasamp import AdaptiveSampler  # pylint: disable=import-outside-toplevel
-  from tf_adasamp import data  # pylint: disable=import-outside-toplevel
+  from tf_adasamp import AdaptiveSampler
+  from tf_adasamp import data
   with pytest.raises((TypeError, ValueError), match="wait_timeout"):
     data.AdaptiveSampling(AdaptiveSampler(10, 0.1, 0.5),
                           4,

@@ -6,8 +6,8 @@ from scipy import stats
 import tensorflow as tf
 
 import reference
-from tf_adasamp import SumTree
 from tf_adasamp import ops
+from tf_adasamp import SumTree
 
 DTYPES = [tf.float64, tf.float32]
 SIZES = [1, 2, 5, 8, 1000]

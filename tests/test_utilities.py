@@ -75,7 +75,7 @@ def test_utilities_accept_column_labels_and_float32(name):
 
 
 def test_get_accepts_callable_and_rejects_unknown_name():
-  custom = lambda labels, probs: tf.zeros([3])  # pylint: disable=g-long-lambda
+  custom = lambda labels, probs: tf.zeros([3])
   assert utilities.get(custom) is custom
   with pytest.raises(ValueError, match="unknown utility 'hinge'"):
     utilities.get("hinge")
@@ -120,7 +120,7 @@ def test_from_logits_floors_the_true_class_probability_as_cross_entropy():
 def test_from_logits_passes_a_custom_utility_the_probabilities():
   logits = np.array([[0.0, np.log(3.0)]])
   seen = []
-  custom = lambda labels, probs: seen.append(probs) or tf.zeros([1])  # pylint: disable=g-long-lambda
+  custom = lambda labels, probs: seen.append(probs) or tf.zeros([1])
   utilities.from_logits(custom, [0], logits)
   np.testing.assert_allclose(seen[0], [[0.25, 0.75]])
 

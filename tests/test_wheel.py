@@ -2,6 +2,7 @@
 and installs into a fresh virtual environment that has only TensorFlow
 without compiling anything; isolated builds are refused in one line."""
 
+from importlib import metadata
 import os
 import pathlib
 import re
@@ -10,8 +11,6 @@ import sys
 import time
 import tomllib
 import zipfile
-
-from importlib import metadata
 
 import pytest
 
@@ -143,13 +142,14 @@ def test_build_requires_pin_the_tensorflow_setup_builds_for():
 def build_metadata(python_path):
   """Runs setup.py as pip's isolated build would, with the base interpreter
   and `python_path` as its only packages."""
-  return subprocess.run(
-      [sys._base_executable, "setup.py", "--name"],  # pylint: disable=protected-access
-      cwd=ROOT,
-      env=dict(os.environ, PYTHONPATH=python_path, PYTHONNOUSERSITE="1"),
-      capture_output=True,
-      text=True,
-      check=False)
+  return subprocess.run([sys._base_executable, "setup.py", "--name"],
+                        cwd=ROOT,
+                        env=dict(os.environ,
+                                 PYTHONPATH=python_path,
+                                 PYTHONNOUSERSITE="1"),
+                        capture_output=True,
+                        text=True,
+                        check=False)
 
 
 @pytest.mark.parametrize("isolated", [True, False])

@@ -108,7 +108,7 @@ def test_a_refused_compiled_reweight_raises_and_writes_nothing(
   sampler = AdaptiveSampler(num_examples=10, amplitude=1.0, decay=0.5, seed=1)
   sampler.update([3, 4], [1.0, 0.0])
   before = state_of(sampler)
-  reweight = tf.function(sampler._reweight, jit_compile=True)  # pylint: disable=protected-access
+  reweight = tf.function(sampler._reweight, jit_compile=True)
   with pytest.raises(tf.errors.InvalidArgumentError, match=message):
     reweight(tf.constant(indices, tf.int64), tf.constant(utilities, tf.float64),
              amplitude, decay)
@@ -121,15 +121,13 @@ def test_a_compiled_reweight_names_an_amplitude_it_cannot_know():
 
   @tf.function(jit_compile=True)
   def reweight():
-    ops.adaptive_reweight(
-        sampler.tree.variable.handle,
-        sampler._entropy_tree.handle,  # pylint: disable=protected-access
-        sampler.log_weights.handle,
-        sampler._log_scale.handle,  # pylint: disable=protected-access
-        tf.constant([1], tf.int64),
-        tf.constant([1.0], tf.float64),
-        amplitude.read_value(),
-        tf.constant(0.5, tf.float64))
+    ops.adaptive_reweight(sampler.tree.variable.handle,
+                          sampler._entropy_tree.handle,
+                          sampler.log_weights.handle, sampler._log_scale.handle,
+                          tf.constant([1], tf.int64),
+                          tf.constant([1.0],
+                                      tf.float64), amplitude.read_value(),
+                          tf.constant(0.5, tf.float64))
 
   with pytest.raises(tf.errors.InvalidArgumentError,
                      match="amplitude must be a constant when the step "
@@ -172,15 +170,11 @@ def test_a_compiled_reweight_refuses_one_variable_for_two_inputs():
 
   @tf.function(jit_compile=True)
   def reweight():
-    ops.adaptive_reweight(
-        tree,
-        tree,
-        sampler.log_weights.handle,
-        sampler._log_scale.handle,  # pylint: disable=protected-access
-        tf.constant([1], tf.int64),
-        tf.constant([1.0], tf.float64),
-        tf.constant(1.0, tf.float64),
-        tf.constant(0.5, tf.float64))
+    ops.adaptive_reweight(tree, tree, sampler.log_weights.handle,
+                          sampler._log_scale.handle, tf.constant([1], tf.int64),
+                          tf.constant([1.0], tf.float64),
+                          tf.constant(1.0, tf.float64),
+                          tf.constant(0.5, tf.float64))
 
   with pytest.raises(tf.errors.InvalidArgumentError,
                      match="tree and entropy_tree are the same variable"):

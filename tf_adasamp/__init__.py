@@ -36,7 +36,6 @@ The modules, the library's first:
 
 import importlib
 import importlib.abc
-import importlib.util
 import sys
 
 __version__ = "0.1.0"

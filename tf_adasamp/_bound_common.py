@@ -6,9 +6,10 @@ and Theorem 5's closed form, which both evaluate. NumPy only, as both are.
 """
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 
-def finite_array(name, value):
+def finite_array(name: str, value: ArrayLike) -> np.ndarray:
   """`value` as a float64 array; TypeError if not numeric, ValueError if NaN."""
   if value is None or isinstance(value, (str, bytes)):
     raise TypeError(f"{name} must be a number or an array of numbers, "
@@ -21,7 +22,8 @@ def finite_array(name, value):
   return check(name, array, np.isfinite(array), "finite")
 
 
-def check(name, array, ok, requirement):
+def check(name: str, array: np.ndarray, ok: ArrayLike,
+          requirement: str) -> np.ndarray:
   """Raises ValueError naming the first entry of `array` where `ok` fails."""
   if not np.all(ok):
     bad = np.broadcast_to(array, np.shape(ok))[~np.asarray(ok)].flat[0]
@@ -29,17 +31,17 @@ def check(name, array, ok, requirement):
   return array
 
 
-def at_least(name, value, minimum):
+def at_least(name: str, value: ArrayLike, minimum: float) -> np.ndarray:
   array = finite_array(name, value)
   return check(name, array, array >= minimum, f">= {minimum:g}")
 
 
-def positive(name, value):
+def positive(name: str, value: ArrayLike) -> np.ndarray:
   array = finite_array(name, value)
   return check(name, array, array > 0, "> 0")
 
 
-def unit_interval(name, value):
+def unit_interval(name: str, value: ArrayLike) -> np.ndarray:
   array = finite_array(name, value)
   return check(name, array, (array > 0) & (array < 1), "in (0, 1)")
 
@@ -58,7 +60,7 @@ def amplitude_decay(amplitude, decay):
   return amplitude, decay
 
 
-def steps(name, value):
+def steps(name: str, value: ArrayLike) -> np.ndarray:
   """A run's per-step record as a [T, B] array (a [T] record has B = 1)."""
   array = np.asarray(value)
   if array.ndim not in (1, 2) or array.shape[0] < 1 or array.size < 1:

@@ -6,7 +6,6 @@ each assumption below, and fails on a Keras minor version other than
 `TESTED_KERAS_VERSION` until someone has rerun the checks and raised it.
 """
 
-import keras
 # What `compile` builds from the metrics it is given: it resolves "accuracy"
 # to the accuracy that fits the labels' and predictions' shapes, which
 # `keras.metrics.get("accuracy")` does not.
@@ -22,7 +21,7 @@ def compiled_metrics(model):
   `get_compile_config()` has them only serialized, and deserializing loses a
   metric function that is not registered with Keras.
   """
-  config = model._compile_config.config  # pylint: disable=protected-access
+  config = model._compile_config.config
   return config["metrics"], config["weighted_metrics"]
 
 
@@ -53,5 +52,5 @@ class StageBatchBuild:
 
   def _symbolic_build(self, iterator=None, data_batch=None):
     data_batch = self._batch_to_build_from(data_batch)
-    super()._symbolic_build(iterator=iterator, data_batch=data_batch)  # pylint: disable=no-member
+    super()._symbolic_build(iterator=iterator, data_batch=data_batch)
     self._after_symbolic_build(data_batch)

@@ -38,7 +38,7 @@ def batch_size(value):
 
 def float_dtype(dtype, name="dtype"):
   """`dtype` as tf.float32 or tf.float64."""
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  import tensorflow as tf
   try:
     dtype = tf.as_dtype(dtype)
   except TypeError as error:
@@ -51,7 +51,7 @@ def float_dtype(dtype, name="dtype"):
 
 def indices(value, name="indices"):
   """`value` as an int64 tensor; int32 tensors are widened, floats refused."""
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  import tensorflow as tf
   value = tf.convert_to_tensor(value)
   if not value.dtype.is_integer:
     raise TypeError(f"{name} must be integers, got {value.dtype.name}")

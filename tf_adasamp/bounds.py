@@ -282,7 +282,8 @@ def chi2_bound(chi2: ArrayLike, n: ArrayLike, delta: ArrayLike,
           (chi2 + 1) / delta * (2 * max_loss**2 / n + 12 * max_loss * beta)))
 
 
-def _kl_terms(kl, n, T, delta, max_loss, beta, theta, batch_size):
+def _kl_terms(kl, n, T, delta, max_loss, beta, theta,
+              batch_size) -> tuple[np.ndarray, ...]:
   """Checks Thms. 2 and 3's arguments.
 
   Returns:
@@ -463,7 +464,7 @@ def adaptive_kl_bound(amplitude: ArrayLike, decay: ArrayLike,
                                   utilities[:-1].sum())
 
 
-def adaptive_kl_bound_general(amplitude: ArrayLike, decay: ArrayLike,
+def adaptive_kl_bound_general(amplitude: float, decay: float,
                               sampled_indices: ArrayLike,
                               sampled_utilities: ArrayLike,
                               num_examples: int) -> float:

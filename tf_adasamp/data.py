@@ -37,7 +37,6 @@ import weakref
 
 import numpy as np
 import tensorflow as tf
-
 from tensorflow.python.data.ops import dataset_ops
 
 from tf_adasamp import _validation
@@ -75,7 +74,7 @@ def importance_weights(probabilities: TensorLike,
 
 def _with_sampling(batch, indices, probabilities):
   """Appends indices and probabilities to a batch, as the stage yields it."""
-  if type(batch) is tuple:  # pylint: disable=unidiomatic-typecheck
+  if type(batch) is tuple:
     return (*batch, indices, probabilities)
   return (batch, indices, probabilities)
 
@@ -387,7 +386,6 @@ class _InterruptWatcher:
       interrupts = signals.count(signal.SIGINT)
       if interrupts:
         with cls._lock:
-          # pylint: disable-next=protected-access
           permits = [stage._permits for stage in cls._stages]
         for handle in permits:
           ops.release_draw_permits(handle, interrupts)
@@ -404,11 +402,8 @@ class _DrawPermitDataset(dataset_ops.UnaryUnchangedStructureDataset):
   def __init__(self, input_dataset, permits, initial_permits, timeout_seconds):
     self._input_dataset = input_dataset
     variant_tensor = ops.draw_permit_dataset(
-        input_dataset._variant_tensor,  # pylint: disable=protected-access
-        permits,
-        initial_permits,
-        tf.constant(timeout_seconds, tf.float64),
-        **self._flat_structure)
+        input_dataset._variant_tensor, permits, initial_permits,
+        tf.constant(timeout_seconds, tf.float64), **self._flat_structure)
     super().__init__(input_dataset, variant_tensor)
 
 

@@ -97,7 +97,6 @@ def load_digits():
       it.
   """
   try:
-    # pylint: disable=import-outside-toplevel
     from sklearn import datasets as sk_datasets
     from sklearn import model_selection
   except ImportError as error:

@@ -124,6 +124,5 @@ def sample_share(sampler: AdaptiveSampler, batch_size: int, share: int,
   if strategy is not None:
     # Outside replica context a mirrored variable has no handle of its own.
     tree = strategy.experimental_local_results(tree)[0]
-  # pylint: disable-next=protected-access
   return sampler._sample_from(
       tree, uniforms[share * batch_size:(share + 1) * batch_size])

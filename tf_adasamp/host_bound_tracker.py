@@ -63,7 +63,7 @@ class KLBoundTracker:
     self._last_utilities = 0.0
     self._signed = False  # Whether a negative utility was seen.
     self._steps = 0
-    self._batch_size = None
+    self._batch_size: int | None = None  # set by the first step
 
   def update(self, indices: ArrayLike, utilities: ArrayLike) -> None:
     """Records one step: its draws and their utilities, O(B).
@@ -130,7 +130,7 @@ class KLBoundTracker:
     }
 
   @classmethod
-  def from_state(cls, num_examples: int, amplitude: ArrayLike, decay: ArrayLike,
+  def from_state(cls, num_examples: int, amplitude: float, decay: float,
                  state: dict) -> "KLBoundTracker":
     """Rebuilds a tracker from the sums that `state()` returned.
 
@@ -196,9 +196,9 @@ class KLBoundTracker:
                                     self._batch_size or 1,
                                     self._utilities_before_last)
 
-  def strongly_convex_sgd_bound(self, delta: ArrayLike, max_loss: ArrayLike,
-                                lipschitz: ArrayLike,
-                                strong_convexity: ArrayLike) -> float:
+  def strongly_convex_sgd_bound(
+      self, delta: ArrayLike, max_loss: ArrayLike, lipschitz: ArrayLike,
+      strong_convexity: ArrayLike) -> float | np.ndarray:
     """Corollary 1's generalization bound for the run so far.
 
     strongly_convex_sgd_bound with n = num_examples, T = steps, B = batch_size
@@ -221,8 +221,8 @@ class KLBoundTracker:
         its range above.
     """
     # Here, not at the top: bounds imports this module for KLBoundTracker.
-    from tf_adasamp import bounds  # pylint: disable=g-import-not-at-top
-    if self._steps < 1:
+    from tf_adasamp import bounds
+    if self._steps < 1 or self._batch_size is None:
       raise ValueError("no steps recorded yet (T must be >= 1)")
     return bounds.strongly_convex_sgd_bound(kl=max(0.0, self._general),
                                             n=self._num_examples,

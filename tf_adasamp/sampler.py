@@ -32,10 +32,10 @@ from tf_adasamp import _checkpointing
 from tf_adasamp import _validation
 from tf_adasamp import defaults
 from tf_adasamp import ops
-from tf_adasamp.sum_tree import SumTree
-from tf_adasamp.sum_tree import TensorLike
 from tf_adasamp.sum_tree import assert_zero_padding
 from tf_adasamp.sum_tree import checked_tree
+from tf_adasamp.sum_tree import SumTree
+from tf_adasamp.sum_tree import TensorLike
 from tf_adasamp.sum_tree import tree_capacity
 from tf_adasamp.sum_tree import with_sums
 

@@ -110,7 +110,8 @@ class SumTree(tf.Module):
 
   Example:
     tree = tf_adasamp.SumTree(4, initial_weights=[1., 0., 3., 4.])
-    indices, probabilities = tree.sample(tf.random.uniform([8], dtype=tf.float64))
+    uniforms = tf.random.uniform([8], dtype=tf.float64)
+    indices, probabilities = tree.sample(uniforms)
     tree.set([0], [2.])
   """
 

@@ -80,7 +80,7 @@ def test_the_tuning_reads_the_runs_validation_split_and_never_the_test_set(
   # and their validation split; the test images nowhere.
   held = datasets.with_validation(digits, 300)
   run = budget.plan(settings, 1, "")[0]
-  tuned = tuning._validation_data(digits, 300, True, run)  # pylint: disable=protected-access
+  tuned = tuning._validation_data(digits, 300, True, run)
   np.testing.assert_array_equal(tuned.x_test, held.x_validation)
   np.testing.assert_array_equal(tuned.x_train, held.x_train)
   test_rows = {row.tobytes() for row in digits.x_test}

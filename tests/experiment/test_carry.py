@@ -283,7 +283,8 @@ def test_unpack_refuses_a_fifo_for_an_archive_without_waiting(study, tmp_path):
                           f"--carry_dir={carried}")
   assert refused.returncode == 1
   assert refused.stderr.splitlines() == [
-      f"python -m tf_adasamp.experiment.carry: cannot unpack {carried / 'cut-1.tar.gz'}: "
+      "python -m tf_adasamp.experiment.carry: cannot unpack "
+      f"{carried / 'cut-1.tar.gz'}: "
       "it is not a regular file"
   ]
   assert os.listdir(tmp_path) == ["carried"]
@@ -315,7 +316,7 @@ def test_a_pack_that_fails_while_writing_leaves_the_earlier_archives(
   out = tmp_path / "out"
   carry.pack(runs, out)
   before = snapshot(out)
-  write = carry._write_archive  # pylint: disable=protected-access
+  write = carry._write_archive
 
   def disk_fills_at_the_cut_archive(path, members):
     if "cut-" in path:
@@ -524,7 +525,8 @@ def test_unpack_onto_a_file_or_a_dangling_link_is_refused_in_one_line(
   assert refused.returncode == 1
   kind = "a file" if runs_dir == "file" else "a dangling link"
   assert refused.stderr.splitlines() == [
-      f"python -m tf_adasamp.experiment.carry: cannot unpack into {target}: it is "
+      "python -m tf_adasamp.experiment.carry: cannot unpack into "
+      f"{target}: it is "
       f"{kind}, not a directory"
   ]
   assert snapshot(tmp_path) == before
@@ -551,7 +553,8 @@ def test_the_command_packs_and_unpacks_and_names_a_missing_argument(
   missing = carry_command("pack", f"--runs_dir={runs}")
   assert missing.returncode == 1
   assert missing.stderr.splitlines() == [
-      "python -m tf_adasamp.experiment.carry: the following arguments are required: "
+      "python -m tf_adasamp.experiment.carry: the following arguments are "
+      "required: "
       "--carry_dir"
   ]
 
@@ -565,7 +568,8 @@ def test_a_refused_pack_is_one_line_naming_the_file(study, tmp_path):
                           f"--carry_dir={tmp_path / 'out'}")
   assert refused.returncode == 1
   assert refused.stderr.splitlines() == [
-      f"python -m tf_adasamp.experiment.carry: cannot pack {copy}/C/seed0/config.json: "
+      "python -m tf_adasamp.experiment.carry: cannot pack "
+      f"{copy}/C/seed0/config.json: "
       "it does not hold a run's settings (a JSON object with a whole number "
       "of steps >= 1)"
   ]

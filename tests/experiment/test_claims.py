@@ -1,4 +1,5 @@
-"""The four claims judged on synthetic trials (tf_adasamp.experiment.study.claims)."""
+"""The four claims judged on synthetic trials
+(tf_adasamp.experiment.study.claims)."""
 
 import numpy as np
 import pytest
@@ -154,7 +155,8 @@ def test_claim_1_is_judged_at_every_swept_amplitude_that_does_not_collapse():
   labels = {c.label for c in judged[0].families[0].comparisons}
   # Amplitude 1 is the algorithms' own; 2 collapsed (KL 9: support e^-9 n).
   assert "AdaSamp-01-SGD at amplitude 0.5 − Unif-SGD" in labels
-  assert not any("amplitude 1 " in l or "amplitude 2 " in l for l in labels)
+  assert not any(
+      "amplitude 1 " in label or "amplitude 2 " in label for label in labels)
   # A swept amplitude that trains slower contradicts the claim where the
   # algorithms bear it out: mixed; with them slower too, contradicted.
   slower = sweep_of([1.0, 0.8, 1.4, 1.6], [0.9, 0.85, 0.8, 0.75],

@@ -579,7 +579,7 @@ def _flag_cases(settings, base, tmp):
     if "help" not in field.metadata:
       continue
     kind = ("choice"
-            if field.metadata["choices"] else flags_lib._base_type(field.type))  # pylint: disable=protected-access
+            if field.metadata["choices"] else flags_lib._base_type(field.type))
     for value in _BAD_VALUES[kind]:
       cases.append(
           [f"--output_dir={tmp}/runs", *base, f"--{field.name}={value}"]

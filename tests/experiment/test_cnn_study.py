@@ -11,7 +11,6 @@ import pytest
 import child_process
 from tf_adasamp import datasets as library_datasets
 from tf_adasamp.experiment.study import cnn
-from tf_adasamp.experiment.study import presets
 from tf_adasamp.experiment.training import evaluator
 from tf_adasamp.experiment.training import loop
 
@@ -205,9 +204,8 @@ def test_the_committed_gpu_study_recomputes_its_summary():
   # docs/experiment/cnn holds the GPU run's archive and summary: the one
   # from the other, byte for byte.
   result = _cnn_study(
-      "--stage=recompute", "--check",
-      f"--report_dir={os.path.join(child_process.ROOT, 'docs', 'experiment', 'cnn')}"
-  )
+      "--stage=recompute", "--check", "--report_dir=" +
+      os.path.join(child_process.ROOT, "docs", "experiment", "cnn"))
   assert result.returncode == 0, result.stderr[-2000:]
   assert "matches" in result.stdout
 
@@ -233,7 +231,7 @@ def test_measure_writes_steps_per_second_of_1_and_n_processes(tmp_path):
 
 
 def test_evaluations_read_only_the_fixed_training_subset(tmp_path):
-  from tf_adasamp.experiment.training import config as config_lib  # pylint: disable=import-outside-toplevel
+  from tf_adasamp.experiment.training import config as config_lib
   config = config_lib.TrainConfig(dataset="digits",
                                   model="logistic",
                                   steps=4,

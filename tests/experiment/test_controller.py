@@ -341,7 +341,7 @@ def test_a_save_on_a_full_disk_says_so_and_leaves_no_temporary(
     tmp_path, fail_at):
   output_dir = str(tmp_path)
   ctl = make_controller(FakeTrainer(), FakeEvaluator(), output_dir=output_dir)
-  failing_save(ctl._manager, fail_at)  # pylint: disable=protected-access
+  failing_save(ctl._manager, fail_at)
   directory = f"{output_dir}/checkpoints"
   with pytest.raises(run_files.RunError) as raised:
     ctl.start()

@@ -11,7 +11,6 @@ import pytest
 from sklearn import datasets as sk_datasets
 
 import child_process
-
 from tf_adasamp import datasets as library_datasets
 from tf_adasamp.experiment.training import datasets
 

@@ -168,7 +168,7 @@ def test_the_answer_is_the_chosen_settings_against_reshuffling(
     speed, final_gap, verdict):
   curves, sweep = study(speed, final_gap)
   text = "\n".join(heldout.lines(curves, sweep, SETTINGS, trials=6))
-  answer = next(l for l in text.splitlines() if "Held-out answer" in l)
+  answer = next(line for line in text.splitlines() if "Held-out answer" in line)
   assert "AdaSamp-01-SGD, amplitude 1 (trials 0-5" in answer
   assert "of Shuffle-SGD's example passes" in answer
   assert f"**{verdict}**" in answer
@@ -185,7 +185,7 @@ def test_wall_time_opens_with_the_chosen_settings_held_out_answer():
   baselines = {name: curves[name] for name in ("Unif-SGD", "Shuffle-SGD")}
   wall = timing.markdown_of(baselines, timed, SETTINGS, "synthetic", "cmd",
                             "a CPU")
-  answer = next(l for l in wall.splitlines() if "Held-out answer" in l)
+  answer = next(line for line in wall.splitlines() if "Held-out answer" in line)
   assert "of Shuffle-SGD's training seconds" in answer
   assert "**met**" in answer
 
@@ -199,8 +199,9 @@ def test_the_replication_answers_on_the_second_subset_and_on_both():
   }
   lines = heldout.replication_lines(curves, sweep, SETTINGS, replica, "b")
   text = "\n".join(lines)
-  on_b = next(l for l in lines if l.startswith("**On the second subset**"))
-  both = next(l for l in lines if l.startswith("**Both subsets**"))
+  on_b = next(
+      line for line in lines if line.startswith("**On the second subset**"))
+  both = next(line for line in lines if line.startswith("**Both subsets**"))
   assert "**not met**" in on_b and "trials 0-5" in on_b
   assert "(12 trials, 6 on each subset)" in both
   assert "on b: other training, test and validation images" in text

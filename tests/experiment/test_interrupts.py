@@ -9,6 +9,7 @@ TensorFlow's calls, where an interrupt that lands while TensorFlow raises
 one of its own errors can come out as a RuntimeError instead.
 """
 
+import functools
 import os
 import random
 import re
@@ -169,7 +170,8 @@ def kill_three_times(module,
     with child_process.started(module, log, *args,
                                *(resume_args if kill else [])) as process:
       start = time.time()
-      wait_until(process, log, lambda: has_written(start), "a first write")
+      wait_until(process, log, functools.partial(has_written, start),
+                 "a first write")
       time.sleep(rng.uniform(0, max_delay))
       deadline = time.monotonic() + TIMEOUT
       while (moment and not moment() and process.poll() is None and

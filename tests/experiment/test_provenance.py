@@ -1,4 +1,5 @@
-"""The committed summaries' provenance (tf_adasamp.experiment.study.provenance)."""
+"""The committed summaries' provenance
+(tf_adasamp.experiment.study.provenance)."""
 
 import json
 import os

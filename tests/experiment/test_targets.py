@@ -148,7 +148,8 @@ def test_a_method_from_the_field_gets_its_own_line():
   curves, sweep = _study({"IS-SGD": 3.0, 1.0: 1.2})
   summary = "\n".join(report.time_to_target_lines(curves, sweep, SETTINGS))
   assert "Headline" not in summary  # no setting picked after the fact
-  line = next(l for l in summary.splitlines() if l.startswith("**IS-SGD**"))
+  line = next(
+      text for text in summary.splitlines() if text.startswith("**IS-SGD**"))
   assert line.startswith("**IS-SGD** reaches Unif's final training loss in "
                          "0.33")
   assert "of Shuffle-SGD's example passes" in line
@@ -161,8 +162,8 @@ def test_the_summary_weighs_the_second_forward_pass_against_its_savings():
   sweep["other_utility_at"] = "step"
   sweep["other_curves"] = [_curve(1.0, seed=12), _curve(2.0, seed=13)]
   summary = "\n".join(report.time_to_target_lines(curves, sweep, SETTINGS))
-  line = next(
-      l for l in summary.splitlines() if l.startswith("**Where the utility"))
+  line = next(text for text in summary.splitlines()
+              if text.startswith("**Where the utility"))
   cell = line.split("amplitude 1: ")[1]
   at_updated, at_step = (
       float(part.split()[0]) for part in cell.split(" against "))

@@ -14,7 +14,6 @@ import tensorflow as tf
 import checkpoint_edits
 from run_records import tiny_config
 from run_records import without_clocks
-from tf_adasamp import bounds
 from tf_adasamp import utilities
 from tf_adasamp.experiment.training import components
 from tf_adasamp.experiment.training import config as config_lib

@@ -18,7 +18,6 @@ def test_the_compiled_loop_is_one_program_for_every_step_count():
   # (seconds each for the paper's CNN on a GPU).
   tracker = BoundTracker(10, 1.0, 0.5, static_shapes=True)
   trainer = Trainer(constant_step, tracker, (2, 2), jit_compile=True)
-  # pylint: disable-next=protected-access
   programs = [
       trainer._loop.experimental_get_compiler_ir(tf.constant(
           count, tf.int64))(stage="hlo") for count in (3, 5)

@@ -105,9 +105,9 @@ def test_stage_1_tries_each_schedule_with_the_gammas_it_reads():
 def test_validation_data_differs_per_seed():
   full = datasets.load("digits")
   first = tuning._validation_data(full, 300, False,
-                                  design.Run("a", 0, 100, None))  # pylint: disable=protected-access
+                                  design.Run("a", 0, 100, None))
   second = tuning._validation_data(full, 300, False,
-                                   design.Run("a", 0, 101, None))  # pylint: disable=protected-access
+                                   design.Run("a", 0, 101, None))
   assert len(first.y_test) == 300
   assert not np.array_equal(first.y_test, second.y_test)
 
@@ -169,7 +169,6 @@ def test_an_amplitude_significantly_worse_than_uniform_is_not_chosen():
   summary = tuning.setting_summary(results)
   assert len(summary[(0.1, 0.5, "updated")]["worse"]) == len(tuning.ADAPTIVE)
   assert tuning.chosen(results) == (0.3, 0.5, "updated")
-  # pylint: disable-next=protected-access
   table = "\n".join(tuning_report._choice_lines(results))
   assert ("| **0.3** | **0.5** | **updated** | **+0.0015** | **0.0007** | "
           "**none** | **yes** |" in table)
@@ -203,7 +202,7 @@ def test_uniform_is_recommended_where_no_setting_beats_it_by_one_se(
     gain, advice):
   results = _stage2_results({0.3: gain, 1.0: gain - 0.0004})
   assert tuning.recommended(results) == advice
-  text = "\n".join(tuning_report._choice_lines(results))  # pylint: disable=protected-access
+  text = "\n".join(tuning_report._choice_lines(results))
   assert ("**uniform sampling**" in text) == (advice == tuning.UNIFORM)
 
 
@@ -233,10 +232,10 @@ def test_a_run_with_a_second_forward_pass_is_judged_on_uniforms_budget(
   accuracy = [0.0, 0.2, 0.4, 0.6, 0.8]
   uniform = _run_with(tmp_path, "uniform", 1, accuracy)
   twice = _run_with(tmp_path, "twice", 2, accuracy)
-  budget = tuning._budget(uniform)  # pylint: disable=protected-access
+  budget = tuning._budget(uniform)
   assert budget == 40 * 3 * 10
-  ours = tuning._scores(twice, budget)[0]  # pylint: disable=protected-access
-  theirs = tuning._scores(uniform)[0]  # pylint: disable=protected-access
+  ours = tuning._scores(twice, budget)[0]
+  theirs = tuning._scores(uniform)[0]
   assert theirs == pytest.approx(0.4)
   # Within that budget it climbs to 0.6, not 0.8: it averages 0.3.
   assert ours == pytest.approx(0.3)
@@ -282,7 +281,7 @@ def test_tuned_settings_take_the_choices_and_keep_old_results_working():
 
 def test_fixed_validation_holds_out_the_trainers_split_for_every_seed(digits):
   split = [
-      tuning._validation_data(digits, 300, True, design.Run("a", 0, seed, None))  # pylint: disable=protected-access
+      tuning._validation_data(digits, 300, True, design.Run("a", 0, seed, None))
       for seed in (100, 101)
   ]
   held = datasets.with_validation(digits, 300)
@@ -338,7 +337,7 @@ def test_a_tuning_of_one_adaptive_algorithm_ranks_step_sizes_by_final_accuracy(
   for name in ("Unif-SGD", "Shuffle-SGD", "IS-SGD"):
     rows = [r for r in results["step_sizes"] if r["algorithm"] == name]
     best = max(rows, key=lambda r: np.mean(r["final"]))
-    assert best["eta"] == tuning_report._stage1_winner(results, name)[0]  # pylint: disable=protected-access
+    assert best["eta"] == tuning_report._stage1_winner(results, name)[0]
   assert {r["algorithm"] for r in results["amplitude_decay"]
          } == {"AdaSamp-01-SGD"}
   assert {r["algorithm"] for r in results["adaptive_step_sizes"]

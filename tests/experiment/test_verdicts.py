@@ -1,4 +1,5 @@
-"""The verdict rules (tf_adasamp.experiment.study.verdicts), on synthetic trials."""
+"""The verdict rules (tf_adasamp.experiment.study.verdicts), on synthetic
+trials."""
 
 import math
 

@@ -163,10 +163,10 @@ class Options:
 def main():
   options = flags_lib.parse(PROGRAM, Options)
   rows = _rows(options)
-  print(
-      f"London (NIPS 2017) bounds for n = {options.n}, T = "
-      f"{options.steps(options.n)} steps x B = {options.batch_size} draws, delta = "
-      f"{options.delta:g}, KL = {options.kl:g}, chi2 = {options.chi2:g}")
+  print(f"London (NIPS 2017) bounds for n = {options.n}, T = "
+        f"{options.steps(options.n)} steps x B = {options.batch_size} draws, "
+        "delta = "
+        f"{options.delta:g}, KL = {options.kl:g}, chi2 = {options.chi2:g}")
   print(f"M = {options.max_loss:g}, L = {options.lipschitz:g}, smoothness = "
         f"{options.smoothness:g}, eta = {options.eta:g}, lambda = "
         f"{options.strong_convexity:g}, R(h_0) = {options.initial_risk}")

@@ -120,7 +120,7 @@ def main():
     data = budget.load_data(options.scale)
     # One thread, as each worker of the pool: a tuning of one worker
     # trains here.
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     if options.stage in ("tuning", "all"):

@@ -3,11 +3,11 @@
 Trains a logistic regression on scikit-learn's digits (1500 training, 297
 held-out images, 10 classes) twice from the same initial weights: once
 drawing batches uniformly, once from an AdaptiveSampler with the zero-one
-utility and the library's defaults (`tf_adasamp.defaults`). While training it prints, for the adaptive run, how much sampling
-mass sits on the training examples the model gets wrong ("Q(wrong)")
-beside the share uniform sampling gives them (the training error); at the
-end, the held-out accuracy of both runs, over several seeds, with the
-paired difference and its 95% interval.
+utility and the library's defaults (`tf_adasamp.defaults`). While training
+it prints, for the adaptive run, how much sampling mass sits on the training
+examples the model gets wrong ("Q(wrong)") beside the share uniform sampling
+gives them (the training error); at the end, the held-out accuracy of both
+runs, over several seeds, with the paired difference and its 95% interval.
 
     python -m tf_adasamp.experiment.demo
 """
@@ -40,7 +40,7 @@ def train(data,
   """
   # Here, not at the top: --help, and a Ctrl-C while TensorFlow loads
   # (seconds), get their answers before it.
-  import keras  # pylint: disable=import-outside-toplevel
+  import keras
 
   x = data.x_train.reshape(len(data.y_train), -1)
   keras.utils.set_random_seed(seed)

@@ -4,9 +4,9 @@ Each CLI describes its options as a frozen dataclass whose flag fields are
 made with `option(default, help)`; `define(cls)` defines one absl flag per
 such field (its type from the annotation, choices from `option`; a `tuple`
 is a comma-separated list of numbers, a `tuple[str, ...]` one of words), and
-`parse(program, cls)` builds the dataclass from the parsed flags, so a bad value is
-reported by the dataclass's own checks. `run` runs a CLI under absl, and
-`interrupted` ends one for a Ctrl-C.
+`parse(program, cls)` builds the dataclass from the parsed flags, so a bad
+value is reported by the dataclass's own checks. `run` runs a CLI under
+absl, and `interrupted` ends one for a Ctrl-C.
 """
 
 import dataclasses
@@ -25,7 +25,7 @@ FLAGS = flags.FLAGS
 flags.disclaim_key_flags()
 
 
-def option(default, help, choices=None):  # pylint: disable=redefined-builtin
+def option(default, help, choices=None):
   """A dataclass field that is also a command-line flag."""
   return dataclasses.field(default=default,
                            metadata={

@@ -65,7 +65,8 @@ def main():
   except KeyboardInterrupt:
     flags_lib.interrupted(PROGRAM, pool.INTERRUPTED)
   collected = noise.collect(runs)
-  command = f"python -m tf_adasamp.experiment.noise_study --trials={options.trials}"
+  command = ("python -m tf_adasamp.experiment.noise_study "
+             f"--trials={options.trials}")
   summary = os.path.join(report_dir, "summary.md")
   run_files.write_atomically(
       summary,

@@ -56,12 +56,11 @@ def main(argv):
   if argv[1:] == ["--check"]:
     reason = provenance.stale_reason()
     if reason:
-      sys.exit(
-          f"{PROGRAM}: the summaries in {provenance.DOCS} are stale ({reason}); "
-          "regenerate them with `make experiment-docs`")
-    print(
-        f"{PROGRAM}: the summaries in {provenance.DOCS} are the committed code's"
-    )
+      sys.exit(f"{PROGRAM}: the summaries in {provenance.DOCS} are stale "
+               f"({reason}); "
+               "regenerate them with `make experiment-docs`")
+    print(f"{PROGRAM}: the summaries in {provenance.DOCS} are the committed "
+          "code's")
     if any(
         os.path.isdir(os.path.join("runs", d))
         for d in provenance.FINGERPRINTED_REGIMES):

@@ -1,7 +1,8 @@
 """Reproduces the experiment of London (NIPS 2017), section "Experiments".
 
 Runs the paper's six algorithms for --trials trials plus an amplitude sweep
-(tf_adasamp.experiment.study.design, trained by tf_adasamp.experiment.study.pool),
+(tf_adasamp.experiment.study.design, trained by
+tf_adasamp.experiment.study.pool),
 then draws the five panels of Figure 1 and writes summary.md
 (tf_adasamp.experiment.study.report), which opens with the departures from the
 paper and the verdict rules. The main job (`make experiment`), offline, a

@@ -63,7 +63,6 @@ def main():
     sys.exit(f"{PROGRAM}: {error}")
   try:
     # Only now, with good flags, TensorFlow loads.
-    # pylint: disable-next=import-outside-toplevel
     from tf_adasamp.experiment.training import loop
     from tf_adasamp.experiment.training import resume
   except KeyboardInterrupt:

@@ -72,7 +72,7 @@ def main():
     run_files.ensure_writable_file(report, "report")
     data = datasets.load(DATASET)
     # One thread, as each worker of the experiment's pool.
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    import tensorflow as tf
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     pool.run_all(runs, data, workers=1)

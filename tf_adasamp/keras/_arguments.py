@@ -239,7 +239,10 @@ def is_stage_batch(spec):
   if not isinstance(spec, tuple) or len(spec) < 3:
     return False
   indices, probabilities = spec[-2:]
-  tensor_like = lambda t: isinstance(t, tf.TensorSpec) or tf.is_tensor(t)
+
+  def tensor_like(t):
+    return isinstance(t, tf.TensorSpec) or tf.is_tensor(t)
+
   return (tensor_like(indices) and tensor_like(probabilities) and
           indices.dtype == tf.int64 and indices.shape.rank == 1 and
           probabilities.dtype.is_floating and probabilities.shape.rank == 1)

@@ -48,7 +48,7 @@ class SamplingTensorBoard(keras.callbacks.TensorBoard):
       ImportError: if TensorBoard is not installed.
     """
     try:
-      import tensorboard  # pylint: disable=g-import-not-at-top,unused-import
+      import tensorboard  # noqa: F401 (is it installed?)
     except ImportError as error:
       raise ImportError(
           "SamplingTensorBoard writes TensorBoard summaries, "

@@ -400,13 +400,12 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
       return self.stage.batch_size
     return batch_size
 
-  def export(
-      self,
-      filepath,
-      format="tf_saved_model",  # pylint: disable=redefined-builtin
-      verbose=None,
-      input_signature=None,
-      **kwargs):
+  def export(self,
+             filepath,
+             format="tf_saved_model",
+             verbose=None,
+             input_signature=None,
+             **kwargs):
     """Exports the wrapped model for serving: `trainer.model.export(...)`.
 
     The artifact holds the wrapped model alone: the sampler's state is for

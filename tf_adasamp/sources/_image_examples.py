@@ -3,8 +3,8 @@
 import math
 import numbers
 
-import numpy as np
 from google.protobuf import message
+import numpy as np
 
 from tf_adasamp.sources._lazy import tf
 from tf_adasamp.sources._readers import ArrayRecordSource

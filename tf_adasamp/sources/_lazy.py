@@ -16,7 +16,7 @@ class _TensorFlow:
   """
 
   def __getattr__(self, name):
-    import tensorflow  # pylint: disable=import-outside-toplevel
+    import tensorflow
     return getattr(tensorflow, name)
 
 
@@ -26,7 +26,6 @@ tf = _TensorFlow()
 def _array_record_module():
   """The array-record package's reader and writer, imported on first use."""
   try:
-    # pylint: disable-next=import-outside-toplevel
     from array_record.python import array_record_module
   except ImportError as error:
     raise ImportError(

@@ -23,7 +23,7 @@ def _record_streams(dataset):
     current = pending.pop()
     if isinstance(current, tf.data.TFRecordDataset):
       yield current
-    pending.extend(current._inputs())  # pylint: disable=protected-access
+    pending.extend(current._inputs())
 
 
 def _files_read(dataset):
@@ -34,7 +34,6 @@ def _files_read(dataset):
   """
   files = []
   for stream in _record_streams(dataset):
-    # pylint: disable=protected-access
     compression = stream._compression_type
     if tf.is_tensor(compression):
       compression = compression.numpy().decode()

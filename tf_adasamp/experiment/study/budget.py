@@ -472,10 +472,10 @@ def _flipped_lines(curves):
   ]
   for name, curve in curves.items():
     share = design.mean_over(curve["step"], curve["flipped_mass"])
+    end = curve["flipped_mass"][:, -1]
     lines.append(
-        f"| {name} | {text.interval_text(verdicts.paired_test(share))} | "
-        f"{text.interval_text(verdicts.paired_test(curve['flipped_mass'][:, -1]))} |"
-    )
+        f"| {name} | {text.interval_text(verdicts.paired_test(share))} "
+        f"| {text.interval_text(verdicts.paired_test(end))} |")
   return lines + [""]
 
 
@@ -544,7 +544,6 @@ def figure_name(noise):
 def figures(collected, out_dir):
   """Draws each noise level's validation curves against example passes
   and steps (`figure_name`) to `out_dir`; returns their paths."""
-  # pylint: disable-next=import-outside-toplevel
   from tf_adasamp.experiment.study import plots
   return [
       plots.heldout_figure([(name, {
@@ -621,7 +620,6 @@ SECONDS_FIGURE = "heldout_seconds.png"
 def seconds_figure(collected, out_dir):
   """Draws the clean runs' validation curves against training seconds
   (SECONDS_FIGURE) to `out_dir`; returns its path."""
-  # pylint: disable-next=import-outside-toplevel
   from tf_adasamp.experiment.study import plots
   return plots.heldout_figure([(name, {
       **curve, "passes": heldout.passes(curve)
@@ -659,7 +657,6 @@ def run_study(options, settings, trials, data, report_dir, command):
 def run_wall_time(options, settings, trials, data, report_dir, command):
   """Trains the first `trials` trials' runs again, one at a time; writes
   wall_time.md and its figure."""
-  # pylint: disable-next=import-outside-toplevel
   from tf_adasamp.experiment.study import timing  # loads matplotlib
   spec = SCALES[options.scale]
   runs = plan(settings, trials, os.path.join(options.output_dir, "wall_time"),

@@ -305,7 +305,6 @@ def summary_from_archive(path, figure_dir=None):
     header, settings, runs = read_archive(path, directory)
     curves, sweep = design.collect(runs, settings)
   if figure_dir:
-    # pylint: disable=import-outside-toplevel
     from tf_adasamp.experiment.study import heldout
     from tf_adasamp.experiment.study import plots
     plots.figure1(curves, sweep, figure_dir, title=header["title"])

@@ -187,8 +187,8 @@ def collect(runs, settings):
   """Reads the runs' metrics: (curves, sweep).
 
   curves[algorithm] (each of `presets.RUNS`) holds "step" and "epoch" [E]
-  and, per metric, [trials, E]; sweep holds the swept algorithm's name, its amplitudes (0 for the
-  uniform counterpart) and each amplitude's curves; with
+  and, per metric, [trials, E]; sweep holds the swept algorithm's name, its
+  amplitudes (0 for the uniform counterpart) and each amplitude's curves; with
   `sweep_both_utilities`, also "other_utility_at" and "other_curves", the
   swept amplitudes' curves under that utility option.
   """

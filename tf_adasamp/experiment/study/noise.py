@@ -21,8 +21,8 @@ import numpy as np
 from tf_adasamp.experiment.study import design
 from tf_adasamp.experiment.study import heldout
 from tf_adasamp.experiment.study import presets
-from tf_adasamp.experiment.study import text
 from tf_adasamp.experiment.study import targets
+from tf_adasamp.experiment.study import text
 from tf_adasamp.experiment.study import verdicts
 
 DATASET, MODEL = "fashion_mnist_5k", "mlp"
@@ -282,7 +282,6 @@ def wall_time_markdown(collected, trials):
 def plot_flipped_share(collected, path):
   """The share of Q_t on flipped labels over epochs, per variant and noise
   level (mean over trials), to `path`."""
-  # pylint: disable-next=import-outside-toplevel
   from tf_adasamp.experiment.study import plots
   plt = plots.plt
   figure, axes = plt.subplots(1,

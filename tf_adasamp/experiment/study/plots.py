@@ -19,12 +19,12 @@ import os
 import matplotlib
 
 matplotlib.use("Agg")  # files only; no display needed
-from matplotlib import ticker  # pylint: disable=wrong-import-position
-import matplotlib.pyplot as plt  # pylint: disable=wrong-import-position
-import numpy as np  # pylint: disable=wrong-import-position
+from matplotlib import ticker
+import matplotlib.pyplot as plt
+import numpy as np
 
-from tf_adasamp.experiment.study import design  # pylint: disable=wrong-import-position
-from tf_adasamp.experiment.study import presets  # pylint: disable=wrong-import-position
+from tf_adasamp.experiment.study import design
+from tf_adasamp.experiment.study import presets
 
 _COLOURS = {
     "Unif": "0.35",

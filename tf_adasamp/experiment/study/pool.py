@@ -138,12 +138,12 @@ def _train_in_one_pool(labelled, data, workers):
 def _start_worker(data):
   """Sets up a worker process: one TensorFlow thread, the shared data, and
   an end with the runner."""
-  global _worker_data  # pylint: disable=global-statement
+  global _worker_data
   _worker_data = data
   # Ctrl-C reaches the whole process group: the runner ends the workers.
   signal.signal(signal.SIGINT, signal.SIG_IGN)
   threading.Thread(target=_exit_with_the_runner, daemon=True).start()
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  import tensorflow as tf
   tf.config.threading.set_intra_op_parallelism_threads(1)
   tf.config.threading.set_inter_op_parallelism_threads(1)
 
@@ -162,8 +162,8 @@ def _train_in_worker(label, run):
 
 def _train(label, run, data, progress):
   """Trains `run`; its line for the log."""
-  # pylint: disable=import-outside-toplevel
   import tensorflow as tf
+
   from tf_adasamp.experiment.training import loop
   start = time.time()
   records = loop.train(run.config,

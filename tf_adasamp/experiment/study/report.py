@@ -16,7 +16,6 @@ from tf_adasamp.experiment.study import presets
 from tf_adasamp.experiment.study import targets
 from tf_adasamp.experiment.study import text
 from tf_adasamp.experiment.study import verdicts
-
 from tf_adasamp.experiment.training import config as config_lib
 from tf_adasamp.experiment.training import run_files
 
@@ -295,13 +294,13 @@ def sweep_lines(sweep, num_classes):
     with np.errstate(divide="ignore", invalid="ignore"):
       focus = np.nanmean(curve["misclassified_mass"][trials, peak] / error)
     largest = curve["max_probability"].max(axis=1).mean() / uniform_q
-    lines.append(
-        f"| {row['amplitude']:g} | {label} | {text.mean_std(row['max_kl'], 3)} | "
-        f"{focus:.3g} | {largest:.3g} | "
-        f"{row['min_support']:.3g} | {row['min_ess']:.3g} | "
-        f"{text.mean_std(row['final_train'])} | "
-        f"{row['collapsed']}/{row['trials']} | "
-        f"{text.mean_std(curve['test_accuracy'][:, -1])} |")
+    lines.append(f"| {row['amplitude']:g} | {label} | "
+                 f"{text.mean_std(row['max_kl'], 3)} | "
+                 f"{focus:.3g} | {largest:.3g} | "
+                 f"{row['min_support']:.3g} | {row['min_ess']:.3g} | "
+                 f"{text.mean_std(row['final_train'])} | "
+                 f"{row['collapsed']}/{row['trials']} | "
+                 f"{text.mean_std(curve['test_accuracy'][:, -1])} |")
   return lines + [""]
 
 
@@ -512,7 +511,7 @@ def heaviest_figure(runs, settings, sweep, report_dir):
   if not found:
     return []
   # Loads TensorFlow, which the report needs only here.
-  from tf_adasamp.experiment.training import loop  # pylint: disable=import-outside-toplevel
+  from tf_adasamp.experiment.training import loop
   data = loop.training_data(next(iter(found.values()))[0])
   names = getattr(data, "class_names", None)
   amplitudes = [

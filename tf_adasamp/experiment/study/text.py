@@ -15,7 +15,8 @@ def interval_text(test, digits=4):
   """Mean [low, high] of a verdicts.Test, or the mean and why no interval."""
   if np.isnan(test.low):
     return f"{test.mean:+.{digits}f} ({test.why_not})"
-  return f"{test.mean:+.{digits}f} [{test.low:+.{digits}f}, {test.high:+.{digits}f}]"
+  return (f"{test.mean:+.{digits}f} "
+          f"[{test.low:+.{digits}f}, {test.high:+.{digits}f}]")
 
 
 def p_text(p, alpha=verdicts.ALPHA):

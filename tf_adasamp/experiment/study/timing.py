@@ -23,8 +23,8 @@ from tf_adasamp.experiment.study import heldout
 from tf_adasamp.experiment.study import plots
 from tf_adasamp.experiment.study import presets
 from tf_adasamp.experiment.study import report
-from tf_adasamp.experiment.study import text
 from tf_adasamp.experiment.study import targets
+from tf_adasamp.experiment.study import text
 
 
 def machine():

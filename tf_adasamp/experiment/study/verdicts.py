@@ -55,7 +55,6 @@ class Test:
 def paired_test(differences, reference=0.0):
   """The t-test of `differences` ([trials]) against `reference`, or why
   there is none: fewer than MIN_TRIALS trials, or all of them equal."""
-  # pylint: disable=import-outside-toplevel
   from scipy import stats
   values = np.asarray(differences, dtype=float)
   mean = float(values.mean()) if len(values) else math.nan
@@ -82,7 +81,6 @@ def rank_test(correlations):
   # -1 (or +1) in each, the strongest evidence a trial can give, which a
   # t-test would weigh less than a spread of -0.9s. The sign test counts
   # the trials on each side alone.
-  # pylint: disable=import-outside-toplevel
   from scipy import stats
   values = np.asarray(correlations, dtype=float)
   test = paired_test(values)
@@ -208,7 +206,6 @@ def nonuniform_window(epochs, mean_kl):
 def _rank_correlation(statistic, x, y):
   """`statistic` (scipy's spearmanr or kendalltau) of x and y, 0 where
   either side is constant (no order to correlate); inf ranks last."""
-  # pylint: disable=import-outside-toplevel
   from scipy import stats
   if np.ptp(stats.rankdata(x)) == 0 or np.ptp(stats.rankdata(y)) == 0:
     return 0.0
@@ -218,14 +215,12 @@ def _rank_correlation(statistic, x, y):
 def spearman(x, y):
   """Spearman's rank correlation (scipy's), 0 where either side is
   constant."""
-  # pylint: disable=import-outside-toplevel
   from scipy import stats
   return _rank_correlation(stats.spearmanr, x, y)
 
 
 def kendall(x, y):
   """Kendall's tau-b (scipy's), 0 where either side is constant."""
-  # pylint: disable=import-outside-toplevel
   from scipy import stats
   return _rank_correlation(stats.kendalltau, x, y)
 

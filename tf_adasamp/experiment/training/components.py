@@ -11,10 +11,7 @@ from tf_adasamp import schedules
 from tf_adasamp.experiment.training import cluster
 from tf_adasamp.experiment.training import config as config_lib
 from tf_adasamp.experiment.training import run_files
-from tf_adasamp.experiment.training.uniform_sampler import ReshufflingSampler
-from tf_adasamp.experiment.training.uniform_sampler import UniformSampler
-from tf_adasamp.experiment.training.uniform_sampler import \
-    check_saved_reshuffling
+from tf_adasamp.experiment.training import uniform_sampler
 
 
 def make_strategy(name, cluster_timeout=config_lib.TrainConfig.cluster_timeout):
@@ -59,9 +56,9 @@ def make_sampler(sampling,
   strategy = strategy or tf.distribute.get_strategy()
   if sampling == "uniform":
     with strategy.scope():
-      return UniformSampler(num_examples, seed=seed)
+      return uniform_sampler.UniformSampler(num_examples, seed=seed)
   if sampling == "reshuffle":
-    return ReshufflingSampler(num_examples, seed=seed)
+    return uniform_sampler.ReshufflingSampler(num_examples, seed=seed)
   if sampling == "adaptive":
     return distribute.create_sampler(strategy,
                                      num_examples,
@@ -81,7 +78,7 @@ def saved_state_checks(sampling, num_examples, seed):
   if sampling == "reshuffle":
     return {
         "sampler":
-            functools.partial(check_saved_reshuffling,
+            functools.partial(uniform_sampler.check_saved_reshuffling,
                               num_examples=num_examples,
                               seed=seed)
     }

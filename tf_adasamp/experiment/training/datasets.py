@@ -37,7 +37,6 @@ tuning hyperparameters without touching it.
 
 import dataclasses
 import hashlib
-import os
 import socket
 
 import numpy as np
@@ -53,6 +52,7 @@ SUBSET_TEST_SIZE = 5000
 SUBSET_VALIDATION_SIZE = 5000
 SUBSET_SEED = 0
 SUBSET_PARTS = {"fashion_mnist_5k": 0, "fashion_mnist_5k_b": 1}
+NUM_SUBSETS = len(SUBSET_PARTS)
 # The examples whose labels with_label_noise flips, and their new labels,
 # are fixed by this seed: the same in every trial, so runs pair.
 LABEL_NOISE_SEED = 0
@@ -124,7 +124,7 @@ class Dataset:
   def batch_reader(self):
     """A function from int64 indices (a tensor) to the training (images,
     labels) there, gathered from constants in the graph."""
-    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    import tensorflow as tf
     images, labels = tf.constant(self.x_train), tf.constant(self.y_train)
     return lambda indices: (tf.gather(images, indices),
                             tf.gather(labels, indices))
@@ -205,7 +205,7 @@ def subset(data,
            seed,
            part=0,
            validation_size=0,
-           parts=len(SUBSET_PARTS)):
+           parts=NUM_SUBSETS):
   """A fixed random `train_size` of `data`'s training examples and
   `test_size` of its test examples, in their original order, drawn with
   `seed`; with `validation_size`, that many other training examples as its
@@ -360,7 +360,7 @@ def load_cifar10(data_dir=None):
   """
   offline = "Run offline with --dataset=fashion_mnist or --dataset=digits"
   try:
-    import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
+    import tensorflow_datasets as tfds
   except ImportError:
     raise DatasetUnavailableError(
         "CIFAR-10 is read through tensorflow_datasets, which is not "
@@ -394,7 +394,7 @@ def load_cifar10(data_dir=None):
 
 def _as_arrays(split, chunk=10000):
   """A tf.data split of (uint8 image, label) pairs as (float images, labels)."""
-  import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
+  import tensorflow_datasets as tfds
   images, labels = [], []
   for image_chunk, label_chunk in tfds.as_numpy(split.batch(chunk)):
     images.append(image_chunk)

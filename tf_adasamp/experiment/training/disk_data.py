@@ -7,8 +7,8 @@ reads only the records it drew, through the stage's reader
 (`tf_adasamp.sources.index_reader`), and the evaluations read the training
 examples they measure (`--train_eval_size` of them, else all) from it at
 each evaluation point. `load` reads it through once, a chunk at a time,
-to check every record before the run writes anything. The test file is read into memory once, as the
-evaluations read all of it each time.
+to check every record before the run writes anything. The test file is
+read into memory once, as the evaluations read all of it each time.
 
 `DiskDataset` answers what the trainer asks of `datasets.Dataset`.
 """
@@ -16,8 +16,8 @@ evaluations read all of it each time.
 import dataclasses
 import os
 
-import numpy as np
 from google.protobuf import message
+import numpy as np
 
 from tf_adasamp import sources
 from tf_adasamp.experiment.training import run_files

@@ -1,27 +1,25 @@
 """A run's metric record at an evaluation point.
 
-Each record holds the step and epoch; loss and accuracy on the training
-set (or its fixed subset of `config.train_eval_size` examples,
-`train_eval_indices`), on the whole validation split where the data hold
-one out (`datasets.with_validation`: validation_loss and
-validation_accuracy) and on the whole test set; the sampler's view of Q_t (`tf_adasamp.diagnostics`, under
-the record keys of `DIAGNOSTIC_KEYS`): kl = KL(Q_t || uniform),
-max_probability, ess_fraction (the effective sample size as a fraction of
-n), misclassified_mass (Q_t's mass on the training examples the model gets
-wrong) and, after the first step, unique_per_batch (distinct examples per
-batch since the last record); the learning rate of the next step; and the
-divergence bounds (`bound_metrics`); and the trainer's clocks
-(`trainer.CLOCKS`): the wall and CPU seconds of the training calls since
-the run began and the examples they forwarded and back-propagated (and,
-in a run of utility reducible_loss, `loop.IRREDUCIBLE_SECONDS`: the wall
-seconds its irreducible losses took before its first step). Under
-label noise, also clean_train_loss and clean_train_accuracy (on the
-examples whose labels are clean) and flipped_mass (Q_t's mass on the
-flipped ones). An adaptive run's records end with heaviest: the
-`HEAVIEST_COUNT` examples Q_t favours most, most probable first, as
-[[index, n q_i], ...] with n q_i (the probability relative to uniform's)
-to 4 significant digits (`heaviest_pairs`).
-"""
+Each record holds the step and epoch; loss and accuracy on the training set
+(or its fixed subset of `config.train_eval_size` examples,
+`train_eval_indices`), on the whole validation split where the data hold one
+out (`datasets.with_validation`: validation_loss and validation_accuracy)
+and on the whole test set; the sampler's view of Q_t
+(`tf_adasamp.diagnostics`, under the record keys of `DIAGNOSTIC_KEYS`): kl =
+KL(Q_t || uniform), max_probability, ess_fraction (the effective sample size
+as a fraction of n), misclassified_mass (Q_t's mass on the training examples
+the model gets wrong) and, after the first step, unique_per_batch (distinct
+examples per batch since the last record); the learning rate of the next
+step; and the divergence bounds (`bound_metrics`); and the trainer's clocks
+(`trainer.CLOCKS`): the wall and CPU seconds of the training calls since the
+run began and the examples they forwarded and back-propagated (and, in a run
+of utility reducible_loss, `loop.IRREDUCIBLE_SECONDS`: the wall seconds its
+irreducible losses took before its first step). Under label noise, also
+clean_train_loss and clean_train_accuracy (on the examples whose labels are
+clean) and flipped_mass (Q_t's mass on the flipped ones). An adaptive run's
+records end with heaviest: the `HEAVIEST_COUNT` examples Q_t favours most,
+most probable first, as [[index, n q_i], ...] with n q_i (the probability
+relative to uniform's) to 4 significant digits (`heaviest_pairs`). """
 
 import dataclasses
 import math
@@ -88,6 +86,11 @@ class Evaluator:
     log_q = diagnostics.log_probabilities(self._sampler)
     sampler_view = diagnostics.compute(self._sampler)
     sampler_view["misclassified_mass"] = self._misclassified_mass(misclassified)
+    viewed = {
+        key: float(sampler_view[name])
+        for key, name in DIAGNOSTIC_KEYS.items()
+        if name in sampler_view
+    }
     record = {
         "step": step,
         "epoch": step * config.batch_size / data.num_train,
@@ -96,10 +99,7 @@ class Evaluator:
         **held_out,
         "test_loss": test_loss,
         "test_accuracy": test_accuracy,
-        **{
-            key: float(sampler_view[name]) for key, name in DIAGNOSTIC_KEYS.items(
-            ) if name in sampler_view
-        },
+        **viewed,
         "learning_rate": float(self._optimizer.learning_rate),
     }
     if distinct_draws_per_batch is not None:

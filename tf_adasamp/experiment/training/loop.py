@@ -46,19 +46,16 @@ from tf_adasamp.experiment.training.components import make_optimizer
 from tf_adasamp.experiment.training.components import make_sampler
 from tf_adasamp.experiment.training.components import make_strategy
 from tf_adasamp.experiment.training.components import saved_state_checks
-from tf_adasamp.experiment.training.controller import LATEST
-from tf_adasamp.experiment.training.controller import Controller
-from tf_adasamp.experiment.training.controller import DivergedError
 from tf_adasamp.experiment.training.controller import checkpoint_manager_in
+from tf_adasamp.experiment.training.controller import Controller
+from tf_adasamp.experiment.training.controller import LATEST
 from tf_adasamp.experiment.training.controller import summaries_in
 from tf_adasamp.experiment.training.evaluator import Evaluator
 from tf_adasamp.experiment.training.progress import ProgressBar
 from tf_adasamp.experiment.training.resume import common_checkpoint_step
 from tf_adasamp.experiment.training.resume import worker_state
 from tf_adasamp.experiment.training.steps import make_reading_train_step
-from tf_adasamp.experiment.training.steps import make_train_step
 from tf_adasamp.experiment.training.trainer import Trainer
-from tf_adasamp.experiment.training.uniform_sampler import UniformSampler
 
 # The record key, and clock, of the wall seconds a reducible-loss run spent
 # training its irreducible model and computing its irreducible losses,

@@ -74,7 +74,7 @@ def build(name, input_shape, num_classes, seed, l2=1e-3):
   if name not in MODELS:
     raise ValueError(f"unknown model {name!r}; choose one of "
                      f"{tuple(MODELS)}")
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  import tensorflow as tf
   tf.keras.utils.set_random_seed(seed)
   return MODELS[name](input_shape, num_classes, l2)
 
@@ -86,7 +86,7 @@ def paper_cnn(input_shape, num_classes):
   second does not; inputs narrower than 10 pixels (8x8 digits) would shrink
   to nothing that way, so there both convolutions pad.
   """
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  import tensorflow as tf
   second_padding = ("valid"
                     if min(input_shape[:2]) >= _MIN_SIZE_FOR_VALID else "same")
   layers = tf.keras.layers
@@ -114,7 +114,7 @@ def logistic_regression(input_shape, num_classes, l2):
 
   With the mean cross-entropy (convex) the objective is l2-strongly convex.
   """
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  import tensorflow as tf
   if not l2 > 0:
     raise ValueError(f"l2 must be > 0 for a strongly convex objective, got "
                      f"{l2}")
@@ -132,7 +132,7 @@ def mlp(input_shape, num_classes, hidden_units=512):
   """A multilayer perceptron with one hidden layer of ReLUs, unregularised,
   so that it can fit its training data (the setting of the paper's claim
   4: the empirical risk converges)."""
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  import tensorflow as tf
   return tf.keras.Sequential([
       tf.keras.Input(input_shape),
       tf.keras.layers.Flatten(),

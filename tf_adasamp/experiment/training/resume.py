@@ -14,9 +14,9 @@ import json
 import os
 import re
 
+from google.protobuf import message
 import numpy as np
 import tensorflow as tf
-from google.protobuf import message
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from tf_adasamp.experiment.training import run_files
@@ -213,7 +213,7 @@ def restore(checkpoint, path, total_steps=None):
   # restore that has to make it restores it alone, after it has assigned
   # every other variable. Made now, it is read with the others, before any
   # is assigned.
-  checkpoint.save_counter  # pylint: disable=pointless-statement
+  _ = checkpoint.save_counter
   # A value of another shape is refused only as its variable is assigned,
   # after others were: those are put back.
   variables = _restored_variables(checkpoint)
@@ -318,9 +318,9 @@ def _not_this_trainers(path, error):
 
 def _restored_variables(checkpoint):
   """Every variable a restore of `checkpoint` may assign: those it tracks
-  (TensorFlow's and Keras's), and those its tf.Modules (a sampler) save together, their random
-  generators' states included."""
-  import keras  # pylint: disable=import-outside-toplevel
+  (TensorFlow's and Keras's), and those its tf.Modules (a sampler) save
+  together, their random generators' states included."""
+  import keras
   found = {}
   for trackable in tf.train.TrackableView(checkpoint).descendants():
     if isinstance(trackable, tf.Module):

@@ -22,7 +22,7 @@ class _UniformBaseline(tf.Module):
   def num_examples(self):
     return self._num_examples
 
-  def update(self, indices, utilities):  # pylint: disable=unused-argument
+  def update(self, indices, utilities):
     """Uniform sampling ignores utilities."""
 
   def probabilities(self):
