@@ -135,6 +135,8 @@ def test_a_checkpoint_with_edited_irreducible_losses_is_refused(
                                      "irreducible_losses",
                                      lambda value: -value,
                                      copy=path)
+  # Past the checkpoint's digest, as a forger who records it anew.
+  checkpoint_edits.forge_digest(path)
   with pytest.raises(run_files.RunError,
                      match=f"cannot resume from {path}: it does not hold this "
                      "trainer's state .*irreducible losses must be finite"):

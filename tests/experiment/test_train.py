@@ -14,6 +14,7 @@ import tensorflow as tf
 import checkpoint_edits
 from run_records import tiny_config
 from run_records import without_clocks
+from tf_adasamp import defaults
 from tf_adasamp import utilities
 from tf_adasamp.experiment.training import components
 from tf_adasamp.experiment.training import config as config_lib
@@ -534,7 +535,8 @@ def test_deterministic_resumed_run_on_the_gpu_matches_uninterrupted_run(
 def test_resume_refuses_a_run_of_other_settings(digits, tmp_path):
   loop.train(tiny_config(output_dir=str(tmp_path)), data=digits)
   with pytest.raises(run_files.RunExistsError,
-                     match="amplitude: 1.0 there, 2.0 here"):
+                     match=f"amplitude: {defaults.AMPLITUDE} there, 2.0 "
+                     "here"):
     loop.train(tiny_config(output_dir=str(tmp_path), resume=True,
                            amplitude=2.0),
                data=digits)

@@ -93,13 +93,14 @@ def run_all(runs, data, progress=False, workers=1, spawn=False):
 
 
 def remove_stale_temporaries(runs):
-  """Removes the temporary files a killed run left beside its metrics and
-  settings (run_files.write_atomically's, which a kill can interrupt)."""
+  """Removes the temporary files a killed run left beside its metrics,
+  settings and checkpoint digests (run_files.write_atomically's, which a
+  kill can interrupt)."""
   for run in runs:
-    for path in glob.glob(
-        os.path.join(glob.escape(run.config.output_dir),
-                     run_files.TEMPORARY_FILES)):
-      os.remove(path)
+    directory = glob.escape(run.config.output_dir)
+    for folder in (directory, os.path.join(directory, "checkpoints")):
+      for path in glob.glob(os.path.join(folder, run_files.TEMPORARY_FILES)):
+        os.remove(path)
 
 
 def _train_in_pool(labelled, data, workers):

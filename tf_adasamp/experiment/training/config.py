@@ -60,6 +60,8 @@ UTILITIES = Registered(lambda: (*_utility_names(), REDUCIBLE_LOSS))
 SAMPLINGS = ("uniform", "reshuffle", "adaptive")
 AMPLITUDE_SCHEDULES = ("constant", "warmup", "anneal", "final_uniform",
                        "initial_uniform")
+# The amplitude schedules that read --schedule_fraction.
+FRACTION_SCHEDULES = ("warmup", "final_uniform", "initial_uniform")
 STRATEGIES = ("default", "mirrored", "multi_worker")
 OPTIMIZERS = ("sgd", "adagrad")
 LR_SCHEDULES = ("inverse_time", "linear", "cosine")
@@ -294,14 +296,15 @@ class TrainConfig:
       value = getattr(self, name)
       if not 0 <= value <= 1:
         raise ValueError(f"{name} must be in [0, 1], got {value}")
-    # Only warmup and final_uniform read it: any other value would be
-    # ignored without a word.
+    # Only these schedules read it: any other value would be ignored
+    # without a word.
     if (self.schedule_fraction != TrainConfig.schedule_fraction and
-        self.amplitude_schedule not in ("warmup", "final_uniform")):
+        self.amplitude_schedule not in FRACTION_SCHEDULES):
       raise ValueError(
-          "schedule_fraction is for amplitude_schedule 'warmup' or "
-          f"'final_uniform'; {self.amplitude_schedule!r} ignores it, got "
-          f"schedule_fraction {self.schedule_fraction}")
+          "schedule_fraction is for amplitude_schedule "
+          f"{' or '.join(map(repr, FRACTION_SCHEDULES))}; "
+          f"{self.amplitude_schedule!r} ignores it, got schedule_fraction "
+          f"{self.schedule_fraction}")
     if not 0 <= self.label_noise < 1:
       raise ValueError(f"label_noise must be in [0, 1), got "
                        f"{self.label_noise}")

@@ -370,13 +370,17 @@ def checkpoint_digest(prefix):
 
 def record_checkpoint_digest(prefix):
   """Writes `checkpoint_digest(prefix)` beside the checkpoint, and removes
-  the digests of checkpoints that are gone (its manager keeps two)."""
+  the digests of checkpoints that are gone (its manager keeps two) and the
+  temporary files of digests a kill cut short."""
   write_atomically(prefix + DIGEST_SUFFIX, checkpoint_digest(prefix) + "\n")
-  for path in glob.glob(
-      glob.escape(os.path.dirname(prefix)) + "/*" + DIGEST_SUFFIX):
-    if not os.path.exists(path[:-len(DIGEST_SUFFIX)] + ".index"):
-      with contextlib.suppress(FileNotFoundError):
-        os.remove(path)
+  directory = glob.escape(os.path.dirname(prefix))
+  stale = [
+      path for path in glob.glob(directory + "/*" + DIGEST_SUFFIX)
+      if not os.path.exists(path[:-len(DIGEST_SUFFIX)] + ".index")
+  ]
+  for path in stale + glob.glob(directory + f"/.*{DIGEST_SUFFIX}.*.tmp"):
+    with contextlib.suppress(FileNotFoundError):
+      os.remove(path)
 
 
 def check_checkpoint_digest(prefix):
