@@ -1,6 +1,8 @@
 """The trainer's small runs, and comparing runs' metric records, which are
 exact but for their clocks."""
 
+import dataclasses
+
 from tf_adasamp.experiment.training import config as config_lib
 from tf_adasamp.experiment.training import loop
 from tf_adasamp.experiment.training import trainer
@@ -24,3 +26,16 @@ def without_clocks(records):
   return [{
       k: v for k, v in record.items() if k not in seconds
   } for record in records]
+
+
+def stopped_and_resumed(config, data):
+  """The run of `config` stopped as Ctrl-C stops it after its second call
+  (step 4), then resumed with the same settings: its records."""
+  calls = iter(range(3))
+  try:
+    loop.train(config, data=data, stop_requested=lambda: next(calls) == 2)
+  except KeyboardInterrupt:
+    pass
+  else:
+    raise AssertionError("the run was not stopped")
+  return loop.train(dataclasses.replace(config, resume=True), data=data)

@@ -98,19 +98,24 @@ def test_a_second_writer_of_a_run_directory_is_refused_and_changes_nothing(
       pass
 
 
-def test_the_cli_refuses_a_second_trainer_in_one_line(run, held, tmp_path):
-  before = snapshot(run.output_dir)
-  result = subprocess.run([
+def resume_from_the_command_line(run):
+  """The trainer's command line resuming `run` for 6 steps, its result."""
+  return subprocess.run([
       sys.executable, "-m", "tf_adasamp.experiment.train", "--model=logistic",
       "--steps=6", "--eval_interval=2", "--batch_size=16",
       "--learning_rate=0.1", "--noprogress", "--resume",
       f"--output_dir={run.output_dir}"
   ],
-                          cwd=ROOT,
-                          capture_output=True,
-                          text=True,
-                          timeout=300,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+                        cwd=ROOT,
+                        capture_output=True,
+                        text=True,
+                        timeout=300,
+                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+
+
+def test_the_cli_refuses_a_second_trainer_in_one_line(run, held, tmp_path):
+  before = snapshot(run.output_dir)
+  result = resume_from_the_command_line(run)
   assert result.returncode == 1
   assert "Traceback" not in result.stderr
   assert (f"tf-adasamp-train: {run.output_dir} is in use: another trainer "
@@ -522,17 +527,7 @@ def test_a_fifo_among_a_runs_files_is_refused_without_waiting(run, name):
   os.remove(path)
   os.mkfifo(path)
   before = snapshot(run.output_dir)
-  result = subprocess.run([
-      sys.executable, "-m", "tf_adasamp.experiment.train", "--model=logistic",
-      "--steps=6", "--eval_interval=2", "--batch_size=16",
-      "--learning_rate=0.1", "--noprogress", "--resume",
-      f"--output_dir={run.output_dir}"
-  ],
-                          cwd=ROOT,
-                          capture_output=True,
-                          text=True,
-                          timeout=120,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+  result = resume_from_the_command_line(run)
   assert result.returncode == 1
   assert f"{path} is not a regular file" in result.stderr.splitlines()[-1] or (
       f"cannot read {path}: not a regular file"
