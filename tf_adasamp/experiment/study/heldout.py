@@ -211,18 +211,7 @@ def variants(curves, sweep, settings):
   (under both utility options where it ran both), the other adaptive
   algorithms at the preset's amplitude, the with-replacement uniform
   baselines against reshuffling, and the methods from the field."""
-  algorithm = sweep["algorithm"]
-  result = [(f"{algorithm}, amplitude {a:g}", c, algorithm)
-            for a, c in zip(sweep["amplitude"], sweep["curves"])
-            if a]
-  other = sweep.get("other_utility_at")
-  result += [
-      (f"{algorithm}, amplitude {a:g}, utility at '{other}'", c, algorithm)
-      for a, c in zip(sweep["amplitude"][1:], sweep.get("other_curves", []))
-  ]
-  result += [(f"{name}, amplitude {settings.amplitude:g}", curves[name], name)
-             for name in presets.ADAPTIVE
-             if name != algorithm]
+  result = targets.adaptive_variants(curves, sweep, settings)
   uniform = [
       name for name, (sampling, _, _) in presets.ALGORITHMS.items()
       if sampling == "uniform"

@@ -269,6 +269,17 @@ def table(curves, sweep, settings, collapsed=lambda curve: False):
   Returns:
     [(Target label, [Entry])], one per target.
   """
+  variants = adaptive_variants(curves, sweep, settings)
+  variants += [(name, curves[name], name)
+               for name in (*presets.BASELINES, *presets.COMPETITORS)]
+  return entries(variants, curves, settings, collapsed)
+
+
+def adaptive_variants(curves, sweep, settings):
+  """[(name, curves, algorithm)] of the adaptive runs: the sweep's
+  algorithm at each amplitude (under both utility options where the sweep
+  ran both), then the other adaptive algorithms at the preset's
+  amplitude."""
   algorithm = sweep["algorithm"]
   variants = [(f"{algorithm}, amplitude {a:g}", c, algorithm)
               for a, c in zip(sweep["amplitude"], sweep["curves"])
@@ -281,9 +292,7 @@ def table(curves, sweep, settings, collapsed=lambda curve: False):
   variants += [(f"{name}, amplitude {settings.amplitude:g}", curves[name], name)
                for name in presets.ADAPTIVE
                if name != algorithm]
-  variants += [(name, curves[name], name)
-               for name in (*presets.BASELINES, *presets.COMPETITORS)]
-  return entries(variants, curves, settings, collapsed)
+  return variants
 
 
 def entries(variants, curves, settings, collapsed=lambda curve: False):
