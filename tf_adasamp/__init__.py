@@ -29,6 +29,8 @@ The modules, the library's first:
   datasets          data sets that need no download
   _validation       argument checks shared by the modules above
   _checkpointing    restores that validate before they assign
+  _sampler_checkpoint  the checks a sampler's checkpoint passes
+  _draws            the sampler's randomness: generator, uniforms, floor
   _bound_common     the checks and Theorem 5's formula both trackers share
   _keras_internals  the private Keras API that keras needs, in one place
   experiment/       the paper's experiment (the `experiment` extra)

@@ -127,6 +127,43 @@ def fraction(value, name):
   return value
 
 
+def schedule_value(schedule, count, name, dtype, upper=math.inf):
+  """A schedule's value at the update count `count`, checked in the graph.
+
+  A value out of [0, upper] raises InvalidArgumentError before anything
+  that depends on the returned value runs; inside `jit_compile=True`, where
+  XLA drops the assertion, the value is NaN instead (an amplitude's then
+  makes NaN utilities, which the reweight op refuses).
+
+  Returns:
+    (value as `dtype`, whether it is finite and in [0, upper]).
+
+  Raises:
+    ValueError: if the schedule returns a tensor that is not a scalar.
+    TypeError: if it returns one that is not a real number.
+  """
+  import tensorflow as tf
+
+  count = tf.convert_to_tensor(count)
+  value = tf.convert_to_tensor(schedule(count))
+  if value.shape.rank not in (None, 0):
+    raise ValueError(f"the {name} schedule must return a scalar, got one "
+                     f"of shape {value.shape}")
+  if not (value.dtype.is_floating or value.dtype.is_integer):
+    raise TypeError(f"the {name} schedule must return a real number, got "
+                    f"a {value.dtype.name} tensor")
+  value = tf.cast(value, dtype)
+  valid = tf.math.is_finite(value) & (value >= 0) & (value <= upper)
+  interval = f"[0, {upper:g}]"
+  check = tf.debugging.Assert(valid, [
+      f"the {name} schedule returned a value outside {interval} at update "
+      "count", count, ":", value
+  ])
+  with tf.control_dependencies([check]):
+    value = tf.where(valid, value, tf.constant(math.nan, dtype))
+  return value, valid
+
+
 def _rounded(value, dtype):
   with np.errstate(over="ignore", under="ignore"):
     return float(np.asarray(value, dtype=dtype))

@@ -21,23 +21,22 @@ update count (`tf_adasamp.schedules`); and importance weights
 (1 / (n p_i)) ** beta, `beta` a float or a schedule.
 """
 
+import functools
 import math
 from typing import Callable
 
-import numpy as np
 import tensorflow as tf
 from tensorflow.python.trackable import data_structures
 
 from tf_adasamp import _checkpointing
+from tf_adasamp import _draws
+from tf_adasamp import _sampler_checkpoint
 from tf_adasamp import _validation
 from tf_adasamp import defaults
 from tf_adasamp import ops
-from tf_adasamp.sum_tree import assert_zero_padding
-from tf_adasamp.sum_tree import checked_tree
+from tf_adasamp._draws import make_generator
 from tf_adasamp.sum_tree import SumTree
 from tf_adasamp.sum_tree import TensorLike
-from tf_adasamp.sum_tree import tree_capacity
-from tf_adasamp.sum_tree import with_sums
 
 # tf.random.Algorithm.PHILOX, the state layout the draw op reads.
 _PHILOX = tf.random.Algorithm.PHILOX.value
@@ -48,77 +47,6 @@ _BITS = {tf.float32: tf.int32, tf.float64: tf.int64}
 # tensor) returning a scalar, e.g. a Keras LearningRateSchedule or one of
 # `tf_adasamp.schedules`.
 Schedule = Callable[[tf.Tensor], TensorLike]
-
-
-def make_generator(seed: int | None) -> tf.random.Generator:
-  """Makes the random generator of a sampler.
-
-  Args:
-    seed: the generator's seed. With None it follows TensorFlow's global
-      seed, as a random op or a Keras layer does: reproducible after
-      `tf.random.set_seed` (which `keras.utils.set_random_seed` calls),
-      nondeterministic without one.
-
-  Returns:
-    A `tf.random.Generator`.
-  """
-  if seed is None:
-    # A random op without an op seed takes one from the global seed (a fresh
-    # sequence after each set_seed) or, with none set, from entropy.
-    with tf.init_scope():
-      seed = int(tf.random.uniform([], maxval=tf.int64.max, dtype=tf.int64))
-  return tf.random.Generator.from_seed(seed)
-
-
-def checked_entropy_tree(tree: tf.Tensor, entropy_tree: tf.Tensor,
-                         log_weights: tf.Tensor, log_scale: tf.Tensor,
-                         num_examples: int) -> tf.Tensor:
-  """Checks a restored entropy tree and the caches against the log weights.
-
-  Args:
-    tree: the restored tree, checked and its sums rebuilt; it must hold
-      leaves s_i = exp(l_i - c) up to round-off (the ops' exp and
-      TensorFlow's may differ in the last bits; the ops store a subnormal
-      s_i as 0).
-    entropy_tree: the restored entropy tree; it must hold leaves
-      s_i (l_i - c) exactly as the ops compute them, and zero padding.
-    log_weights: the restored log weights l.
-    log_scale: the restored log-scale c.
-    num_examples: n.
-
-  Returns:
-    The entropy tree with its sums recomputed and node 0 set to the tree's
-    total, as the reweight op keeps it.
-
-  Raises:
-    tf.errors.InvalidArgumentError: if the caches do not match the log
-      weights.
-  """
-  capacity = tree_capacity(num_examples)
-  dtype = tree.dtype
-  leaves = tree[capacity:capacity + num_examples]
-  entropy_leaves = entropy_tree[capacity:]
-  log_scaled = log_weights - log_scale
-  exact = tf.exp(tf.cast(log_scaled, tf.float64))
-  finfo = np.finfo(dtype.as_numpy_dtype)
-  close = tf.math.is_finite(exact) & (
-      tf.abs(tf.cast(leaves, tf.float64) - exact)
-      <= 8 * float(finfo.eps) * exact + float(finfo.tiny))
-  checks = [
-      tf.debugging.assert_equal(
-          tf.reduce_all(close),
-          True,
-          message="the checkpoint's weights are not exp(log weights - log "
-          "scale): its tree, log weights or log scale was edited"),
-      tf.debugging.assert_equal(
-          entropy_leaves[:num_examples],
-          tf.where(leaves > 0, leaves * log_scaled, tf.zeros([], dtype)),
-          message="the checkpoint's entropy tree does not match its "
-          "weights: one of them was edited"),
-      assert_zero_padding(entropy_leaves, num_examples, "entropy terms"),
-  ]
-  with tf.control_dependencies(checks):
-    return with_sums(entropy_leaves, tree[1])
 
 
 class AdaptiveSampler(tf.Module):
@@ -256,10 +184,15 @@ class AdaptiveSampler(tf.Module):
       self._settings["epsilon"] = self._epsilon
     if not callable(self._beta) and self._beta != 1:
       self._settings["beta"] = self._beta
-    self._checkpointed = _checkpointing.CheckedState(variables, {
-        "num_examples": self._num_examples,
-        **self._settings
-    }, self._restore)
+    self._checkpointed = _checkpointing.CheckedState(
+        variables, {
+            "num_examples": self._num_examples,
+            **self._settings
+        },
+        functools.partial(_sampler_checkpoint.restore,
+                          variables=variables,
+                          num_examples=self._num_examples,
+                          settings=self._settings))
 
   @property
   def num_examples(self) -> int:
@@ -312,39 +245,11 @@ class AdaptiveSampler(tf.Module):
     """
     # Checked before the generator advances: a refused call draws nothing.
     batch_size = _validation.batch_size(batch_size)
-    uniforms = self._generator_uniforms(batch_size)
+    uniforms = _draws.generator_uniforms(self.generator, batch_size,
+                                         self._dtype)
     if self._stratified:
-      strata = tf.cast(tf.range(batch_size), self._dtype)
-      # (B - 1 + u) / B can round up to 1 in floating point.
-      below_one = np.nextafter(1, 0, dtype=self._dtype.as_numpy_dtype)
-      uniforms = tf.minimum(
-          (strata + uniforms) / tf.cast(batch_size, self._dtype), below_one)
+      uniforms = _draws.stratified(uniforms, batch_size)
     return uniforms
-
-  def _generator_uniforms(self, batch_size):
-    """`generator.uniform([batch_size])`, bit for bit, made from its bits.
-
-    TensorFlow's CPU and GPU kernels take a uniform's mantissa from Philox
-    bits as here; XLA's kernel for `generator.uniform` converts them
-    otherwise, its bits and state being the same. So the draws are the same
-    compiled or not.
-
-    Returns:
-      [batch_size] uniforms in [0, 1), of the sampler's dtype.
-    """
-    if self._dtype == tf.float64:
-      bits = self.generator.uniform_full_int([batch_size], tf.uint64)
-      # Of the two 32-bit words, the low 20 bits of the second drawn (the
-      # low half here) lead the mantissa, the first drawn follows.
-      mantissa = tf.bitwise.bitwise_or(
-          tf.bitwise.left_shift(
-              tf.bitwise.bitwise_and(bits, tf.constant(0xfffff, tf.uint64)),
-              tf.constant(32, tf.uint64)),
-          tf.bitwise.right_shift(bits, tf.constant(32, tf.uint64)))
-      return tf.cast(mantissa, tf.float64) * 2.0**-52
-    bits = self.generator.uniform_full_int([batch_size], tf.uint32)
-    mantissa = tf.bitwise.bitwise_and(bits, tf.constant(0x7fffff, tf.uint32))
-    return tf.cast(mantissa, tf.float32) * 2.0**-23
 
   def sample(self, batch_size: int) -> tf.Tensor:
     """Draws indices from Q_t.
@@ -409,27 +314,10 @@ class AdaptiveSampler(tf.Module):
     uniforms = tf.convert_to_tensor(uniforms, self._dtype)
     if not self._epsilon:
       return ops.sum_tree_sample(tree.handle, uniforms)
-    epsilon = tf.constant(self._epsilon, self._dtype)
-    below_one = np.nextafter(1, 0, dtype=self._dtype.as_numpy_dtype)
-    # One uniform a draw, so the random stream is that of the draws without
-    # the floor. u / epsilon and (u - epsilon) / (1 - epsilon) can round up
-    # to 1; the second is -inf for epsilon = 1, where no draw uses it.
-    from_uniform = uniforms < epsilon
-    uniform_indices = tf.minimum(
-        tf.cast(
-            tf.floor(
-                tf.minimum(uniforms / epsilon, below_one) * self._num_examples),
-            tf.int64), self._num_examples - 1)
-    tree_indices, _ = ops.sum_tree_sample(
-        tree.handle,
-        tf.where(from_uniform, tf.zeros_like(uniforms),
-                 tf.minimum((uniforms - epsilon) / (1 - epsilon), below_one)))
-    indices = tf.where(from_uniform, uniform_indices, tree_indices)
-    # Q_t of every drawn index, from one read of the total and the leaves
-    # (the state of the draw, unless another thread updates in between).
-    values = tf.gather(tree,
-                       tf.concat([[1], indices + self.tree.capacity], axis=0))
-    return indices, self._floored(values[1:] / values[0])
+    indices, probabilities = _draws.floored_draws(tree, self.tree.capacity,
+                                                  self._num_examples,
+                                                  self._epsilon, uniforms)
+    return indices, self._floored(probabilities)
 
   def _floored(self, probabilities):
     """(1 - epsilon) Q_t + epsilon / n for probabilities Q_t."""
@@ -491,38 +379,9 @@ class AdaptiveSampler(tf.Module):
     return 1 / scaled if beta == 1 else tf.pow(scaled, -beta)
 
   def _scheduled(self, schedule, name, upper=math.inf):
-    """A schedule's value at the update count, checked.
-
-    A value out of range raises InvalidArgumentError before anything that
-    depends on the returned value runs; inside `jit_compile=True`, where
-    XLA drops the assertion, the value is NaN instead (an amplitude's then
-    makes NaN utilities, which the reweight op refuses).
-
-    Returns:
-      (value, whether it is finite and in [0, upper]).
-
-    Raises:
-      ValueError: if the schedule returns a tensor that is not a scalar.
-      TypeError: if it returns one that is not a real number.
-    """
-    count = tf.convert_to_tensor(self._update_count)
-    value = tf.convert_to_tensor(schedule(count))
-    if value.shape.rank not in (None, 0):
-      raise ValueError(f"the {name} schedule must return a scalar, got one "
-                       f"of shape {value.shape}")
-    if not (value.dtype.is_floating or value.dtype.is_integer):
-      raise TypeError(f"the {name} schedule must return a real number, got "
-                      f"a {value.dtype.name} tensor")
-    value = tf.cast(value, self._dtype)
-    valid = tf.math.is_finite(value) & (value >= 0) & (value <= upper)
-    interval = f"[0, {upper:g}]"
-    check = tf.debugging.Assert(valid, [
-        f"the {name} schedule returned a value outside {interval} at update "
-        "count", count, ":", value
-    ])
-    with tf.control_dependencies([check]):
-      value = tf.where(valid, value, tf.constant(math.nan, self._dtype))
-    return value, valid
+    """`_validation.schedule_value` at this sampler's update count."""
+    return _validation.schedule_value(schedule, self._update_count, name,
+                                      self._dtype, upper)
 
   def _draws_in_one_op(self):
     """Whether the draw op makes the generator's uniforms itself.
@@ -731,63 +590,3 @@ class AdaptiveSampler(tf.Module):
                    tf.zeros([self._num_examples], self._dtype),
                    amplitude=0.0,
                    decay=0.0)
-
-  def _restore(self, restored):
-    """Assigns a checkpoint's state once all of it is checked (CheckedState).
-
-    Checks its size and settings, finite values, and caches that agree with
-    its log weights (`checked_entropy_tree`).
-
-    Args:
-      restored: the checkpoint's values, by name.
-
-    Returns:
-      The op that assigns them.
-    """
-    checks = [
-        _checkpointing.assert_size(restored["num_examples"], self._num_examples,
-                                   "number of examples"),
-        *(_checkpointing.assert_setting(restored[name], value, name)
-          for name, value in self._settings.items()),
-        _checkpointing.assert_shape(restored["entropy_tree"],
-                                    self._entropy_tree.shape, "entropy tree"),
-        _checkpointing.assert_shape(restored["log_weights"],
-                                    self.log_weights.shape, "log weights"),
-        _checkpointing.assert_shape(restored["log_scale"], [], "log scale"),
-        _checkpointing.assert_shape(restored["generator_state"],
-                                    self.generator.state.shape, "random state"),
-    ]
-    if self._update_count is not None:
-      checks.append(
-          _checkpointing.assert_shape(restored["update_count"], [],
-                                      "update count"))
-    with tf.control_dependencies(checks):
-      checks = [
-          tf.debugging.assert_all_finite(restored[name],
-                                         f"the checkpoint's {name}")
-          for name in ("entropy_tree", "log_weights", "log_scale")
-      ]
-      tree = checked_tree(restored["tree"], self._num_examples)
-      checks.append(
-          tf.debugging.assert_positive(
-              tree[1], message="the checkpoint's total weight is not > 0"))
-      if self._update_count is not None:
-        checks.append(
-            tf.debugging.assert_non_negative(
-                restored["update_count"],
-                message="the checkpoint's update count is negative"))
-    with tf.control_dependencies(checks):
-      entropy_tree = checked_entropy_tree(tree, restored["entropy_tree"],
-                                          restored["log_weights"],
-                                          restored["log_scale"],
-                                          self._num_examples)
-    assigns = [
-        self.tree.variable.assign(tree),
-        self._entropy_tree.assign(entropy_tree),
-        self.log_weights.assign(restored["log_weights"]),
-        self._log_scale.assign(restored["log_scale"]),
-        self.generator.state.assign(restored["generator_state"])
-    ]
-    if self._update_count is not None:
-      assigns.append(self._update_count.assign(restored["update_count"]))
-    return tf.group(*assigns)
