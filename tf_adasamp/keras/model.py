@@ -1,14 +1,13 @@
 """`AdaptiveSamplingModel`: a Keras model's `fit` on adaptive draws.
 
-The wrapper, its Keras hooks (`fit`, `train_step`, building, evaluation,
-prediction) and its saving methods; what they check and compute lives in
-the package's private modules, `_arguments`, `_training` and `_saving`.
+The wrapper and its Keras hooks (`fit`, `train_step`, building, evaluation,
+prediction); its saving methods, and what the hooks check and compute, live
+in the package's private modules `_saving`, `_arguments` and `_training`.
 """
 
 import math
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from tf_adasamp import _checkpointing
@@ -25,7 +24,8 @@ from tf_adasamp.keras import _training
 
 
 @keras.saving.register_keras_serializable(package="tf_adasamp")
-class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
+class AdaptiveSamplingModel(_keras_internals.StageBatchBuild,
+                            _saving.SavingMethods, keras.Model):
   """Trains `model` with `fit` on adaptive batches.
 
   Example, three lines around a Keras model:
@@ -177,141 +177,6 @@ class AdaptiveSamplingModel(_keras_internals.StageBatchBuild, keras.Model):
       The wrapped model's outputs.
     """
     return self.model(inputs, training=training)
-
-  def get_config(self):
-    """Says how `from_config` makes the wrapper again.
-
-    The sampler's state is among the model's weights, not in the config.
-
-    Returns:
-      A dict: the wrapped model serialized, the sampler's and the stage's
-      settings (or, before the first `fit` made them, `sampler_options`),
-      the utility (its name, or serialized), `from_logits`, `debias` and
-      `utility_at`.
-
-    Raises:
-      ValueError: if the utility, or a schedule of the sampler's, cannot be
-        saved (a lambda, a function that is not registered).
-    """
-    return _saving.get_config(self)
-
-  def save(self, filepath, *args, **kwargs):
-    """Saves as `keras.Model.save` does, if what it saves can be loaded.
-
-    Args:
-      filepath: as for `keras.Model.save`.
-      *args: as for `keras.Model.save`.
-      **kwargs: as for `keras.Model.save`.
-
-    Returns:
-      What `keras.Model.save` returns.
-
-    Raises:
-      ValueError: as `get_config`, before the file is opened (Keras opens,
-        and empties, it before it asks for the config).
-    """
-    self.get_config()
-    return super().save(filepath, *args, **kwargs)
-
-  @classmethod
-  def from_config(cls, config):
-    """Makes a wrapper, with a new stage and sampler, from `get_config`'s dict.
-
-    Args:
-      config: a dict as `get_config` returns it.
-
-    Returns:
-      The `AdaptiveSamplingModel`.
-    """
-    return _saving.from_config(cls, config)
-
-  def save_own_variables(self, store):
-    """Saves the sampler's state as its `tf.train.Checkpoint` does.
-
-    The variables by name, with the sampler's size and settings.
-
-    Args:
-      store: Keras's store of this layer's variables.
-    """
-    if self.stage is None:
-      return  # no sampler before the first fit
-    for name, value in self._sampler_checkpoint.tensors().items():
-      store[name] = value
-
-  def load_own_variables(self, store):
-    """Restores the sampler's state through its checkpoint's checks.
-
-    As `tf.train.Checkpoint` restores it (docs/guarantees.md,
-    "Checkpoints"): refused, the sampler left as it was, unless it is of
-    this sampler's size and settings and fits together; sums are rebuilt
-    from the leaves. `load_model`, `load_weights`, `ModelCheckpoint`'s files
-    and `BackupAndRestore` all come here. A wrapper whose first `fit` has
-    not made its sampler yet makes it here, over the saved state's number
-    of examples, with its `sampler_options`.
-
-    Args:
-      store: Keras's store of this layer's variables.
-    """
-    saved = {name: store[name] for name in store.keys()}
-    if self.stage is not None:
-      self._sampler_checkpoint.restore(saved)
-    elif saved:  # else saved before a fit too
-      stage = self._new_stage(int(np.asarray(saved["num_examples"])),
-                              _arguments.KERAS_BATCH_SIZE)
-      # Checked before the wrapper takes it: a refused state changes nothing.
-      _checkpointing.checked_state(stage.sampler).restore(saved)
-      self._adopt_stage(stage)
-
-  def load_weights(self, filepath, skip_mismatch=False, **kwargs):
-    """Loads weights as `keras.Model.load_weights`, all or nothing.
-
-    Keras goes on loading the other layers after one is refused (the
-    sampler's state that does not fit together, a weight of another shape),
-    so then every weight of the model and its optimizer is put back as it
-    was before the error is raised. With `skip_mismatch=True`, what is
-    refused is skipped, as in Keras.
-
-    Args:
-      filepath: as for `keras.Model.load_weights`.
-      skip_mismatch: as for `keras.Model.load_weights`.
-      **kwargs: as for `keras.Model.load_weights`.
-
-    Returns:
-      What `keras.Model.load_weights` returns.
-    """
-    variables = list(self.weights)
-    if self.optimizer is not None:
-      variables += self.optimizer.variables
-    before = [variable.numpy() for variable in variables]
-    try:
-      return super().load_weights(filepath,
-                                  skip_mismatch=skip_mismatch,
-                                  **kwargs)
-    except BaseException:
-      for variable, value in zip(variables, before):
-        variable.assign(value)
-      raise
-
-  def set_weights(self, weights):
-    """Sets weights as `keras.Model.set_weights`.
-
-    The sampler's part goes through the checks of `load_own_variables`
-    first, so a refused state changes no weight.
-
-    Args:
-      weights: as for `keras.Model.set_weights`.
-    """
-    weights = list(weights)
-    variables = self.weights
-    if self.stage is None or len(weights) != len(variables) or any(
-        tuple(variable.shape) != np.shape(value)
-        for variable, value in zip(variables, weights)):
-      # Without a sampler, Keras's own; else it raises Keras's error,
-      # changing nothing.
-      super().set_weights(weights)
-      return
-    _saving.set_weights(self._sampler_checkpoint, self._sampler_state,
-                        variables, weights)
 
   def make_train_function(self, force=False):
     """Makes Keras's train function, compiling only the learning step by XLA.
