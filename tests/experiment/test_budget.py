@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from tf_adasamp.experiment.study import budget
+from tf_adasamp.experiment.study import budget_results
 from tf_adasamp.experiment.study import tuning
 from tf_adasamp.experiment.study import tuning_options
 from tf_adasamp.experiment.training import datasets
@@ -120,8 +121,11 @@ def test_the_budget_is_the_limit_only_while_validation_accuracy_rises(
   accuracy = (
       1 - np.exp(-np.outer(1 + 0.05 * rng.standard_normal(8), STEPS) / rate) +
       0.002 * rng.standard_normal((8, len(STEPS))))
-  test = budget.still_rising({"step": STEPS, "validation_accuracy": accuracy})
-  assert budget.rising(test) == rising
+  test = budget_results.still_rising({
+      "step": STEPS,
+      "validation_accuracy": accuracy
+  })
+  assert budget_results.rising(test) == rising
   expected = accuracy[:, -1] - (accuracy[:, -3] + accuracy[:, -2]) / 2
   assert test.mean == pytest.approx(expected.mean())
 
@@ -149,13 +153,13 @@ def test_each_mechanism_is_answered_against_shuffle(speed, test_gap, verdict):
   collected = _collected({name: ours})
   ours["test_accuracy"] = (collected[0.0]["Shuffle-SGD"]["test_accuracy"] +
                            test_gap)
-  rows = {row.name: row for row in budget.rows(collected[0.0])}
+  rows = {row.name: row for row in budget_results.rows(collected[0.0])}
   assert set(rows) == set(budget.VARIANTS) - {"Shuffle-SGD"}
   assert {row.baseline for row in rows.values()} == {"Shuffle-SGD"}
-  assert budget.verdict(rows[name], "passes") == verdict
+  assert budget_results.verdict(rows[name], "passes") == verdict
   # As fast as reshuffling: some trials never reach its final accuracy.
-  assert budget.verdict(rows["Algorithm 1"],
-                        "passes").startswith("not met (it never reaches it")
+  assert budget_results.verdict(
+      rows["Algorithm 1"], "passes").startswith("not met (it never reaches it")
 
 
 def test_the_answer_reads_the_validation_split_and_the_final_test_accuracy():
@@ -164,9 +168,9 @@ def test_the_answer_reads_the_validation_split_and_the_final_test_accuracy():
   fast = curve(2.0, seed=20)
   curves = _collected({"IS-SGD": fast})[0.0]
   fast["test_accuracy"] = curves["Shuffle-SGD"]["test_accuracy"] + 0.001
-  row = next(row for row in budget.rows(curves) if row.name == "IS-SGD")
+  row = next(row for row in budget_results.rows(curves) if row.name == "IS-SGD")
   assert row.ladder[-1].steps.geometric_mean < 0.77
-  assert budget.verdict(row, "passes") == "met"
+  assert budget_results.verdict(row, "passes") == "met"
 
 
 @pytest.mark.parametrize("test_gap, keeps", [(-0.01, False), (0.0, True),
@@ -178,9 +182,9 @@ def test_the_reducible_loss_keeps_accuracy_unless_shown_lower(test_gap, keeps):
   noise = 0.001 * np.random.default_rng(0).standard_normal((6, 1))
   ours["test_accuracy"] = (collected[0.2]["Shuffle-SGD"]["test_accuracy"] +
                            test_gap + noise)
-  row = next(row for row in budget.rows(collected[0.2])
+  row = next(row for row in budget_results.rows(collected[0.2])
              if row.name == budget.REDUCIBLE)
-  assert budget.keeps_accuracy(row) == keeps
+  assert budget_results.keeps_accuracy(row) == keeps
 
 
 def test_the_irreducible_model_is_charged_to_the_reducible_loss_alone():
@@ -202,8 +206,8 @@ def test_the_irreducible_model_is_charged_to_the_reducible_loss_alone():
 
 
 def _summary(collected):
-  return budget.summary_markdown(collected, TUNED, "full", NUM_TRAIN, 6,
-                                 [100, 101], "cmd")
+  return budget_results.summary_markdown(collected, TUNED, "full", NUM_TRAIN, 6,
+                                         [100, 101], "cmd")
 
 
 def test_the_summary_opens_with_each_mechanisms_answer_and_holds_no_seconds():
@@ -251,7 +255,7 @@ def test_wall_time_judges_the_goal_in_seconds_the_irreducible_model_included():
       "Algorithm 1": curve(2.0, seed=21, seconds=0.004),
       "IS-SGD": curve(2.0, seed=22),
   })
-  wall = budget.wall_time_markdown(collected, 6, "cmd", "a CPU")
+  wall = budget_results.wall_time_markdown(collected, 6, "cmd", "a CPU")
   answer = wall.split("## Clean labels")[1].split("\n\n")[1]
   rows = {
       line.split(" | ")[0][2:]: line.split(" | ")
