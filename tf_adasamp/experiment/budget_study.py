@@ -31,6 +31,7 @@ from tf_adasamp import _validation
 from tf_adasamp.experiment import flags as flags_lib
 from tf_adasamp.experiment.flags import option
 from tf_adasamp.experiment.study import budget
+from tf_adasamp.experiment.study import budget_results
 from tf_adasamp.experiment.study import pool
 from tf_adasamp.experiment.study import tuning
 from tf_adasamp.experiment.study import tuning_options
@@ -52,16 +53,14 @@ class Options:
                       "size.",
                       choices=tuple(budget.SCALES))
   trials: int | None = option(
-      None, "Reporting trials (seeds 0..trials-1; "
-      "default: the scale's).")
+      None, "Reporting trials (seeds 0..trials-1; default: the scale's).")
   wall_time_trials: int | None = option(
-      None, "Trials of the one-at-a-time "
-      "pass, its first ones (default: the scale's).")
+      None, "Trials of the one-at-a-time pass, its first ones (default: the "
+      "scale's).")
   output_dir: str = option(f"runs/{budget.REGIME}", "Directory of the runs.")
   report_dir: str | None = option(
-      None, "Directory of summary.md, wall_time.md, "
-      "tuning.md and tuning.json and the figures (default "
-      "<output_dir>/report).")
+      None, "Directory of summary.md, wall_time.md, tuning.md and tuning.json "
+      "and the figures (default <output_dir>/report).")
   workers: int = option(
       2, "Worker processes that train the tuning's and the "
       "study's runs, each with one TensorFlow thread.")
@@ -89,11 +88,12 @@ def _command(options):
   that change them (not --stage or --workers), where not the defaults."""
   defaults = Options()
   fields = ("scale", "trials", "wall_time_trials", "output_dir", "report_dir")
-  changed = [
-      f"--{field}={getattr(options, field)}" for field in fields
-      if getattr(options, field) != getattr(defaults, field)
-  ]
-  return " ".join(["python -m tf_adasamp.experiment.budget_study", *changed])
+  return flags_lib.command(
+      "tf_adasamp.experiment.budget_study", {
+          field: getattr(options, field)
+          for field in fields
+          if getattr(options, field) != getattr(defaults, field)
+      })
 
 
 def main():
@@ -130,10 +130,11 @@ def main():
     with open(tuned_path) as f:
       settings = tuning.tuned_settings(settings, json.load(f))
     if options.stage in ("study", "all"):
-      budget.run_study(options, settings, trials, data, report_dir, command)
+      budget_results.run_study(options, settings, trials, data, report_dir,
+                               command)
     if options.stage in ("wall_time", "all"):
-      budget.run_wall_time(options, settings, wall_trials, data, report_dir,
-                           command)
+      budget_results.run_wall_time(options, settings, wall_trials, data,
+                                   report_dir, command)
   except (TypeError, ValueError, RuntimeError, OSError,
           datasets.DatasetUnavailableError) as error:
     sys.exit(f"{PROGRAM}: {error}")

@@ -142,6 +142,16 @@ def _check_flagfiles(program, arguments, seen=()):
     _check_flagfiles(program, lines, (*seen, path))
 
 
+def command(module, arguments):
+  """The command line `python -m <module> --name=value ...` that a report
+  names as the one that reproduces it; a tuple's items joined by commas."""
+  return " ".join([f"python -m {module}"] + [
+      f"--{name}=" +
+      (",".join(map(str, value)) if isinstance(value, tuple) else str(value))
+      for name, value in arguments.items()
+  ])
+
+
 def interrupted(program, outcome=None):
   """Ends the program for a Ctrl-C, with one line; `outcome` says what
   became of its work and how to go on."""

@@ -67,6 +67,8 @@ def main(argv):
       print("\n".join(provenance.compare()))
   elif argv[1:] == ["--compare"]:
     print("\n".join(provenance.compare()))
+  elif argv[1:] in (["--help"], ["-h"]):
+    print(__doc__)
   elif argv[1:]:
     sys.exit("usage: python -m tf_adasamp.experiment.refresh "
              "[--check | --compare]")

@@ -43,23 +43,21 @@ class Options:
                         "digits need no network.",
                         choices=datasets.DATASETS)
   data_dir: str | None = option(
-      None, "tensorflow_datasets directory holding "
-      "a prepared CIFAR-10.")
+      None, "tensorflow_datasets directory holding a prepared CIFAR-10.")
   model: str | None = option(None, "Model to train (default: the data "
                              "set's, presets.DEFAULT_MODELS).",
                              choices=config_lib.MODELS)
   trials: int = option(10, "Trials (seeds 0..trials-1).")
   output_dir: str | None = option(
-      None, "Directory of the runs (default "
-      "runs/<dataset>).")
+      None, "Directory of the runs (default runs/<dataset>).")
   report_dir: str | None = option(
       None, "Directory for the figures and "
       "summary.md (default <output_dir>/report).")
   progress: bool = option(False, "Show a progress bar per run (with "
                           "--workers=1).")
   workers: int = option(
-      2, "Worker processes that train the runs, each "
-      "with one TensorFlow thread.")
+      2, "Worker processes that train the runs, each with one TensorFlow "
+      "thread.")
 
 
 def define_flags():
@@ -77,13 +75,7 @@ def _plan(options, model, output_dir, report_dir):
   settings = dataclasses.replace(
       presets.preset(options.dataset, model),
       **flags_lib.values(presets.Settings, skip_unset=True))
-  if settings.eval_interval > settings.steps / 2:
-    # The report averages each half of training over its evaluations.
-    raise ValueError(
-        f"--steps={settings.steps} with --eval_interval="
-        f"{settings.eval_interval} gives fewer than 2 evaluations in each "
-        "half of training, too few for the report; use an eval_interval "
-        "of at most steps / 2")
+  report.check_settings(settings)
   runs = design.plan(settings, options.trials, output_dir, options.dataset,
                      options.data_dir, model)
   run_files.ensure_writable_dir(output_dir, "output_dir")
@@ -96,25 +88,19 @@ def _plan(options, model, output_dir, report_dir):
   return settings, runs, data
 
 
-def _flag_text(value):
-  if isinstance(value, tuple):
-    return ",".join(str(v) for v in value)
-  return str(value)
-
-
 def _reproducing_command(options, model):
   """The command that reproduces the summary's numbers, whatever flags only
   placed the outputs or paced the run: a summary records what it is, not
   where it was written."""
-  settings = flags_lib.values(presets.Settings, skip_unset=True)
-  arguments = [
-      f"--dataset={options.dataset}", f"--model={model}",
-      f"--trials={options.trials}",
-      *(f"--{name}={_flag_text(value)}" for name, value in settings.items())
-  ]
-  if options.data_dir:
-    arguments.append(f"--data_dir={options.data_dir}")
-  return " ".join(["python -m tf_adasamp.experiment.reproduce", *arguments])
+  data_dir = {"data_dir": options.data_dir} if options.data_dir else {}
+  return flags_lib.command(
+      "tf_adasamp.experiment.reproduce", {
+          "dataset": options.dataset,
+          "model": model,
+          "trials": options.trials,
+          **flags_lib.values(presets.Settings, skip_unset=True),
+          **data_dir
+      })
 
 
 def main():

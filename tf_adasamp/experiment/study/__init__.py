@@ -9,8 +9,10 @@
   verdicts   the statistical rules of a verdict
   claims     the paper's four claims, judged by those rules
   noise      the label-noise study: its runs and summary
-  budget     the budget-limited regime: its runs, rules and summaries
+  budget     the budget-limited regime: its design and runs
+  budget_results   its runs trained, its summary, wall time and figures
   text       how the reports write numbers and p-values
+  bound_rows  the bounds table's rows, each a bound as a function of n
   report     summary.md, Figure 1 and the held-out figure
   plots      the figures' panels
   tuning     the hyperparameters, cross-validated on the training data:

@@ -443,6 +443,17 @@ def summary_markdown(curves,
   return "\n".join(lines).rstrip("\n") + "\n"
 
 
+def check_settings(settings):
+  """Refuses settings whose runs `report` cannot summarize: it averages each
+  half of training over its evaluations, so each half needs 2."""
+  if settings.eval_interval > settings.steps / 2:
+    raise ValueError(
+        f"--steps={settings.steps} with --eval_interval="
+        f"{settings.eval_interval} gives fewer than 2 evaluations in each "
+        "half of training, too few for the report; use an eval_interval "
+        "of at most steps / 2")
+
+
 def report(runs,
            settings,
            trials,
