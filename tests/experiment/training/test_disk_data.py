@@ -19,7 +19,8 @@ from tf_adasamp.experiment.training import run_files
 pytest.importorskip("array_record")
 
 ROOT = os.path.dirname(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))))
 
 
 def as_uint8(images):
