@@ -1,4 +1,6 @@
-"""The trainer's --data_path: training from ArrayRecord files on disk."""
+"""The trainer's --data_path (tf_adasamp.experiment.training.disk_data):
+training from ArrayRecord files on disk; bad records, and data files changed
+under a run, refused in one line (issue 46)."""
 
 import dataclasses
 import os
@@ -8,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 
+from run_records import snapshot
 from run_records import tiny_config
 from run_records import without_clocks
 from tf_adasamp import sources
@@ -29,9 +32,11 @@ def as_uint8(images):
 
 
 def write_images(path, images, labels):
-  sources.write_array_record((sources.encode_image_example(image, label)
-                              for image, label in zip(images, labels)),
-                             str(path))
+  """Writes (image, label) records, and a bytes image as the record."""
+  sources.write_array_record([
+      image if isinstance(image, bytes) else sources.encode_image_example(
+          image, label) for image, label in zip(images, labels)
+  ], str(path))
   return str(path)
 
 
@@ -162,3 +167,129 @@ def test_cli_trains_from_files_and_refuses_bad_records_in_one_line(
       if line.startswith("tf-adasamp-train: data_path") and
       "does not hold image-classification records" in line
   ], refused.stderr
+
+
+@pytest.fixture
+def image_files(tmp_path):
+  """A 40-record training file and a 10-record test file of 8x8 images."""
+  pytest.importorskip("array_record")
+  rng = np.random.default_rng(0)
+  images = list(rng.integers(0, 256, [40, 8, 8, 1], dtype=np.uint8))
+  labels = [int(label) for label in rng.integers(0, 10, 40)]
+  train = write_images(tmp_path / "train.array_record", images, labels)
+  test = write_images(tmp_path / "test.array_record", images[:10], labels[:10])
+  return images, labels, train, test
+
+
+@pytest.mark.parametrize("record,message", [
+    ((None, 15), "record 37 holds label 15, outside [0, num_classes=10)"),
+    ((None, -2), "record 37 holds label -2"),
+    ((np.zeros([14, 14, 1], np.uint8), 3),
+     "record 37 holds an image of shape (14, 14, 1), record 0 one of "
+     "(8, 8, 1)"),
+    ((b"\x00undecodable", None), "record 37 of ArrayRecord file"),
+])
+def test_a_bad_training_record_past_record_0_is_refused_before_any_write(
+    image_files, digits, tmp_path, record, message):
+  images, labels, _, test = image_files
+  image, label = record
+  images[37] = images[37] if image is None else image
+  labels[37] = labels[37] if label is None else label
+  bad = write_images(tmp_path / "bad.array_record", images, labels)
+  with pytest.raises(run_files.RunError) as raised:
+    disk_data.load(bad, test, 10)
+  assert str(raised.value).startswith(f"data_path {bad!r}")
+  assert message in str(raised.value)
+  config = tiny_config(data_path=bad,
+                       test_data_path=test,
+                       num_classes=10,
+                       output_dir=str(tmp_path / "run"))
+  with pytest.raises(run_files.RunError, match=f"^data_path {bad!r}"):
+    loop.train(config)
+  assert not os.path.exists(config.output_dir)
+
+
+def test_a_model_too_large_for_memory_is_one_line(image_files, tmp_path):
+  _, _, train, test = image_files
+  config = tiny_config(data_path=train,
+                       test_data_path=test,
+                       num_classes=2_000_000_000,
+                       output_dir=str(tmp_path / "run"))
+  with pytest.raises(run_files.RunError,
+                     match="out of memory .* 2000000000 classes"):
+    loop.train(config)
+  assert not os.path.exists(
+      os.path.join(config.output_dir, run_files.CHECKPOINTS_DIR))
+
+
+def test_resume_refuses_a_data_path_replaced_by_other_data_of_its_length(
+    image_files, tmp_path):
+  images, labels, train, test = image_files
+  config = tiny_config(data_path=train,
+                       test_data_path=test,
+                       num_classes=10,
+                       batch_size=8,
+                       output_dir=str(tmp_path / "run"))
+  loop.train(config)
+  resumed = dataclasses.replace(config, resume=True, steps=6)
+  # As many records, of the same sizes: other images, other labels.
+  write_images(train, images[::-1], labels[::-1])
+  before = snapshot(config.output_dir)
+  with pytest.raises(run_files.RunError) as raised:
+    loop.train(resumed)
+  message = str(raised.value)
+  assert message.startswith(f"cannot resume the run in {config.output_dir}: "
+                            "its data changed since it began (data_path "
+                            "mtime_ns: ")
+  assert "data_path sha256_of_its_ends: " in message
+  assert "; put back the data it trained on, or start over" in message
+  assert "\n" not in message and "test_data_path" not in message
+  assert snapshot(config.output_dir) == before
+  # The command line says so before TensorFlow loads, in one line.
+  result = subprocess.run([
+      sys.executable, "-c", LOADED_TENSORFLOW, "--model=logistic", "--steps=6",
+      "--eval_interval=2", "--batch_size=8", "--learning_rate=0.1",
+      "--noprogress", "--resume", f"--data_path={train}",
+      f"--test_data_path={test}", "--num_classes=10",
+      f"--output_dir={config.output_dir}"
+  ],
+                          cwd=ROOT,
+                          capture_output=True,
+                          text=True,
+                          timeout=300)
+  assert result.returncode == 1
+  assert result.stderr.splitlines() == [f"tf-adasamp-train: {message}"]
+  assert result.stdout.split() == ["False"]  # TensorFlow not loaded
+
+
+# The trainer's command line, then whether TensorFlow had loaded.
+LOADED_TENSORFLOW = """
+import sys
+from tf_adasamp.experiment import train
+sys.argv[0] = train.PROGRAM
+try:
+  train.run()
+finally:
+  print("tensorflow" in sys.modules)
+"""
+
+
+def test_a_data_file_touched_since_names_the_time_to_give_back(
+    image_files, tmp_path):
+  _, _, train, test = image_files
+  config = tiny_config(data_path=train,
+                       test_data_path=test,
+                       num_classes=10,
+                       batch_size=8,
+                       output_dir=str(tmp_path / "run"))
+  loop.train(config)
+  mtime_ns = os.stat(test).st_mtime_ns
+  os.utime(test, ns=(mtime_ns + 10**9, mtime_ns + 10**9))
+  resumed = dataclasses.replace(config, resume=True, steps=6)
+  with pytest.raises(run_files.RunError,
+                     match=r"\(test_data_path mtime_ns: \d+ then, \d+ now\); "
+                     r"if the file holds the same records, give it back its "
+                     rf"time \(touch -d @{mtime_ns / 1e9:.9f} FILE\)"):
+    loop.train(resumed)
+  os.utime(test, ns=(mtime_ns, mtime_ns))
+  assert loop.train(resumed)[-1]["step"] == 6

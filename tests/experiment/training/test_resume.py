@@ -1,6 +1,8 @@
-"""Resuming a run from its checkpoint and checkpoint state, edited at
-random: each edit is refused in one line, the run's directory as it was,
-or, where it changes nothing, the run resumes exactly (issue 53).
+"""Resuming a run (tf_adasamp.experiment.training.resume) from its checkpoint
+and checkpoint state, edited at random: each edit is refused in one line,
+the run's directory as it was, or, where it changes nothing, the run resumes
+exactly (issue 53). And each hand-made edit of a checkpoint, a record or a
+setting, refused in one line naming the file and the reason (issue 46).
 
 Each sampler kind (adaptive with the controls, reshuffling, uniform), each
 on labels with noise; an edit of one checkpointed variable (mostly the
@@ -9,6 +11,7 @@ Derandomized and few examples: the same cases every run of the suite.
 """
 
 import dataclasses
+import json
 import os
 import shutil
 import tempfile
@@ -20,7 +23,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import checkpoint_edits
 from checkpoint_edits import edited_checkpoint
+from run_records import refused
+from run_records import snapshot
 from run_records import tiny_config
 from run_records import without_clocks
 from tf_adasamp.experiment.training import loop
@@ -60,16 +66,6 @@ def runs(digits, tmp_path_factory):
                        data=digits)
     found[kind] = (config, whole)
   return found
-
-
-def snapshot(directory):
-  files = {}
-  for folder, _, names in os.walk(directory):
-    for name in names:
-      path = os.path.join(folder, name)
-      with open(path, "rb") as f:
-        files[os.path.relpath(path, directory)] = f.read()
-  return files
 
 
 def edited_value(value, how, data):
@@ -177,3 +173,200 @@ def test_an_edited_checkpoint_or_pointer_is_refused_or_resumes_exactly(
       return
     assert unchanged, "an edit that changes the run was resumed"
     assert without_clocks(records) == without_clocks(whole)
+
+
+STEP_KEY = "step/.ATTRIBUTES/VARIABLE_VALUE"
+
+ITERATIONS_KEY = "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+@pytest.fixture
+def run(digits, tmp_path):
+  """The config of a finished 4-step run in tmp_path/run (records 0, 2, 4;
+  checkpoints 2 and 4), to resume to step 6."""
+  config = tiny_config(output_dir=str(tmp_path / "run"))
+  loop.train(config, data=digits)
+  return dataclasses.replace(config, resume=True, steps=6)
+
+
+def last_checkpoint(config):
+  return tf.train.latest_checkpoint(
+      os.path.join(config.output_dir, run_files.CHECKPOINTS_DIR))
+
+
+@pytest.mark.parametrize("step", [-5, 10**6, 3])
+def test_resume_refuses_a_checkpoint_whose_step_is_not_its_number(
+    run, digits, step):
+  path = last_checkpoint(run)  # ckpt-4
+  checkpoint_edits.edited_checkpoint(path,
+                                     STEP_KEY,
+                                     lambda value: np.int64(step),
+                                     copy=path)
+  checkpoint_edits.forge_digest(path)
+  refused(run, digits,
+          f"cannot resume from {path}: its step {step} is not its number")
+
+
+def test_resume_refuses_a_checkpoint_past_the_runs_length(run, digits):
+  # Renamed and listed as the latest, its step its number: still past the
+  # run's 6 steps.
+  directory = os.path.join(run.output_dir, run_files.CHECKPOINTS_DIR)
+  far = os.path.join(directory, "ckpt-1000000")
+  checkpoint_edits.edited_checkpoint(last_checkpoint(run), STEP_KEY,
+                                     lambda value: np.int64(10**6), far)
+  checkpoint_edits.edited_checkpoint(far, ITERATIONS_KEY,
+                                     lambda value: np.int64(10**6), far)
+  checkpoint_edits.forge_digest(far)
+  tf.compat.v1.train.update_checkpoint_state(directory, far)
+  refused(run, digits, "its step 1000000 is past the run's 6 steps")
+
+
+@pytest.mark.parametrize("iterations", [-1, 5])
+def test_resume_refuses_a_checkpoint_whose_optimizer_updates_are_not_its_step(
+    run, digits, iterations):
+  path = last_checkpoint(run)
+  checkpoint_edits.edited_checkpoint(path,
+                                     ITERATIONS_KEY,
+                                     lambda value: np.int64(iterations),
+                                     copy=path)
+  checkpoint_edits.forge_digest(path)
+  refused(run, digits,
+          f"its optimizer's updates, {iterations}, are not its step 4")
+
+
+def test_resume_refuses_a_checkpoint_whose_files_are_not_those_it_wrote(
+    run, digits):
+  # A value the other checks cannot tell from the run's own: the random
+  # state of the sampler's generator.
+  path = last_checkpoint(run)
+  checkpoint_edits.edited_checkpoint(path,
+                                     "generator_state",
+                                     lambda state: state + 1,
+                                     copy=path)
+  refused(
+      run, digits, f"cannot resume from {path}: its files are not those the "
+      f"run wrote (their SHA-256 is not the one in {path}.sha256)")
+
+
+PERMUTATION_KEY = "sampler/permutation/.ATTRIBUTES/VARIABLE_VALUE"
+
+DRAWS_KEY = "sampler/draws/.ATTRIBUTES/VARIABLE_VALUE"
+
+
+@pytest.mark.parametrize("key,edit,message", [
+    (PERMUTATION_KEY, lambda p: p * 0, "permutation is not that of its epoch"),
+    (PERMUTATION_KEY, lambda p: p + 1500, "permutation is not that of"),
+    (DRAWS_KEY, lambda d: np.int64(-5), "draws -5 and epoch 0 must be >= 0"),
+])
+def test_resume_refuses_a_reshuffling_state_that_no_run_reaches(
+    digits, tmp_path, key, edit, message):
+  config = tiny_config(sampling="reshuffle", output_dir=str(tmp_path / "run"))
+  loop.train(config, data=digits)
+  resumed = dataclasses.replace(config, resume=True, steps=6)
+  path = last_checkpoint(resumed)
+  checkpoint_edits.edited_checkpoint(path, key, edit, copy=path)
+  checkpoint_edits.forge_digest(path)
+  refused(
+      resumed, digits,
+      f"cannot resume from {path}: it does not hold this trainer's state "
+      f"(the reshuffling sampler's {message}")
+
+
+@pytest.mark.parametrize("spelling", ["absolute", "relative", "in the list"])
+def test_resume_refuses_a_checkpoint_state_that_names_another_runs_checkpoint(
+    run, digits, tmp_path, spelling):
+  other = tiny_config(output_dir=str(tmp_path / "other"), seed=1)
+  loop.train(other, data=digits)
+  directory = os.path.join(run.output_dir, run_files.CHECKPOINTS_DIR)
+  theirs = os.path.join(other.output_dir, run_files.CHECKPOINTS_DIR, "ckpt-4")
+  ours = last_checkpoint(run)
+  if spelling == "relative":
+    theirs = os.path.relpath(theirs, directory)  # ../../other/checkpoints/..
+  latest, listed = (ours,
+                    [theirs, ours]) if spelling == "in the list" else (theirs,
+                                                                       [theirs])
+  with open(os.path.join(directory, "checkpoint"), "w") as f:
+    f.write(f'model_checkpoint_path: "{latest}"\n' + "".join(
+        f'all_model_checkpoint_paths: "{path}"\n' for path in listed))
+  refused(run, digits, f"{os.path.join(directory, 'checkpoint')} names ")
+  refused(run, digits, f"outside {directory}: a run resumes its own")
+
+
+def test_resume_refuses_an_older_checkpoint_than_the_records(run, digits):
+  # The checkpoint state names ckpt-2 as the latest; records go to step 4.
+  directory = os.path.join(run.output_dir, run_files.CHECKPOINTS_DIR)
+  older = os.path.join(directory, "ckpt-2")
+  tf.compat.v1.train.update_checkpoint_state(
+      directory, older, [older, last_checkpoint(run)])
+  refused(run, digits, "metrics.jsonl records step 4, past its step 2")
+
+
+def _truncate(data_file):
+  os.truncate(data_file, os.path.getsize(data_file) // 2)
+
+
+def _zero(data_file):
+  with open(data_file, "r+b") as f:
+    f.write(bytes(os.path.getsize(data_file)))
+
+
+@pytest.mark.parametrize("damage", [_truncate, _zero])
+def test_resume_refuses_a_damaged_data_file_in_one_line(run, digits, damage):
+  path = last_checkpoint(run)
+  damage(f"{path}.data-00000-of-00001")
+  refused(run, digits, f"cannot resume from {path}: its files are not those")
+  checkpoint_edits.forge_digest(path)
+  refused(run, digits, f"cannot resume from {path}: it does not hold")
+
+
+def test_resume_refuses_a_corrupt_object_graph_in_one_line(run, digits):
+  path = last_checkpoint(run)
+  checkpoint_edits.edited_checkpoint(path,
+                                     "_CHECKPOINTABLE_OBJECT_GRAPH",
+                                     lambda value: b"\n\xff\xff garbage",
+                                     copy=path)
+  checkpoint_edits.forge_digest(path)
+  refused(run, digits, f"cannot resume from {path}: it does not hold")
+
+
+def test_resume_refuses_a_run_without_its_config_json(run, digits):
+  os.unlink(os.path.join(run.output_dir, run_files.CONFIG_FILE))
+  refused(dataclasses.replace(run, amplitude=2.0), digits,
+          "config.json is missing")
+
+
+def test_a_length_past_2_to_the_53_steps_writes_nothing(run, digits, tmp_path):
+  new = tiny_config(epochs=1e300, output_dir=str(tmp_path / "new"))
+  with pytest.raises(run_files.RunError, match="more steps than the 2"):
+    loop.train(new, data=digits)
+  assert not os.path.exists(new.output_dir)
+  refused(dataclasses.replace(run, epochs=1e300), digits,
+          "more steps than the 2**53")
+
+
+def test_resume_refuses_reversed_metrics(run, digits):
+  path = os.path.join(run.output_dir, run_files.METRICS_FILE)
+  with open(path) as f:
+    lines = f.readlines()
+  with open(path, "w") as f:
+    f.writelines(reversed(lines))
+  refused(run, digits, f"{path} line 2 records step 2 after step 4")
+
+
+def test_resume_refuses_other_in_memory_data_under_the_same_name(run, digits):
+  relabelled = dataclasses.replace(digits, y_train=(digits.y_train + 1) % 10)
+  before = snapshot(run.output_dir)
+  with pytest.raises(run_files.RunError,
+                     match=r"its data changed since it began \(train sha256: "
+                     r"[0-9a-f]{64} then, [0-9a-f]{64} now\)"):
+    loop.train(run, data=relabelled)
+  assert snapshot(run.output_dir) == before
+  records = loop.train(run, data=digits)
+  assert records[-1]["step"] == 6
+
+
+def test_a_run_from_before_data_identities_resumes_and_records_one(run, digits):
+  os.remove(os.path.join(run.output_dir, run_files.DATA_FILE))
+  loop.train(run, data=digits)
+  with open(os.path.join(run.output_dir, run_files.DATA_FILE)) as f:
+    assert json.load(f) == json.loads(json.dumps(digits.identity()))
