@@ -6,7 +6,7 @@ Runs every scenario of `SCENARIOS` under MirroredStrategy over two logical
 CPU devices (which must be configured before TensorFlow starts its runtime,
 hence a process of its own, with one strategy: two in a process share
 collective keys) and writes OUT/results.json, {scenario: its results}.
-tests/test_keras_fit.py runs the same scenarios in its own process, with
+tests/keras/test_arguments.py runs the same scenarios in its own process, with
 one replica, and checks both.
 """
 

@@ -1,10 +1,15 @@
-"""The trainer's small runs, and comparing runs' metric records, which are
-exact but for their clocks."""
+"""The trainer's small runs, comparing runs' metric records, which are exact
+but for their clocks, and a run directory's files before and after a run
+that must be refused."""
 
 import dataclasses
+import os
+
+import pytest
 
 from tf_adasamp.experiment.training import config as config_lib
 from tf_adasamp.experiment.training import loop
+from tf_adasamp.experiment.training import run_files
 from tf_adasamp.experiment.training import trainer
 
 
@@ -39,3 +44,30 @@ def stopped_and_resumed(config, data):
   else:
     raise AssertionError("the run was not stopped")
   return loop.train(dataclasses.replace(config, resume=True), data=data)
+
+
+def snapshot(directory):
+  """Every file under `directory`, by path, with its bytes (a FIFO with its
+  mode)."""
+  files = {}
+  for folder, _, names in os.walk(directory):
+    for name in names:
+      path = os.path.join(folder, name)
+      if not os.path.isfile(path):  # a FIFO: opening it would wait
+        files[os.path.relpath(path, directory)] = os.stat(path).st_mode
+        continue
+      with open(path, "rb") as f:
+        files[os.path.relpath(path, directory)] = f.read()
+  return files
+
+
+def refused(config, digits, message):
+  """Trains `config`: refused with a one-line RunError holding `message`,
+  the run directory as it was."""
+  before = snapshot(config.output_dir)
+  with pytest.raises(run_files.RunError) as raised:
+    loop.train(config, data=digits)
+  assert message in str(raised.value)
+  assert "\n" not in str(raised.value)
+  assert snapshot(config.output_dir) == before
+  return str(raised.value)

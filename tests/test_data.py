@@ -10,7 +10,10 @@ import pytest
 import tensorflow as tf
 
 import child_process
+from kernel_helpers import assert_same_state
+from kernel_helpers import state_of
 import reference
+import sampler_controls
 from tf_adasamp import AdaptiveSampler
 from tf_adasamp import data
 from tf_adasamp import ops
@@ -393,3 +396,29 @@ def test_permit_ops_reject_bad_counts():
     data._DrawPermitDataset(tf.data.Dataset.counter(), permits, 0, 0.0)
   with pytest.raises(tf.errors.InvalidArgumentError, match="timeout_seconds"):
     data._DrawPermitDataset(tf.data.Dataset.counter(), permits, 1, -1.0)
+
+
+@pytest.mark.parametrize("update_in_function", [False, True])
+def test_stage_draws_from_the_floor_and_counts_updates_for_schedules(
+    update_in_function):
+  x = np.arange(sampler_controls.NUM_EXAMPLES, dtype=np.float32)
+  stage = data.AdaptiveSampling(sampler_controls.controlled_sampler(seed=6),
+                                8,
+                                max_lag=0)
+  update = tf.function(stage.update) if update_in_function else stage.update
+  in_step = sampler_controls.controlled_sampler(seed=6)
+  for step, (batch, indices,
+             probabilities) in enumerate(stage.dataset(x).take(14)):
+    expected, expected_probabilities = in_step.sample_with_probabilities(8)
+    np.testing.assert_array_equal(indices, expected)
+    np.testing.assert_array_equal(probabilities, expected_probabilities)
+    np.testing.assert_array_equal(batch, x[expected.numpy()])
+    np.testing.assert_array_equal(
+        stage.sampler.importance_weights(probabilities),
+        in_step.importance_weights(expected_probabilities))
+    utilities = tf.cast(indices % 3, tf.float64) - 0.5
+    update(indices, utilities)
+    in_step.update(expected, utilities)
+    count = stage.sampler._update_count
+    assert int(count) == step + 1
+  assert_same_state(state_of(stage.sampler), state_of(in_step))

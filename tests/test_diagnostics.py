@@ -6,7 +6,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from sampler_controls import NUM_EXAMPLES
+from sampler_controls import utility_of
 import tf_adasamp
+from tf_adasamp import AdaptiveSampler
 from tf_adasamp import diagnostics
 
 
@@ -357,3 +360,17 @@ def test_heaviest_summary_refuses_labels_it_would_misread(
                                  class_names=class_names)
   writer.flush()
   assert not heaviest_events(tmp_path)
+
+
+@pytest.mark.parametrize("epsilon", [0.0, 0.2, 1.0])
+def test_diagnostics_describe_the_distribution_the_draws_follow(epsilon):
+  sampler = AdaptiveSampler(NUM_EXAMPLES, 3.0, 0.5, epsilon=epsilon)
+  indices = np.arange(NUM_EXAMPLES)
+  sampler.update(indices, utility_of(indices))
+  values = diagnostics.compute(sampler)
+  kl = float(sampler.kl_divergence())
+  assert float(values["kl_divergence"]) == pytest.approx(kl,
+                                                         rel=1e-9,
+                                                         abs=1e-15)
+  probabilities = np.exp(values["log_n_probability"]) / NUM_EXAMPLES
+  np.testing.assert_allclose(probabilities, sampler.probabilities(), rtol=1e-12)

@@ -434,3 +434,58 @@ def test_reads_work_on_mirrored_state(context):
       values = reads(sampler)
   for actual, expected in zip(values, reads(reference)):
     np.testing.assert_array_equal(actual, expected)
+
+
+MIRRORED_CONTROLS = """
+import numpy as np
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(
+    cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import tf_adasamp
+from tf_adasamp import distribute, schedules
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+settings = dict(amplitude=schedules.warmup(2.0, 4), decay=0.5, seed=3,
+                epsilon=0.2, beta=schedules.anneal(1.0, 5))
+sampler = distribute.create_sampler(strategy, 50, **settings)
+plain = tf_adasamp.AdaptiveSampler(50, **settings)
+
+@tf.function
+def step(in_replicas):
+  indices, probabilities = distribute.sample_share(sampler, 8, 0, 1)
+  weights = sampler.importance_weights(probabilities)
+  utilities = tf.cast(indices % 3 == 0, tf.float64)
+  if in_replicas:  # each replica reports half of the batch
+    def update(context):
+      share = context.replica_id_in_sync_group * 4
+      return indices[share:share + 4], utilities[share:share + 4]
+    halves = strategy.experimental_distribute_values_from_function(update)
+    strategy.run(sampler.update, halves)
+  else:
+    sampler.update(indices, utilities)
+  return indices, weights
+
+for t in range(8):
+  indices, weights = step(t % 2 == 1)
+  expected = plain._sample_from(plain.tree.variable, plain.uniforms(8))
+  np.testing.assert_array_equal(indices, expected[0])
+  np.testing.assert_allclose(weights, plain.importance_weights(expected[1]),
+                             rtol=1e-14)
+  plain.update(expected[0], tf.cast(expected[0] % 3 == 0, tf.float64))
+for name in ("_update_count", "log_weights"):
+  for copy in strategy.experimental_local_results(getattr(sampler, name)):
+    np.testing.assert_array_equal(copy, getattr(plain, name))
+print("identical")
+"""
+
+
+def test_mirrored_copies_draw_weigh_and_count_as_one_sampler():
+  # Logical CPU devices are set before TensorFlow starts: in a child.
+  result = subprocess.run(
+      [sys.executable, "-c", MIRRORED_CONTROLS],
+      env=child_process.environment(CUDA_VISIBLE_DEVICES=""),
+      capture_output=True,
+      text=True,
+      timeout=300)
+  assert result.returncode == 0, result.stderr[-4000:]
+  assert result.stdout.split()[-1] == "identical"

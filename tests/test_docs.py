@@ -28,7 +28,7 @@ def test_every_test_the_guarantees_name_exists():
   assert len(named) > 30, named  # the pattern still finds them
   missing = named - defined
   assert not missing, missing
-  for path in re.findall(r"`((?:experiment/)?test_\w+\.py)`", guarantees):
+  for path in re.findall(r"`((?:\w+/)*test_\w+\.py)`", guarantees):
     assert os.path.exists(os.path.join(ROOT, "tests", path)), path
 
 

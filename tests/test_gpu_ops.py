@@ -199,7 +199,7 @@ def test_bad_values_leave_gpu_state_untouched_without_error(dtype):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("count", [1, 2000])
 def test_hardened_checks_leave_gpu_state_untouched_without_error(dtype, count):
-  # tests/test_op_hardening.py's cases: an inf pairwise sum (build and set),
+  # tests/test_ops.py's cases: an inf pairwise sum (build and set),
   # and a num_leaves other than the one the build recorded.
   info = np.finfo(dtype)
   big, quarter = info.max, dtype(2.0**(info.maxexp - 1 - info.nmant - 2))

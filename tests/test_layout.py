@@ -4,6 +4,8 @@ Each package's `__init__.py` docstring lists its modules, one a line (a
 subpackage as `name/`), and docs/development.md lists the console scripts
 that setup.py installs. Both lists are compared with what exists, both ways,
 so that a module added, moved or removed fails here until its index says so.
+And tests/ mirrors the package: each test file is named after the module it
+tests, or listed as a concern of several.
 """
 
 import ast
@@ -133,3 +135,67 @@ def test_each_console_script_names_a_function_that_exists(name):
         if isinstance(node, ast.FunctionDef)
     }
   assert function in defined, f"{name}: {module} defines no {function}()"
+
+
+# Test files about a concern that no single module owns, by their path under
+# tests/. Every other test file tests/<package path>/test_<m>.py tests the
+# module tf_adasamp/<package path>/<m>.py or _<m>.py.
+CROSS_CUTTING = {
+    "test_api_docs.py",
+    "test_build_facts.py",
+    "test_concurrency.py",
+    "test_docs.py",
+    "test_examples.py",
+    "test_fast_paths.py",
+    "test_gpu_kernels.py",
+    "test_gpu_ops.py",
+    "test_gpu_steps_on_host.py",
+    "test_guide.py",
+    "test_layering.py",
+    "test_layout.py",
+    "test_memory.py",
+    "test_peer_benchmark.py",
+    "test_properties.py",
+    "test_seeds.py",
+    "test_sources.py",
+    "test_stage_hangs.py",
+    "test_stage_properties.py",
+    "test_wheel.py",
+    "test_xla.py",
+    os.path.join("experiment", "test_cli_fuzz.py"),
+    os.path.join("experiment", "test_extending.py"),
+    os.path.join("experiment", "test_fashion_mnist.py"),
+    os.path.join("experiment", "test_interrupts.py"),
+    os.path.join("experiment", "test_multi_worker.py"),
+    os.path.join("experiment", "test_train_controls.py"),
+}
+TESTS = os.path.join(ROOT, "tests")
+
+
+def files_under_tests():
+  """Every test file under tests/, by its path relative to tests/."""
+  found = []
+  for directory, subdirectories, files in os.walk(TESTS):
+    subdirectories[:] = sorted(d for d in subdirectories if d != "__pycache__")
+    for name in sorted(files):
+      if name.startswith("test_") and name.endswith(".py"):
+        found.append(os.path.relpath(os.path.join(directory, name), TESTS))
+  return found
+
+
+def test_the_tests_mirror_the_package():
+  files = files_under_tests()
+  assert len(files) > 40, files  # the walk still finds them
+  for path in files:
+    if path in CROSS_CUTTING:
+      continue
+    folder, name = os.path.split(path)
+    module = name[len("test_"):]
+    package = os.path.join(PACKAGE, folder)
+    assert os.path.isfile(os.path.join(package, "__init__.py")) and any(
+        os.path.isfile(os.path.join(package, prefix + module))
+        for prefix in ("", "_")), (
+            f"tests/{path} tests no module tf_adasamp/{folder}/{module} "
+            "(nor a private one): name it after the module it tests, or list "
+            "it in CROSS_CUTTING")
+  assert not CROSS_CUTTING - set(files), sorted(CROSS_CUTTING - set(files))

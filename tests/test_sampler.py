@@ -1,17 +1,30 @@
-"""AdaptiveSampler against a NumPy reference of Algorithm 1."""
+"""AdaptiveSampler (tf_adasamp.sampler) against a NumPy reference of
+Algorithm 1; bad input, in Python and through checkpoints, refused before
+any state changes (issue 16)."""
 
 import math
+import re
 
+import keras
 import numpy as np
 import pytest
 from scipy import stats
 import tensorflow as tf
 
+from checkpoint_edits import edited_checkpoint
+from kernel_helpers import assert_same_state
 from kernel_helpers import state_of
 import reference
+from sampler_controls import controlled_sampler
+from sampler_controls import controlled_steps
+from sampler_controls import NUM_EXAMPLES
+from sampler_controls import utility_of
 import tf_adasamp
 from tf_adasamp import AdaptiveSampler
+from tf_adasamp import data
 from tf_adasamp import ops
+from tf_adasamp import schedules
+from tf_adasamp import SumTree
 
 
 def run_against_reference(sampler, algorithm, steps, batch_size, utility):
@@ -476,3 +489,738 @@ def test_float_indices_are_refused():
 def test_public_api():
   assert tf_adasamp.SumTree is not None
   assert callable(tf_adasamp.utilities.zero_one)
+
+
+def assert_unchanged(module, before):
+  assert_same_state(state_of(module), before)
+
+
+def save(module, path):
+  return tf.train.Checkpoint(module=module).save(str(path / "ckpt"))
+
+
+def restore(module, path):
+  tf.train.Checkpoint(module=module).restore(path).assert_consumed()
+
+
+@pytest.mark.usefixtures("on_cpu")
+def test_sampler_checkpoint_of_another_size_changes_nothing(tmp_path):
+  saved = AdaptiveSampler(6, amplitude=1.0, decay=0.5, seed=1)
+  saved.update([1, 2], [1.0, 2.0])
+  path = save(saved, tmp_path)
+  smaller = AdaptiveSampler(5, amplitude=1.0, decay=0.5, seed=2)
+  before = state_of(smaller)
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match="number of examples"):
+    restore(smaller, path)
+  assert_unchanged(smaller, before)
+  assert float(smaller.kl_divergence()) == 0
+
+
+@pytest.mark.usefixtures("on_cpu")
+def test_sampler_checkpoint_restores_every_part(tmp_path):
+  saved = AdaptiveSampler(6, amplitude=1.0, decay=0.5, seed=1)
+  saved.update([1, 2, 2], [1.0, 2.0, -3.0])
+  path = save(saved, tmp_path)
+  restored = AdaptiveSampler(6, amplitude=1.0, decay=0.5, seed=7)
+  restore(restored, path)
+  assert_unchanged(restored, state_of(saved))
+  np.testing.assert_array_equal(restored.sample(20), saved.sample(20))
+
+
+def scaled_at(position, factor):
+  return lambda value: np.where(
+      np.arange(value.size) == position, value * factor, value)
+
+
+def shifted_at(position, shift):
+  return lambda value: np.where(
+      np.arange(value.size) == position, value + shift, value)
+
+
+# Every entry of a sampler's checkpoint, each edited so that it no longer
+# fits the others (leaf 8 + 2 of the tree and entropy tree is example 2).
+SAMPLER_EDITS = [
+    ("tree", scaled_at(10, 2.0), r"not exp\(log weights - log scale\)"),
+    ("entropy_tree", shifted_at(10, 0.5), "entropy tree does not match"),
+    ("entropy_tree", shifted_at(14, 0.5), "padding entropy terms"),
+    ("log_weights", shifted_at(2, 1.0), r"not exp\(log weights - log scale\)"),
+    ("log_scale", lambda value: value + 700, r"not exp\(log weights"),
+    ("generator_state", lambda value: value[:2], "random state"),
+    ("num_examples", lambda value: value - 1, "number of examples"),
+    ("amplitude", lambda value: value * 2, "amplitude"),
+    ("decay", lambda value: value / 2, "decay"),
+]
+
+
+@pytest.mark.usefixtures("on_cpu")
+@pytest.mark.parametrize("name, edit, message", SAMPLER_EDITS)
+def test_a_sampler_checkpoint_that_does_not_fit_together_is_refused(
+    tmp_path, name, edit, message):
+  saved = AdaptiveSampler(6, amplitude=1.0, decay=0.5, seed=1)
+  saved.update([1, 2, 2], [1.0, 2.0, -3.0])
+  path = edited_checkpoint(save(saved, tmp_path), name, edit)
+  sampler = AdaptiveSampler(6, amplitude=1.0, decay=0.5, seed=2)
+  sampler.update([0, 3], [0.5, 1.5])
+  before = state_of(sampler)
+  with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+    restore(sampler, path)
+  assert_unchanged(sampler, before)
+
+
+@pytest.mark.usefixtures("on_cpu")
+def test_the_sums_of_a_samplers_entropy_tree_are_rebuilt(tmp_path):
+  saved = AdaptiveSampler(6, amplitude=1.0, decay=0.5, seed=1)
+  saved.update([1, 2, 2], [1.0, 2.0, -3.0])
+  # Nodes 1 (the total of the entropy terms) and 3 are sums, not state.
+  path = edited_checkpoint(save(saved, tmp_path), "entropy_tree",
+                           shifted_at(1, 100.0))
+  path = edited_checkpoint(path, "entropy_tree", shifted_at(3, -7.0))
+  sampler = AdaptiveSampler(6, amplitude=1.0, decay=0.5, seed=2)
+  restore(sampler, path)
+  assert_unchanged(sampler, state_of(saved))
+  assert 0 <= float(sampler.kl_divergence()) <= np.log(6)
+
+
+@pytest.mark.usefixtures("on_cpu")
+@pytest.mark.parametrize("setting", ["amplitude", "decay"])
+def test_restoring_into_a_sampler_of_another_setting_is_refused(
+    tmp_path, setting):
+  saved = AdaptiveSampler(6, amplitude=1.0, decay=0.5, seed=1)
+  saved.update([1, 2], [1.0, 2.0])
+  path = save(saved, tmp_path)
+  settings = {"amplitude": 1.0, "decay": 0.5, setting: 0.25}
+  sampler = AdaptiveSampler(6, seed=2, **settings)
+  before = state_of(sampler)
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match=f"checkpoint's {setting} differs"):
+    restore(sampler, path)
+  assert_unchanged(sampler, before)
+
+
+@pytest.mark.usefixtures("on_cpu")
+@pytest.mark.parametrize("method",
+                         ["sample", "sample_with_probabilities", "uniforms"])
+@pytest.mark.parametrize("batch_size, error",
+                         [(-1, ValueError), (0, ValueError), (1.5, TypeError),
+                          (True, TypeError), (2**40, ValueError),
+                          ("4", TypeError)])
+def test_refused_draw_leaves_the_random_state(method, batch_size, error):
+  sampler = AdaptiveSampler(10, amplitude=1.0, decay=0.5, seed=0)
+  before = state_of(sampler)
+  with pytest.raises(error, match="batch_size"):
+    getattr(sampler, method)(batch_size)
+  assert_unchanged(sampler, before)
+
+
+@pytest.mark.usefixtures("on_cpu")
+def test_numpy_integers_are_sizes():
+  sampler = AdaptiveSampler(np.int64(10), amplitude=1.0, decay=0.5, seed=0)
+  assert sampler.sample(np.int32(3)).shape == [3]
+  assert SumTree(np.uint8(4)).num_leaves == 4
+
+
+@pytest.mark.usefixtures("on_cpu")
+@pytest.mark.parametrize("kwargs, error, name", [
+    ({
+        "amplitude": None
+    }, TypeError, "amplitude"),
+    ({
+        "amplitude": [1.0]
+    }, TypeError, "amplitude"),
+    ({
+        "amplitude": "1.0"
+    }, TypeError, "amplitude"),
+    ({
+        "amplitude": True
+    }, TypeError, "amplitude"),
+    ({
+        "amplitude": float("inf")
+    }, ValueError, "amplitude"),
+    ({
+        "decay": None
+    }, TypeError, "decay"),
+    ({
+        "decay": [0.5]
+    }, TypeError, "decay"),
+    ({
+        "decay": 1.0
+    }, ValueError, "decay"),
+    ({
+        "seed": 1.5
+    }, TypeError, "seed"),
+    ({
+        "seed": -1
+    }, ValueError, "seed"),
+    ({
+        "stratified": "no"
+    }, TypeError, "stratified"),
+    ({
+        "num_examples": True
+    }, TypeError, "num_examples"),
+    ({
+        "num_examples": 0
+    }, ValueError, "num_examples"),
+    ({
+        "dtype": tf.int32
+    }, TypeError, "dtype"),
+    ({
+        "dtype": "half-precision"
+    }, TypeError, "dtype"),
+])
+def test_bad_sampler_arguments_name_the_argument(kwargs, error, name):
+  arguments = {"num_examples": 10, "amplitude": 1.0, "decay": 0.5, **kwargs}
+  with pytest.raises(error, match=name):
+    AdaptiveSampler(**arguments)
+
+
+@pytest.mark.usefixtures("on_cpu")
+def test_complex_utilities_are_refused_before_any_change():
+  sampler = AdaptiveSampler(10, amplitude=1.0, decay=0.5, seed=0)
+  before = state_of(sampler)
+  with pytest.raises(TypeError, match="utilities"):
+    sampler.update([1], tf.constant([1 + 2j]))
+  assert_unchanged(sampler, before)
+
+
+@pytest.mark.usefixtures("on_cpu")
+def test_gradients_stop_at_draws_and_reweights():
+  sampler = AdaptiveSampler(10, amplitude=1.0, decay=0.5, seed=0)
+  scale = tf.Variable(2.0, dtype=tf.float64)
+  with tf.GradientTape() as tape:
+    indices, probabilities = sampler.sample_with_probabilities(4)
+    sampler.update(indices, scale * tf.ones([4], tf.float64))
+    loss = scale * tf.reduce_sum(probabilities)
+  # Only the direct path counts; the ops are not differentiable.
+  assert float(tape.gradient(loss, scale)) == pytest.approx(
+      float(tf.reduce_sum(probabilities)))
+
+
+@pytest.mark.usefixtures("on_cpu")
+@pytest.mark.parametrize("dtype,amplitude,decay,bound", [
+    (tf.float64, 1e308, 0.5, "1.798e+300"),
+    (tf.float64, 1e290, 1 - 1e-12, "1.798e+300"),
+    (tf.float32, 1e30, 0.9, "3.403e+30"),
+])
+def test_an_amplitude_whose_log_weights_could_overflow_is_refused_with_bound(
+    dtype, amplitude, decay, bound):
+  with pytest.raises(ValueError,
+                     match=rf"amplitude / \(1 - decay\) must be at most "
+                     rf"{re.escape(bound)}, so that log weights stay finite"):
+    AdaptiveSampler(4, amplitude, decay, dtype=dtype)
+
+
+@pytest.mark.usefixtures("on_cpu")
+def test_log_weights_at_the_amplitude_cap_stay_finite_up_to_the_bound():
+  # amplitude / (1 - decay) just below the cap, utilities of 1e8: the log
+  # weights approach 1e308 and stay finite, however long the run.
+  sampler = AdaptiveSampler(4, 8.98e299, 0.5)
+  for _ in range(60):
+    sampler.update([0, 1], [1e8, -1e8])
+  for value in state_of(sampler):
+    assert np.all(np.isfinite(value))
+  assert sampler.log_weights.numpy()[0] == pytest.approx(1.796e308, rel=1e-3)
+  # A utility past the bound whose log weight would overflow is refused,
+  # the error naming the log weight, not the product (which is finite).
+  sampler = AdaptiveSampler(4, 1e299, 0.9)
+  sampler.update([0], [1e9])
+  before = state_of(sampler)
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match=r"the new log weight of example 0, decay \* "
+                     r"log_weight \+ amplitude \* utilities\[0\] = 0.9 \* "
+                     r"1e\+308 \+ 1e\+299 \* 1e\+09, overflows"):
+    sampler.update([0], [1e9])
+  for expected, actual in zip(before, state_of(sampler)):
+    np.testing.assert_array_equal(expected, actual)
+
+
+@pytest.mark.usefixtures("on_cpu")
+@pytest.mark.parametrize("kwargs, name, message", [
+    ({
+        "decay": 0.99999999
+    }, "decay", "rounds to 1.0 in float32"),
+    ({
+        "decay": 1e-50
+    }, "decay", "rounds to 0.0 in float32"),
+    ({
+        "amplitude": 1e39
+    }, "amplitude", "overflows float32"),
+])
+def test_float32_parameters_are_checked_as_rounded_to_float32(
+    kwargs, name, message):
+  arguments = {"amplitude": 1.0, "decay": 0.5, **kwargs}
+  with pytest.raises(ValueError, match=name) as error:
+    AdaptiveSampler(10, dtype=tf.float32, **arguments)
+  assert message in str(error.value)
+  # The same values are valid weights' parameters in float64.
+  sampler = AdaptiveSampler(10, dtype=tf.float64, **arguments)
+  sampler.update([0, 1], [0.5, -0.5])
+
+
+@pytest.mark.usefixtures("on_cpu")
+def test_a_corrupt_checkpoint_changes_no_sampler_whose_counter_exists_first(
+    tmp_path):
+  saved = AdaptiveSampler(6, amplitude=1.0, decay=0.5, seed=1)
+  saved.update([1, 2], [1.0, 2.0])
+  checkpoint = tf.train.Checkpoint(module=saved)
+  # A counter whose 8 bytes can be found in the data file, then corrupted.
+  checkpoint.save_counter.assign(0x123456789ABCDE)
+  path = checkpoint.save(str(tmp_path / "ckpt"))
+  data_file = next(tmp_path.glob(f"{path.split('/')[-1]}.data-*"))
+  contents = bytearray(data_file.read_bytes())
+  at = contents.find(np.int64(0x123456789ABCDF).tobytes())
+  contents[at] ^= 0xFF
+  data_file.write_bytes(bytes(contents))
+  sampler = AdaptiveSampler(6, amplitude=1.0, decay=0.5, seed=2)
+  before = state_of(sampler)
+  restorer = tf.train.Checkpoint(module=sampler)
+  # Made now, not after the module is restored: read with it.
+  _ = restorer.save_counter
+  with pytest.raises(tf.errors.DataLossError):
+    restorer.restore(path)
+  assert_unchanged(sampler, before)
+
+
+def generator_uniforms(generator, batch_size, stratified):
+  """The uniforms behind a sampler's draw, from a twin of its generator."""
+  uniforms = generator.uniform([batch_size], dtype=tf.float64).numpy()
+  if stratified:
+    uniforms = np.minimum((np.arange(batch_size) + uniforms) / batch_size,
+                          np.nextafter(1.0, 0.0))
+  return uniforms
+
+
+@pytest.mark.parametrize("epsilon", [0.3, 1.0])
+@pytest.mark.parametrize("stratified", [False, True])
+def test_floor_draws_and_probabilities_follow_the_mixture(epsilon, stratified):
+  sampler = AdaptiveSampler(NUM_EXAMPLES,
+                            amplitude=2.0,
+                            decay=0.8,
+                            seed=5,
+                            stratified=stratified,
+                            epsilon=epsilon)
+  twin = tf.random.Generator.from_seed(5)
+  algorithm = reference.Algorithm1(NUM_EXAMPLES, 2.0, 0.8)
+  for step in range(30):
+    indices, probabilities = sampler.sample_with_probabilities(12)
+    expected = reference.floored_draw(algorithm.probabilities(),
+                                      generator_uniforms(twin, 12, stratified),
+                                      epsilon)
+    np.testing.assert_array_equal(indices.numpy(), expected)
+    mixture = reference.floored(algorithm.probabilities(), epsilon)
+    np.testing.assert_allclose(probabilities.numpy(),
+                               mixture[expected],
+                               rtol=1e-12)
+    sampler.update(indices, utility_of(expected, step))
+    algorithm.update(expected, utility_of(expected, step))
+  mixture = reference.floored(algorithm.probabilities(), epsilon)
+  np.testing.assert_allclose(sampler.probabilities().numpy(),
+                             mixture,
+                             rtol=1e-12)
+  np.testing.assert_allclose(sampler.kl_divergence().numpy(),
+                             reference.kl_to_uniform(mixture),
+                             rtol=1e-9,
+                             atol=1e-15)
+
+
+def test_floor_kl_is_the_mixtures_and_at_most_the_convex_bound():
+  # A focused Q_t (one weight far above the rest), then floors from none to
+  # all: the mixture's KL, never above (1 - epsilon) KL(Q_t || U).
+  unfloored = AdaptiveSampler(NUM_EXAMPLES, amplitude=3.0, decay=0.5)
+  indices = np.arange(NUM_EXAMPLES)
+  for _ in range(4):
+    unfloored.update(indices, utility_of(indices))
+  q = unfloored.probabilities().numpy()
+  kl = unfloored.kl_divergence().numpy()
+  assert kl > 0.1
+  for epsilon in [0.0, 1e-3, 0.1, 0.5, 0.9, 1.0]:
+    sampler = AdaptiveSampler(NUM_EXAMPLES,
+                              amplitude=3.0,
+                              decay=0.5,
+                              epsilon=epsilon)
+    for _ in range(4):
+      sampler.update(indices, utility_of(indices))
+    floored_kl = sampler.kl_divergence().numpy()
+    assert floored_kl == pytest.approx(reference.kl_to_uniform(
+        reference.floored(q, epsilon)),
+                                       rel=1e-9,
+                                       abs=1e-15)
+    assert floored_kl <= (1 - epsilon) * kl + 1e-12
+  assert floored_kl == 0
+
+
+def test_floor_draws_are_uniform_where_epsilon_is_1_and_frequencies_follow():
+  # Q_t puts almost all its mass on the hard examples; with epsilon = 0.5
+  # half the draws still spread over all examples (chi-square, fixed seed).
+  sampler = AdaptiveSampler(NUM_EXAMPLES,
+                            amplitude=4.0,
+                            decay=0.5,
+                            seed=2,
+                            epsilon=0.5)
+  indices = np.arange(NUM_EXAMPLES)
+  for _ in range(3):
+    sampler.update(indices, utility_of(indices))
+  draws = sampler.sample(200_000).numpy()
+  counts = np.bincount(draws, minlength=NUM_EXAMPLES)
+  expected = 200_000 * sampler.probabilities().numpy()
+  chi_square = np.sum((counts - expected)**2 / expected)
+  # The 0.999 quantile of chi-square with 39 degrees of freedom is 72.1.
+  assert chi_square < 72.1
+
+
+def run_scheduled(sampler, algorithm, amplitude_at, steps, batch_size=8):
+  """Runs both, the reference's amplitude set per update from
+  `amplitude_at`; compares the draws; returns the last update's
+  (log weights before, indices)."""
+  for step in range(steps):
+    indices = sampler.sample(batch_size).numpy()
+    algorithm.amplitude = amplitude_at(step)
+    before = sampler.log_weights.numpy()
+    sampler.update(indices, utility_of(indices, step))
+    algorithm.update(indices, utility_of(indices, step))
+  return before, indices
+
+
+@pytest.mark.parametrize("schedule", [
+    schedules.warmup(2.0, 10),
+    schedules.anneal(2.0, 10),
+    schedules.final_uniform(2.0, total_steps=20, delta=0.5),
+    schedules.initial_uniform(2.0, total_steps=20, fraction=0.25),
+    keras.optimizers.schedules.ExponentialDecay(2.0, 5, 0.5),
+    lambda step: 0.1 * tf.cast(step % 4, tf.float64),
+])
+def test_amplitude_schedule_reweights_as_algorithm_1_at_each_step(schedule):
+  sampler = AdaptiveSampler(NUM_EXAMPLES, schedule, decay=0.8, seed=1)
+  algorithm = reference.Algorithm1(NUM_EXAMPLES, 0.0, 0.8)
+  # The schedule's value as the sampler takes it, in its dtype.
+  run_scheduled(sampler, algorithm,
+                lambda step: float(tf.cast(schedule(step), tf.float64)), 20)
+  np.testing.assert_allclose(sampler.log_weights.numpy(),
+                             algorithm.log_weights,
+                             rtol=1e-12,
+                             atol=1e-12)
+  assert int(sampler._update_count) == 20
+
+
+def test_amplitude_zero_decays_the_weights_toward_uniform_exactly():
+  # After update 10 the amplitude is 0: w <- w ** decay * exp(0), bit for
+  # bit decay * l in log space, whatever the utilities.
+  sampler = AdaptiveSampler(NUM_EXAMPLES,
+                            schedules.final_uniform(3.0, 20, delta=0.5),
+                            decay=0.5,
+                            seed=0)
+  algorithm = reference.Algorithm1(NUM_EXAMPLES, 0.0, 0.5)
+  before, indices = run_scheduled(sampler, algorithm, lambda step: 3.0
+                                  if step < 10 else 0.0, 12)
+  after = sampler.log_weights.numpy()
+  first = np.unique(indices)
+  np.testing.assert_array_equal(after[first], 0.5 * before[first])
+  assert np.any(before[first] != 0)
+  # A fresh sampler at amplitude 0 stays exactly uniform.
+  uniform = AdaptiveSampler(NUM_EXAMPLES, schedules.anneal(1.0, 1), 0.5)
+  uniform.update([0], [0.0])  # update 0, amplitude 1 times a utility of 0
+  uniform.update(np.arange(NUM_EXAMPLES), np.full(NUM_EXAMPLES, 9.0))
+  np.testing.assert_array_equal(uniform.log_weights.numpy(), 0.0)
+  assert uniform.kl_divergence().numpy() == 0
+
+
+def test_an_initial_uniform_phase_draws_uniformly_then_reweights():
+  # Updates 0-4 at amplitude 0: every log weight stays exactly 0, and the
+  # draws are uniform sampling's; update 5 reweights at the amplitude.
+  sampler = AdaptiveSampler(NUM_EXAMPLES,
+                            schedules.initial_uniform(2.0, 20, fraction=0.25),
+                            decay=0.5,
+                            seed=0)
+  uniform = AdaptiveSampler(NUM_EXAMPLES, 0.0, decay=0.5, seed=0)
+  for step in range(5):
+    indices = sampler.sample(8)
+    np.testing.assert_array_equal(indices, uniform.sample(8))
+    sampler.update(indices, utility_of(indices.numpy(), step))
+    uniform.update(indices, utility_of(indices.numpy(), step))
+  np.testing.assert_array_equal(sampler.log_weights.numpy(), 0.0)
+  indices = sampler.sample(8).numpy()
+  sampler.update(indices, np.ones(8))
+  np.testing.assert_array_equal(sampler.log_weights.numpy()[indices], 2.0)
+
+
+@pytest.mark.parametrize("beta", [0.0, 0.4, 1.0])
+def test_importance_weights_are_the_reference_weights(beta):
+  sampler = AdaptiveSampler(NUM_EXAMPLES,
+                            amplitude=2.0,
+                            decay=0.8,
+                            seed=3,
+                            epsilon=0.2,
+                            beta=beta)
+  twin = AdaptiveSampler(NUM_EXAMPLES,
+                         amplitude=2.0,
+                         decay=0.8,
+                         seed=3,
+                         epsilon=0.2)
+  for step in range(10):
+    indices, weights = sampler.sample_with_weights(16)
+    twin_indices, probabilities = twin.sample_with_probabilities(16)
+    np.testing.assert_array_equal(indices, twin_indices)
+    np.testing.assert_allclose(weights.numpy(),
+                               reference.importance_weights(
+                                   probabilities.numpy(), NUM_EXAMPLES, beta),
+                               rtol=1e-13)
+    np.testing.assert_array_equal(sampler.importance_weights(probabilities),
+                                  weights)
+    sampler.update(indices, utility_of(indices, step))
+    twin.update(indices, utility_of(indices, step))
+  if beta == 1:
+    # Exactly the stage's unbiased weights.
+    np.testing.assert_array_equal(
+        weights, data.importance_weights(probabilities, NUM_EXAMPLES))
+  # Their mean under the draws' distribution: 1 at beta = 1, at most 1.
+  p = sampler.probabilities().numpy()
+  mean = np.sum(p * reference.importance_weights(p, NUM_EXAMPLES, beta))
+  assert mean <= 1 + 1e-12
+  if beta == 1:
+    assert mean == pytest.approx(1, rel=1e-12)
+  # The floor bounds every weight by epsilon ** -beta.
+  assert np.max(reference.importance_weights(p, NUM_EXAMPLES,
+                                             beta)) <= 0.2**-beta * (1 + 1e-12)
+
+
+def test_a_beta_schedule_is_read_at_the_update_count():
+  beta = schedules.PiecewiseLinear([0, 4], [0.4, 1.0])
+  sampler = AdaptiveSampler(NUM_EXAMPLES, 1.0, 0.8, seed=0, beta=beta)
+  for step in range(6):
+    indices, weights = sampler.sample_with_weights(8)
+    probabilities = sampler.probabilities().numpy()[indices.numpy()]
+    np.testing.assert_allclose(weights.numpy(),
+                               reference.importance_weights(
+                                   probabilities, NUM_EXAMPLES,
+                                   reference.piecewise_linear([0, 4],
+                                                              [0.4, 1.0],
+                                                              step)),
+                               rtol=1e-13)
+    sampler.update(indices, utility_of(indices, step))
+
+
+@pytest.mark.parametrize("arguments,error,message", [
+    ({
+        "epsilon": -0.1
+    }, ValueError, r"epsilon must be in \[0, 1\]"),
+    ({
+        "epsilon": 1.5
+    }, ValueError, r"epsilon must be in \[0, 1\]"),
+    ({
+        "epsilon": math.nan
+    }, ValueError, r"epsilon must be in \[0, 1\]"),
+    ({
+        "epsilon": "0.1"
+    }, TypeError, "epsilon must be a real number"),
+    ({
+        "beta": 1.01
+    }, ValueError, r"beta must be in \[0, 1\]"),
+    ({
+        "beta": -1.0
+    }, ValueError, r"beta must be in \[0, 1\]"),
+    ({
+        "beta": math.nan
+    }, ValueError, r"beta must be in \[0, 1\]"),
+    ({
+        "beta": True
+    }, TypeError, "beta must be a real number"),
+    ({
+        "amplitude": "1"
+    }, TypeError, "amplitude must be a real number"),
+])
+def test_bad_control_values_are_refused(arguments, error, message):
+  settings = {"amplitude": 1.0, "decay": 0.5, **arguments}
+  with pytest.raises(error, match=message):
+    AdaptiveSampler(10, **settings)
+
+
+def bad_after(step, value):
+  """A schedule that is 1 before update `step`, then `value`."""
+  return lambda count: tf.where(count < step, tf.constant(1.0, tf.float64),
+                                tf.constant(value, tf.float64))
+
+
+@pytest.mark.usefixtures("on_cpu")
+# Above 1e300 at decay 0.5: a log weight could overflow for a utility of 1e8
+# (the cap that a constant amplitude meets when the sampler is made).
+@pytest.mark.parametrize("value", [-0.5, math.nan, math.inf, 1e300])
+@pytest.mark.parametrize("mode", ["eager", "function", "jit_compile"])
+def test_an_amplitude_schedule_out_of_range_is_refused_leaving_the_state(
+    value, mode):
+  sampler = AdaptiveSampler(NUM_EXAMPLES, bad_after(2, value), 0.5, seed=0)
+  update = sampler.update
+  if mode != "eager":
+    update = tf.function(sampler.update, jit_compile=mode == "jit_compile")
+  for step in range(2):
+    indices = sampler.sample(8)
+    update(indices, utility_of(indices.numpy(), step))
+  before = state_of(sampler)
+  indices = sampler.sample(8)
+  after_draw = state_of(sampler)
+  assert not all(np.array_equal(a, b) for a, b in zip(before, after_draw))
+  # Compiled, XLA drops the assertion; the value reaches the op as NaN
+  # utilities, which it refuses.
+  message = (
+      "utilities" if mode == "jit_compile" else
+      r"amplitude schedule returned a value outside \[0, 8.98847e\+299\]")
+  with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+    update(indices, utility_of(indices.numpy()))
+  assert_same_state(state_of(sampler), after_draw)
+
+
+@pytest.mark.usefixtures("on_cpu")
+@pytest.mark.parametrize("value", [1.5, -0.1, math.nan])
+@pytest.mark.parametrize("in_function", [False, True])
+def test_a_beta_schedule_out_of_range_refuses_the_draw_leaving_the_state(
+    value, in_function):
+  sampler = AdaptiveSampler(NUM_EXAMPLES,
+                            1.0,
+                            0.5,
+                            seed=0,
+                            beta=bad_after(1, value))
+  draw = (tf.function(sampler.sample_with_weights)
+          if in_function else sampler.sample_with_weights)
+  indices, _ = draw(4)
+  sampler.update(indices, utility_of(indices.numpy()))
+  before = state_of(sampler)
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match=r"beta schedule returned a value outside \[0, 1\]"):
+    draw(4)
+  assert_same_state(state_of(sampler), before)
+  with pytest.raises(tf.errors.InvalidArgumentError, match="beta schedule"):
+    sampler.importance_weights([0.5])
+
+
+def test_a_schedule_must_return_a_scalar():
+  sampler = AdaptiveSampler(4, lambda step: tf.ones([2], tf.float64), 0.5)
+  before = state_of(sampler)
+  with pytest.raises(ValueError, match="must return a scalar"):
+    sampler.update([0], [1.0])
+  assert_same_state(state_of(sampler), before)
+
+
+@pytest.mark.parametrize("value", ["1.0", True])
+def test_a_schedule_must_return_a_real_number(value):
+  sampler = AdaptiveSampler(4, lambda step: tf.constant(value), 0.5)
+  before = state_of(sampler)
+  with pytest.raises(TypeError,
+                     match="amplitude schedule must return a real "
+                     "number, got a (string|bool) tensor"):
+    sampler.update([0], [1.0])
+  assert_same_state(state_of(sampler), before)
+
+
+def test_a_resumed_sampler_draws_and_weighs_as_an_uninterrupted_one(tmp_path):
+  uninterrupted = controlled_sampler(seed=9)
+  expected = controlled_steps(uninterrupted, 16)
+
+  first = controlled_sampler(seed=9)
+  resumed = controlled_steps(first, 7)
+  path = tf.train.Checkpoint(sampler=first).save(str(tmp_path / "ckpt"))
+  second = controlled_sampler(seed=1)
+  tf.train.Checkpoint(sampler=second).restore(path).assert_consumed()
+  assert int(second._update_count) == 7
+  resumed += controlled_steps(second, 9)
+
+  for (indices, weights), (resumed_indices,
+                           resumed_weights) in zip(expected,
+                                                   resumed,
+                                                   strict=True):
+    np.testing.assert_array_equal(resumed_indices, indices)
+    np.testing.assert_array_equal(resumed_weights, weights)
+  assert_same_state(state_of(second), state_of(uninterrupted))
+
+
+@pytest.mark.usefixtures("on_cpu")
+@pytest.mark.parametrize("dtype", [tf.float64, tf.float32])
+def test_a_compiled_controlled_step_draws_and_updates_as_the_uncompiled_one(
+    dtype):
+  samplers = [controlled_sampler(seed=4, dtype=dtype) for _ in range(2)]
+  eager, compiled = (controlled_steps(sampler, 16, jit_compile)
+                     for sampler, jit_compile in zip(samplers, (False, True)))
+  for (indices, weights), (compiled_indices,
+                           compiled_weights) in zip(eager,
+                                                    compiled,
+                                                    strict=True):
+    np.testing.assert_array_equal(compiled_indices, indices)
+    # XLA's pow may differ from TensorFlow's in the last bit.
+    np.testing.assert_allclose(compiled_weights,
+                               weights,
+                               rtol=2 * np.finfo(weights.dtype).eps)
+  assert_same_state(state_of(samplers[1]), state_of(samplers[0]))
+  assert samplers[1].kl_divergence().numpy() > 0
+
+
+def checkpoint_sampler(sampler, tmp_path):
+  return tf.train.Checkpoint(sampler=sampler).save(str(tmp_path / "ckpt"))
+
+
+def restore_sampler(sampler, path):
+  tf.train.Checkpoint(sampler=sampler).restore(path).assert_consumed()
+
+
+@pytest.mark.parametrize("saved,restored,error,message", [
+    ({
+        "epsilon": 0.1
+    }, {
+        "epsilon": 0.2
+    }, tf.errors.InvalidArgumentError, "checkpoint's epsilon differs"),
+    ({
+        "beta": 0.5
+    }, {
+        "beta": 0.6
+    }, tf.errors.InvalidArgumentError, "checkpoint's beta differs"),
+    ({}, {
+        "epsilon": 0.2
+    }, tf.errors.NotFoundError, "epsilon"),
+    ({}, {
+        "amplitude": schedules.warmup(1.0, 5)
+    }, tf.errors.NotFoundError, "update_count"),
+    ({
+        "amplitude": schedules.warmup(1.0, 5)
+    }, {}, tf.errors.NotFoundError, "amplitude"),
+])
+def test_a_checkpoint_of_other_controls_is_refused(tmp_path, saved, restored,
+                                                   error, message):
+  sampler = AdaptiveSampler(NUM_EXAMPLES, **{
+      "amplitude": 1.0,
+      "decay": 0.5,
+      **saved
+  })
+  sampler.update([1, 2], [1.0, 2.0])
+  path = checkpoint_sampler(sampler, tmp_path)
+  target = AdaptiveSampler(NUM_EXAMPLES, **{
+      "amplitude": 1.0,
+      "decay": 0.5,
+      **restored
+  })
+  before = state_of(target)
+  with pytest.raises(error, match=message):
+    restore_sampler(target, path)
+  assert_same_state(state_of(target), before)
+
+
+def test_a_checkpoint_with_a_negative_update_count_is_refused(tmp_path):
+  sampler = controlled_sampler(seed=0)
+  controlled_steps(sampler, 3)
+  sampler._update_count.assign(-1)
+  path = checkpoint_sampler(sampler, tmp_path)
+  target = controlled_sampler(seed=0)
+  before = state_of(target)
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match="update count is negative"):
+    restore_sampler(target, path)
+  assert_same_state(state_of(target), before)
+
+
+def test_controls_off_keep_the_checkpoint_layout(tmp_path):
+  # A sampler made without controls saves what one made before they
+  # existed: its checkpoints restore either way.
+  path = checkpoint_sampler(
+      AdaptiveSampler(NUM_EXAMPLES, 1.0, 0.5, epsilon=0.0, beta=1.0), tmp_path)
+  names = {
+      name.split("/")[-1].split(".")[0]
+      for name, _ in tf.train.list_variables(path)
+  }
+  assert {"epsilon", "beta", "update_count"}.isdisjoint(names)
+  assert {"amplitude", "decay", "log_weights"} <= names

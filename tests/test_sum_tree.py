@@ -1,10 +1,13 @@
-"""SumTree and its ops against a NumPy reference."""
+"""SumTree (tf_adasamp.sum_tree) and its ops against a NumPy reference; bad
+checkpoints refused before any state changes (issue 16)."""
 
 import numpy as np
 import pytest
 from scipy import stats
 import tensorflow as tf
 
+from kernel_helpers import assert_same_state
+from kernel_helpers import state_of
 import reference
 from tf_adasamp import ops
 from tf_adasamp import SumTree
@@ -277,3 +280,64 @@ def test_updates_and_draws_do_not_copy_the_tree():
       assert _bytes_allocated_by(session.run, draw, "SumTreeSample") < 1024
       # Index 3 repeats: its last weight, 1.0, wins.
       assert session.run(tree.total()) == num_leaves - 2 + 1.0 + 0.5
+
+
+def assert_unchanged(module, before):
+  assert_same_state(state_of(module), before)
+
+
+def save(module, path):
+  return tf.train.Checkpoint(module=module).save(str(path / "ckpt"))
+
+
+def restore(module, path):
+  tf.train.Checkpoint(module=module).restore(path).assert_consumed()
+
+
+@pytest.mark.usefixtures("on_cpu")
+def test_sum_tree_checkpoint_of_another_size_is_refused(tmp_path):
+  path = save(SumTree(6, initial_weights=[1., 2., 3., 4., 5., 6.]), tmp_path)
+  smaller = SumTree(5, initial_weights=[5., 4., 3., 2., 1.])
+  before = state_of(smaller)
+  with pytest.raises(tf.errors.InvalidArgumentError, match="number of leaves"):
+    restore(smaller, path)
+  assert_unchanged(smaller, before)
+
+
+@pytest.mark.usefixtures("on_cpu")
+@pytest.mark.parametrize("edit, message", [
+    (lambda tree: tf.tensor_scatter_nd_update(tree, [[9]], [-1.0]),
+     "negative weight"),
+    (lambda tree: tf.tensor_scatter_nd_update(tree, [[9]], [np.nan]),
+     "weights"),
+    (lambda tree: tf.tensor_scatter_nd_update(tree, [[15]], [1.0]), "padding"),
+])
+def test_edited_tree_in_a_checkpoint_is_refused(tmp_path, edit, message):
+  edited = SumTree(6)
+  edited.variable.assign(edit(edited.variable))  # Around the ops' checks.
+  path = save(edited, tmp_path)
+  tree = SumTree(6, initial_weights=[1., 2., 3., 4., 5., 6.])
+  before = state_of(tree)
+  with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+    restore(tree, path)
+  assert_unchanged(tree, before)
+
+
+@pytest.mark.usefixtures("on_cpu")
+def test_edited_sums_in_a_checkpoint_are_rebuilt(tmp_path):
+  edited = SumTree(6, initial_weights=[1., 2., 3., 4., 5., 6.])
+  edited.variable.assign(
+      tf.tensor_scatter_nd_update(edited.variable, [[1], [2]], [1e9, -5.]))
+  path = save(edited, tmp_path)
+  tree = SumTree(6)
+  restore(tree, path)
+  assert float(tree.total()) == 21
+  np.testing.assert_allclose(tree.probabilities(), np.arange(1, 7) / 21)
+
+
+@pytest.mark.usefixtures("on_cpu")
+def test_probabilities_of_an_all_zero_tree_are_refused():
+  tree = SumTree(4)
+  tree.assign(tf.zeros([4], tf.float64))
+  with pytest.raises(tf.errors.InvalidArgumentError, match="total weight"):
+    tree.probabilities()

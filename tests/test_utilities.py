@@ -292,3 +292,24 @@ def test_reducible_loss_checkpoints_restore_exactly_or_change_nothing(
     with pytest.raises(tf.errors.InvalidArgumentError, match=message):
       tf.train.Checkpoint(reducible=target).read(edited)
     np.testing.assert_array_equal(target.irreducible_losses, before)
+
+
+@pytest.mark.usefixtures("on_cpu")
+def test_utilities_refuse_labels_out_of_range_and_flat_probabilities():
+  probs = tf.constant([[0.9, 0.1], [0.2, 0.8]])
+  for utility in (utilities.zero_one, utilities.l1, utilities.cross_entropy):
+    with pytest.raises(tf.errors.InvalidArgumentError, match="labels"):
+      utility([0, 2], probs)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="labels"):
+      utility([-1, 0], probs)
+    with pytest.raises(ValueError, match="probs"):
+      utility([0, 1], tf.constant([0.9, 0.1]))
+
+
+@pytest.mark.usefixtures("on_cpu")
+def test_utilities_take_one_hot_labels():
+  probs = tf.constant([[0.9, 0.1], [0.2, 0.8]])
+  one_hot = tf.constant([[0.0, 1.0], [0.0, 1.0]])
+  for utility in (utilities.zero_one, utilities.l1, utilities.cross_entropy):
+    np.testing.assert_array_equal(utility(one_hot, probs), utility([1, 1],
+                                                                   probs))

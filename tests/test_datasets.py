@@ -1,6 +1,4 @@
-"""tf_adasamp.datasets: Fashion-MNIST and the digits, read in place (named
-apart from tests/experiment/test_datasets.py, which pytest must tell from
-it)."""
+"""tf_adasamp.datasets: Fashion-MNIST and the digits, read in place."""
 
 import gzip
 import os

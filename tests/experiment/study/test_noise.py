@@ -1,5 +1,5 @@
-"""The label-noise study: its plan, and its summary on synthetic trials
-whose answer is known."""
+"""The label-noise study (tf_adasamp.experiment.study.noise): its plan, and its
+summary on synthetic trials whose answer is known."""
 
 import numpy as np
 import pytest

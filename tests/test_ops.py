@@ -1,4 +1,5 @@
-"""The ops refuse the inputs that used to slip through their checks.
+"""The ops (tf_adasamp.ops) refuse the inputs that used to slip through
+their checks.
 
 - A build or set whose tree would hold an inf sum: the tree adds in pairs,
   so a running sum of the weights can stay finite where a node does not.

@@ -1,9 +1,9 @@
-"""One validation path for a sampler's state, whichever way it comes back: a
-tf.train.Checkpoint of the sampler or of the Keras trainer, a `.keras` file,
-a `ModelCheckpoint`'s weights file through `load_weights` (as
-`BackupAndRestore` loads its own), or `set_weights` (issue 46). Each saved
-entry is edited with finite and non-finite values; the loaded sampler is
-refused, left as it was, or fits together."""
+"""One validation path for a sampler's state (tf_adasamp/_checkpointing.py),
+whichever way it comes back: a tf.train.Checkpoint of the sampler or of the
+Keras trainer, a `.keras` file, a `ModelCheckpoint`'s weights file through
+`load_weights` (as `BackupAndRestore` loads its own), or `set_weights`
+(issue 46). Each saved entry is edited with finite and non-finite values;
+the loaded sampler is refused, left as it was, or fits together."""
 
 import os
 import tempfile

@@ -1,4 +1,5 @@
-"""AdaptiveSamplingModel saves, restores and copies the sampler's state."""
+"""AdaptiveSamplingModel saves, restores and copies the sampler's state
+(tf_adasamp/keras/_saving.py)."""
 
 import json
 import os
@@ -13,8 +14,11 @@ import tensorflow as tf
 
 import child_process
 from kernel_helpers import assert_same_state
+from kernel_helpers import state_of
+import sampler_controls
 import tf_adasamp
 from tf_adasamp import data
+from tf_adasamp import schedules
 from tf_adasamp.keras import AdaptiveSamplingModel
 
 NUM_EXAMPLES = 120
@@ -392,3 +396,23 @@ def test_a_keras_file_whose_booleans_are_not_booleans_is_refused(
       with_config_edited(path, str(tmp_path / "same.keras")))
   assert loaded.debias is trainer.debias is True
   assert loaded.from_logits is trainer.from_logits is None
+
+
+def test_keras_file_round_trips_the_controls_and_the_update_count(tmp_path):
+  x, y = sampler_controls.toy_data()
+  trainer = sampler_controls.keras_trainer(
+      sampler_controls.controlled_sampler(seed=2))
+  trainer.fit(x, y, steps_per_epoch=5, verbose=0)
+  path = str(tmp_path / "trainer.keras")
+  trainer.save(path)
+  loaded = keras.models.load_model(path)
+  sampler, restored = trainer.stage.sampler, loaded.stage.sampler
+  assert restored.epsilon == 0.25
+  assert isinstance(restored.amplitude, schedules.PiecewiseLinear)
+  assert restored.amplitude.get_config() == sampler.amplitude.get_config()
+  assert restored.beta.get_config() == sampler.beta.get_config()
+  assert int(restored._update_count) == 5
+  assert_same_state(state_of(restored), state_of(sampler))
+  np.testing.assert_array_equal(
+      restored.sample_with_weights(8)[1],
+      sampler.sample_with_weights(8)[1])

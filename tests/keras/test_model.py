@@ -1,7 +1,7 @@
-"""tf_adasamp.keras: `fit` under adaptive sampling."""
+"""AdaptiveSamplingModel (tf_adasamp.keras.model): `fit` under adaptive
+sampling."""
 
 import math
-import os
 import subprocess
 import sys
 
@@ -12,12 +12,12 @@ import tensorflow as tf
 
 import child_process
 import reference
+import sampler_controls
 import tf_adasamp
+from tf_adasamp import AdaptiveSampler
 from tf_adasamp import data
-from tf_adasamp import diagnostics
 from tf_adasamp import utilities
 from tf_adasamp.keras import AdaptiveSamplingModel
-from tf_adasamp.keras import SamplingTensorBoard
 
 NUM_EXAMPLES = 120
 BATCH_SIZE = 16
@@ -436,65 +436,6 @@ def test_training_metrics_estimate_the_uniform_ones_adaptive_are_labelled():
     assert history.history["loss"][epoch] == pytest.approx(loss, rel=0.1)
 
 
-def summaries(log_dir):
-  """{tag: [(step, value or histogram)]} from the event files under
-  log_dir."""
-  found = {}
-  for root, _, files in os.walk(log_dir):
-    for name in files:
-      for record in tf.data.TFRecordDataset(os.path.join(root, name)):
-        event = tf.compat.v1.Event.FromString(record.numpy())
-        for value in event.summary.value:
-          found.setdefault(value.tag, []).append(
-              (event.step, tf.make_ndarray(value.tensor)))
-  return found
-
-
-def test_sampling_tensorboard_logs_the_distribution(tmp_path):
-  pytest.importorskip("tensorboard")  # an extra, as for Keras's callback
-  x, y = toy_data()
-  trainer = make_trainer(utility="zero_one")
-  trainer.compile(optimizer=keras.optimizers.SGD(0.05),
-                  loss="sparse_categorical_crossentropy")
-  log_dir = os.path.join(tmp_path, "logs")
-  trainer.fit(x,
-              y,
-              epochs=2,
-              verbose=0,
-              validation_data=(x, y),
-              callbacks=[SamplingTensorBoard(log_dir, training_data=(x, y))])
-  # Keras's runs, one tag per quantity: the step's kl and distinct_draws
-  # only as the sampler's diagnostics.
-  assert sorted(os.listdir(log_dir)) == ["train", "validation"]
-  found = summaries(os.path.join(log_dir, "train"))
-  assert set(found) == {
-      "epoch_loss", "epoch_adaptive_loss", "epoch_learning_rate",
-      *diagnostics.TAGS.values()
-  }
-  assert set(summaries(os.path.join(log_dir, "validation"))) == {
-      "epoch_loss", "evaluation_loss_vs_iterations"
-  }
-  assert 1 <= found["sampler/distinct_draws"][-1][1] <= BATCH_SIZE
-  wrong = np.argmax(trainer.predict(x, verbose=0), axis=-1) != y
-  assert [step for step, _ in found["sampler/kl_divergence"]] == [0, 1]
-  sampler = trainer.stage.sampler
-  q = sampler.probabilities().numpy()
-  assert found["sampler/kl_divergence"][-1][1] == pytest.approx(
-      sampler.kl_divergence().numpy())
-  assert found["sampler/max_probability"][-1][1] == pytest.approx(q.max())
-  assert found["sampler/effective_sample_size"][-1][1] == pytest.approx(
-      1 / np.sum(q**2) / NUM_EXAMPLES, rel=1e-5)
-  assert found["epoch_learning_rate"][-1][1] == pytest.approx(0.05)
-  assert found["sampler/misclassified_mass"][-1][1] == pytest.approx(
-      q[wrong].sum(), rel=1e-5)
-
-
-def test_sampling_tensorboard_says_how_to_install_tensorboard(monkeypatch):
-  monkeypatch.setitem(sys.modules, "tensorboard", None)
-  with pytest.raises(ImportError, match="pip install tensorboard"):
-    SamplingTensorBoard("logs")
-
-
 def test_fit_writes_no_terminal_codes_into_a_file():
   code = """
 import keras, numpy as np, tf_adasamp
@@ -517,3 +458,25 @@ trainer.predict(x)
                           check=True)
   assert "\x1b" not in result.stdout
   assert result.stdout.count("val_loss") == 2  # a line an epoch
+
+
+def test_keras_debias_weighs_the_loss_by_beta():
+  # beta = 0: weights of 1, so debiasing trains as not debiasing does; the
+  # same run at beta = 1 trains otherwise.
+  x, y = sampler_controls.toy_data()
+  trained = []
+  for beta, debias in [(0.0, True), (1.0, False), (1.0, True)]:
+    trainer = sampler_controls.keras_trainer(
+        AdaptiveSampler(sampler_controls.NUM_EXAMPLES,
+                        2.0,
+                        0.5,
+                        seed=1,
+                        epsilon=0.1,
+                        beta=beta),
+        debias=debias)
+    trainer.fit(x, y, steps_per_epoch=6, verbose=0)
+    trained.append(trainer.model.get_weights())
+  for unweighted, weighted_by_one in zip(trained[1], trained[0]):
+    np.testing.assert_allclose(weighted_by_one, unweighted, rtol=1e-6)
+  assert any(not np.allclose(debiased, unweighted)
+             for debiased, unweighted in zip(trained[2], trained[1]))

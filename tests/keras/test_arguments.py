@@ -1,4 +1,5 @@
-"""`AdaptiveSamplingModel.fit` takes what `keras.Model.fit` takes.
+"""`AdaptiveSamplingModel.fit` takes what `keras.Model.fit` takes, and the
+wrapper's arguments are checked (tf_adasamp/keras/_arguments.py).
 
 Each signature runs with one replica here and with two (MirroredStrategy
 over two logical CPU devices) in a worker process, tests/keras_fit_worker.py,
@@ -25,7 +26,7 @@ from tf_adasamp import diagnostics
 from tf_adasamp import utilities
 from tf_adasamp.keras import AdaptiveSamplingModel
 
-WORKER = pathlib.Path(__file__).with_name("keras_fit_worker.py")
+WORKER = pathlib.Path(worker.__file__)
 TIMEOUT_S = 600
 TRAINING_PART = int(
     math.floor(worker.NUM_EXAMPLES * (1 - worker.VALIDATION_SPLIT)))

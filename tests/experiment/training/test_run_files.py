@@ -1,0 +1,238 @@
+"""A run's files (tf_adasamp.experiment.training.run_files): its metric
+records, their atomic writes, the settings a resumed run must share, and
+one writer per run directory (issue 46)."""
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from run_records import refused
+from run_records import snapshot
+from run_records import tiny_config
+from tf_adasamp.experiment.training import config as config_lib
+from tf_adasamp.experiment.training import loop
+from tf_adasamp.experiment.training import run_files
+
+
+def test_a_bad_metrics_line_before_the_last_is_a_run_error(tmp_path):
+  (tmp_path /
+   run_files.METRICS_FILE).write_text('{"step": 0}\nnot json\n{"step": 2}\n')
+  with pytest.raises(run_files.RunError, match="line 2 is not a metric"):
+    run_files.read_metrics(str(tmp_path))
+
+
+def test_metrics_and_config_files_are_replaced_whole(tmp_path):
+  path = tmp_path / "file.json"
+  path.write_text("old")
+  run_files.write_atomically(str(path), "new")
+  assert path.read_text() == "new"
+  assert os.listdir(tmp_path) == ["file.json"]
+  umask = os.umask(0)
+  os.umask(umask)
+  assert os.stat(path).st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_a_run_saved_before_a_setting_existed_resumes_with_its_default(
+    tmp_path):
+  config = config_lib.TrainConfig(output_dir=str(tmp_path), resume=True)
+  settings = dataclasses.asdict(config)
+  del settings["jit_compile"]  # a run from before the setting
+  (tmp_path / run_files.METRICS_FILE).write_text('{"step": 0}\n')
+  (tmp_path / run_files.CONFIG_FILE).write_text(json.dumps(settings))
+  run_files.check_output_dir(config)
+  with pytest.raises(run_files.RunExistsError,
+                     match="jit_compile: False there, True here"):
+    run_files.check_output_dir(dataclasses.replace(config, jit_compile=True))
+
+
+def saved_run(directory, **settings):
+  """A run of `settings` in `directory` (its config.json and a record);
+  returns its config, resumed."""
+  config = config_lib.TrainConfig(output_dir=str(directory),
+                                  resume=True,
+                                  **settings)
+  (directory / run_files.METRICS_FILE).write_text('{"step": 0}\n')
+  (directory / run_files.CONFIG_FILE).write_text(
+      json.dumps(dataclasses.asdict(config)))
+  return config
+
+
+@pytest.mark.parametrize("schedule", ["warmup", "anneal", "final_uniform"])
+@pytest.mark.parametrize("length", [{"steps": 200}, {"epochs": 2.0}])
+def test_a_resume_may_not_change_the_length_a_schedule_depends_on(
+    tmp_path, schedule, length):
+  config = saved_run(tmp_path, amplitude_schedule=schedule, steps=100)
+  run_files.check_output_dir(config)
+  with pytest.raises(run_files.RunExistsError) as raised:
+    run_files.check_output_dir(dataclasses.replace(config, **length))
+  name, value = next(iter(length.items()))
+  assert (f"with another length (steps 100 there, {name} {value} here): its "
+          f"amplitude_schedule {schedule!r} follows the run's length"
+          in str(raised.value))
+
+
+def test_a_resume_may_change_the_length_of_a_run_without_a_schedule(tmp_path):
+  config = saved_run(tmp_path, steps=100)
+  run_files.check_output_dir(dataclasses.replace(config, steps=200))
+  run_files.check_output_dir(dataclasses.replace(config, epochs=2.0))
+
+
+ROOT = os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))))
+
+
+@pytest.fixture
+def run(digits, tmp_path):
+  """The config of a finished 4-step run in tmp_path/run (records 0, 2, 4;
+  checkpoints 2 and 4), to resume to step 6."""
+  config = tiny_config(output_dir=str(tmp_path / "run"))
+  loop.train(config, data=digits)
+  return dataclasses.replace(config, resume=True, steps=6)
+
+
+HOLD_LOCK = """
+import sys
+from tf_adasamp.experiment.training import run_files
+with run_files.writer_lock(sys.argv[1]):
+  print("held", flush=True)
+  sys.stdin.read()
+"""
+
+
+@pytest.fixture
+def held(run):
+  """A process holding the writer lock of `run`'s directory."""
+  holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, run.output_dir],
+                            cwd=ROOT,
+                            stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE,
+                            text=True)
+  assert holder.stdout.readline() == "held\n"
+  yield holder
+  if holder.poll() is None:
+    holder.kill()
+  holder.wait()
+
+
+def test_a_second_writer_of_a_run_directory_is_refused_and_changes_nothing(
+    run, digits, held):
+  message = refused(run, digits, f"{run.output_dir} is in use")
+  assert run_files.LOCK_FILE in message
+  # A new run there too, whatever it would have done.
+  with pytest.raises(run_files.RunInUseError):
+    with run_files.writer_lock(run.output_dir):
+      pass
+
+
+def resume_from_the_command_line(run):
+  """The trainer's command line resuming `run` for 6 steps, its result."""
+  return subprocess.run([
+      sys.executable, "-m", "tf_adasamp.experiment.train", "--model=logistic",
+      "--steps=6", "--eval_interval=2", "--batch_size=16",
+      "--learning_rate=0.1", "--noprogress", "--resume",
+      f"--output_dir={run.output_dir}"
+  ],
+                        cwd=ROOT,
+                        capture_output=True,
+                        text=True,
+                        timeout=300,
+                        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+
+
+def test_the_cli_refuses_a_second_trainer_in_one_line(run, held, tmp_path):
+  before = snapshot(run.output_dir)
+  result = resume_from_the_command_line(run)
+  assert result.returncode == 1
+  assert "Traceback" not in result.stderr
+  assert (f"tf-adasamp-train: {run.output_dir} is in use: another trainer "
+          "writes to it" in result.stderr)
+  assert snapshot(run.output_dir) == before
+
+
+def test_a_killed_writers_lock_file_is_not_a_held_lock(run, digits, held):
+  held.send_signal(signal.SIGKILL)
+  held.wait()
+  # The killed writer could not remove its lock file; the kernel released
+  # its lock.
+  assert os.path.exists(os.path.join(run.output_dir, run_files.LOCK_FILE))
+  records = loop.train(run, data=digits)
+  assert [r["step"] for r in records] == [0, 2, 4, 6]
+  assert not os.path.exists(os.path.join(run.output_dir, run_files.LOCK_FILE))
+
+
+def test_the_writer_lock_is_released_however_the_run_ends(run, digits):
+  with pytest.raises(run_files.RunExistsError):
+    loop.train(dataclasses.replace(run, amplitude=2.0), data=digits)
+  with pytest.raises(KeyboardInterrupt):
+    loop.train(run, data=digits, stop_requested=lambda: True)
+  with run_files.writer_lock(run.output_dir):
+    pass
+  assert not os.path.exists(os.path.join(run.output_dir, run_files.LOCK_FILE))
+
+
+def test_a_lock_file_removed_by_its_releasing_holder_is_opened_again(
+    tmp_path, monkeypatch):
+  # A writer that opened the lock file while its holder held it, and locks
+  # it after the holder removed it and let go, holds a file no other writer
+  # opens: it opens the new one instead.
+  path = str(tmp_path / run_files.LOCK_FILE)
+  with run_files.writer_lock(str(tmp_path)):
+    stale = os.open(path, os.O_RDWR)
+  opened, real_open = [], os.open
+
+  def first_the_stale_file(*args, **kwargs):
+    opened.append(args)
+    return os.dup(stale) if len(opened) == 1 else real_open(*args, **kwargs)
+
+  monkeypatch.setattr(run_files.os, "open", first_the_stale_file)
+  try:
+    with run_files.writer_lock(str(tmp_path)):
+      assert len(opened) == 2
+      with pytest.raises(run_files.RunInUseError):
+        with run_files.writer_lock(str(tmp_path)):
+          pass
+  finally:
+    os.close(stale)
+
+
+def test_a_lock_file_that_is_a_link_is_refused_not_followed(tmp_path):
+  (tmp_path / run_files.LOCK_FILE).symlink_to(tmp_path / "elsewhere")
+  with pytest.raises(run_files.RunError,
+                     match=f"^cannot lock {tmp_path}: cannot open "):
+    with run_files.writer_lock(str(tmp_path)):
+      pass
+  assert not (tmp_path / "elsewhere").exists()
+
+
+@pytest.mark.parametrize("steps", [[4, 2, 0], [0, 2, 2, 4], [-2, 0]])
+def test_metrics_whose_steps_do_not_increase_are_refused(tmp_path, steps):
+  path = tmp_path / run_files.METRICS_FILE
+  path.write_text("".join(f'{{"step": {step}}}\n' for step in steps))
+  with pytest.raises(run_files.RunError,
+                     match=f"^{path} line [0-9]+ records step -?[0-9]+ .*"
+                     "increasing steps"):
+    run_files.read_metrics(str(tmp_path))
+
+
+@pytest.mark.parametrize("name", [
+    "metrics.jsonl", "config.json", "data.json", "checkpoints/checkpoint",
+    "checkpoints/ckpt-4.index", "checkpoints/ckpt-4.sha256"
+])
+def test_a_fifo_among_a_runs_files_is_refused_without_waiting(run, name):
+  # Opening a FIFO to read waits for a writer: in a subprocess, to end.
+  path = os.path.join(run.output_dir, name)
+  os.remove(path)
+  os.mkfifo(path)
+  before = snapshot(run.output_dir)
+  result = resume_from_the_command_line(run)
+  assert result.returncode == 1
+  assert f"{path} is not a regular file" in result.stderr.splitlines()[-1] or (
+      f"cannot read {path}: not a regular file"
+      in result.stderr.splitlines()[-1]), result.stderr
+  assert snapshot(run.output_dir) == before
