@@ -3,7 +3,7 @@
 // the argument, and for a value its index and the range it breaks. Linked
 // against the installed TensorFlow's framework library (tensorflow::Tensor,
 // its shapes and errors); the ops that run the checks are tested from
-// Python (tests/test_op_hardening.py).
+// Python (tests/test_ops.py).
 
 #include "cc/kernels/sum_tree_checks.h"
 

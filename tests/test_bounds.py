@@ -2,18 +2,12 @@
 
 import itertools
 import math
-import os
-import pathlib
-import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from tf_adasamp import bounds
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 E = math.e
 SQRT2 = math.sqrt(2)
 
@@ -769,32 +763,3 @@ def test_minimum_examples_finds_smallest_n(target, expected):
 def test_minimum_examples_reports_unreachable_target():
   with pytest.raises(ValueError, match="even at n"):
     bounds.minimum_examples(lambda n: 0.5 + 1 / n, 0.4)
-
-
-def test_command_line_prints_table_and_smallest_n():
-  result = subprocess.run([
-      sys.executable, "-m", "tf_adasamp.experiment.bounds_table", "--n=50000",
-      "--epochs=10", "--batch_size=100", "--strong_convexity=0.1",
-      "--initial_risk=0.7", "--target=0.2"
-  ],
-                          cwd=ROOT,
-                          capture_output=True,
-                          text=True,
-                          check=True,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
-  for key in ("prop1", "prop2", "prop3", "prop4_theta", "thm1_nonconvex",
-              "cor1", "thm3"):
-    assert re.search(rf"^{key} .* \d", result.stdout, re.MULTILINE), key
-  n = int(re.search(r"smallest n with cor1 .*: (\d+)", result.stdout)[1])
-
-  def cor1(n):
-    return bounds.strongly_convex_sgd_bound(kl=0,
-                                            n=n,
-                                            T=math.ceil(10 * n / 100),
-                                            delta=0.05,
-                                            max_loss=1,
-                                            lipschitz=1,
-                                            strong_convexity=0.1,
-                                            batch_size=100)
-
-  assert cor1(n) <= 0.2 < cor1(n - 1)
