@@ -67,7 +67,8 @@ def stratified(uniforms: tf.Tensor, batch_size: int) -> tf.Tensor:
     batch_size: B.
 
   Returns:
-    [B] uniforms of their dtype, the i-th in [i / B, (i + 1) / B).
+    [B] uniforms of their dtype, the i-th in [i / B, (i + 1) / B] (its
+    upper end only where (i + u) / B rounds up to it), every one below 1.
   """
   dtype = uniforms.dtype
   strata = tf.cast(tf.range(batch_size), dtype)
