@@ -24,6 +24,15 @@ def tiny_config(**overrides):
   return config_lib.TrainConfig(**settings)
 
 
+def controls_config(**overrides):
+  """A small run of Algorithm 1 (no importance weights) at amplitude 1,
+  long enough to resume twice: the runs of the sampler controls' tests."""
+  return tiny_config(**{
+      **dict(steps=6, sampling="adaptive", amplitude=1.0, beta=0.0),
+      **overrides
+  })
+
+
 def without_clocks(records):
   """`records` less the wall and CPU seconds, which no two runs share."""
   seconds = {"train_seconds", "train_cpu_seconds", loop.IRREDUCIBLE_SECONDS}

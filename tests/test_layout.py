@@ -166,7 +166,6 @@ CROSS_CUTTING = {
     os.path.join("experiment", "test_fashion_mnist.py"),
     os.path.join("experiment", "test_interrupts.py"),
     os.path.join("experiment", "test_multi_worker.py"),
-    os.path.join("experiment", "test_train_controls.py"),
 }
 TESTS = os.path.join(ROOT, "tests")
 

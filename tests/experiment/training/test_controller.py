@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from run_records import tiny_config
 from tf_adasamp.experiment.training import controller
+from tf_adasamp.experiment.training import loop
 from tf_adasamp.experiment.training import resume
 from tf_adasamp.experiment.training import run_files
 from tf_adasamp.experiment.training.evaluator import Evaluation
@@ -372,3 +374,26 @@ def test_the_temporary_folder_of_a_cut_save_is_not_a_run(tmp_path):
     run_files.check_resumable(str(tmp_path))
   records = run(2, output_dir=str(tmp_path))
   assert records == expected_records([0, 2])
+
+
+@pytest.mark.parametrize("utility,jit_compile,when",
+                         [("l1", False, "at step 1"), ("l1", True, "at step 1"),
+                          ("zero_one", False, "at step 2")])
+def test_diverging_run_names_its_step_and_keeps_its_checkpoint(
+    digits, tmp_path, utility, jit_compile, when):
+  # l1: step 1's update leaves NaN weights, so its utilities (of the updated
+  # model) are NaN: the step reports them and the loop stops there, compiled
+  # by XLA or not. zero_one stays finite, and the evaluation at step 2 finds
+  # the NaN loss.
+  config = tiny_config(model="cnn",
+                       learning_rate=1e30,
+                       utility=utility,
+                       utility_at="updated",
+                       steps=4,
+                       eval_interval=2,
+                       jit_compile=jit_compile,
+                       output_dir=str(tmp_path))
+  with pytest.raises(controller.DivergedError,
+                     match=f"diverged {when} .*smaller than 1e\\+30"):
+    loop.train(config, data=digits)
+  assert [r["step"] for r in run_files.read_metrics(str(tmp_path))] == [0]

@@ -229,3 +229,20 @@ def test_fashion_mnist_5k_is_5000_and_5000_of_fashion_mnist():
   assert data.image_shape == (28, 28, 1)
   # Every class is there, about equally.
   assert np.bincount(data.y_train, minlength=10).min() > 400
+
+
+def test_label_noise_flips_a_fixed_fraction_to_other_classes(digits):
+  noisy = datasets.with_label_noise(digits, 0.2)
+  changed = noisy.y_train != digits.y_train
+  np.testing.assert_array_equal(changed, noisy.flipped)
+  assert changed.sum() == round(0.2 * digits.num_train)
+  np.testing.assert_array_equal(noisy.y_test, digits.y_test)
+  assert noisy.y_train.dtype == np.int32
+  assert set(np.unique(noisy.y_train)) <= set(range(digits.num_classes))
+  # Every run of the study flips the same examples the same way.
+  again = datasets.with_label_noise(digits, 0.2)
+  np.testing.assert_array_equal(again.y_train, noisy.y_train)
+  with pytest.raises(ValueError, match="flipped already"):
+    datasets.with_label_noise(noisy, 0.2)
+  with pytest.raises(ValueError, match=r"in \[0, 1\)"):
+    datasets.with_label_noise(digits, 1.0)

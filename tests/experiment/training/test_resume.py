@@ -13,6 +13,7 @@ Derandomized and few examples: the same cases every run of the suite.
 import dataclasses
 import json
 import os
+import pickle
 import shutil
 import tempfile
 
@@ -30,6 +31,7 @@ from run_records import snapshot
 from run_records import tiny_config
 from run_records import without_clocks
 from tf_adasamp.experiment.training import loop
+from tf_adasamp.experiment.training import resume
 from tf_adasamp.experiment.training import run_files
 
 KINDS = {
@@ -370,3 +372,110 @@ def test_a_run_from_before_data_identities_resumes_and_records_one(run, digits):
   loop.train(run, data=digits)
   with open(os.path.join(run.output_dir, run_files.DATA_FILE)) as f:
     assert json.load(f) == json.loads(json.dumps(digits.identity()))
+
+
+def test_multi_worker_runs_resume_from_the_last_checkpoint_all_have(tmp_path):
+  config = tiny_config(output_dir=str(tmp_path), resume=True)
+  fingerprint, latest = resume.worker_state(config)
+  assert latest == -1  # no checkpoint yet
+  # The per-worker settings aside, the fingerprint is of the settings.
+  assert resume.worker_state(
+      dataclasses.replace(config, output_dir="elsewhere",
+                          cluster_timeout=1))[0] == fingerprint
+  other = resume.worker_state(dataclasses.replace(config, seed=1))[0]
+  assert other != fingerprint
+  common = resume.common_checkpoint_step
+  assert common([[fingerprint, 50], [fingerprint, 25]]) == 25
+  assert common([[fingerprint, -1], [fingerprint, -1]]) is None
+  with pytest.raises(run_files.RunError, match="different settings"):
+    common([[fingerprint, 50], [other, 50]])
+  with pytest.raises(run_files.RunError, match="and some none"):
+    common([[fingerprint, 50], [fingerprint, -1]])
+
+
+def test_resume_ignores_a_tampered_checkpoint_entry_never_running_it(
+    digits, tmp_path):
+  config = tiny_config(output_dir=str(tmp_path / "run"))
+  loop.train(config, data=digits)
+  marker = tmp_path / "pwned"
+
+  class Payload:
+
+    def __reduce__(self):
+      return (os.system, (f"touch {marker}",))
+
+  class Pickled(tf.train.experimental.PythonState):
+    """What an old checkpoint's bound_tracker entry was: a pickle."""
+
+    def serialize(self):
+      return pickle.dumps(Payload())
+
+    def deserialize(self, string_value):
+      pickle.loads(string_value)
+
+  tampered = tf.train.Checkpoint(bound_tracker=Pickled(),
+                                 step=tf.Variable(8, dtype=tf.int64))
+  tf.train.CheckpointManager(tampered,
+                             str(tmp_path / "run" / "checkpoints"),
+                             max_to_keep=5).save(checkpoint_number=8)
+  with pytest.raises(run_files.RunError,
+                     match="does not hold this trainer's state"):
+    loop.train(dataclasses.replace(config, resume=True, steps=8), data=digits)
+  assert not marker.exists()
+  # The run's records were left as they were.
+  assert [r["step"] for r in run_files.read_metrics(config.output_dir)
+         ] == [0, 2, 4]
+  # The payload is live: unpickled, as the old trainer did, it runs.
+  tf.train.Checkpoint(bound_tracker=Pickled()).restore(
+      tf.train.latest_checkpoint(str(tmp_path / "run" / "checkpoints")))
+  assert marker.exists()
+
+
+def _refused_resume_changes_no_variable(config, digits, monkeypatch, path):
+  """Resumes `config` from the damaged checkpoint at `path`: refused, with
+  every value the checkpoint restores into as it was before."""
+  restore, restored = resume.restore, []
+
+  def recorded(checkpoint, path, total_steps=None):
+    restored.append((checkpoint, checkpoint_edits.checkpoint_state(checkpoint)))
+    restore(checkpoint, path, total_steps)
+
+  monkeypatch.setattr(resume, "restore", recorded)
+  # The check before the run writes anything refuses some damage first;
+  # here restore refuses it.
+  monkeypatch.setattr(resume, "check_latest_checkpoint", lambda *_: None)
+  with pytest.raises(run_files.RunError, match=f"cannot resume from {path}"):
+    loop.train(dataclasses.replace(config, resume=True, steps=6), data=digits)
+  [(checkpoint, before)] = restored
+  after = checkpoint_edits.checkpoint_state(checkpoint)
+  # The model, optimizer, sampler, bound sums and step: nothing assigned.
+  assert len(before) == len(after) > 10
+  for value, value_before in zip(after, before):
+    np.testing.assert_array_equal(value, value_before)
+
+
+@pytest.mark.parametrize("damage", checkpoint_edits.SAVE_COUNTER_DAMAGE)
+def test_a_checkpoint_with_a_corrupt_save_counter_changes_no_variable(
+    digits, tmp_path, monkeypatch, damage):
+  config = tiny_config(output_dir=str(tmp_path))
+  loop.train(config, data=digits)
+  path = tf.train.latest_checkpoint(str(tmp_path / "checkpoints"))
+  checkpoint_edits.corrupt_save_counter(path, damage)
+  checkpoint_edits.forge_digest(path)
+  _refused_resume_changes_no_variable(config, digits, monkeypatch, path)
+
+
+def test_a_checkpoint_with_a_weight_of_another_shape_changes_no_variable(
+    digits, tmp_path, monkeypatch):
+  config = tiny_config(output_dir=str(tmp_path))
+  loop.train(config, data=digits)
+  path = tf.train.latest_checkpoint(str(tmp_path / "checkpoints"))
+  # The model's last weight, one entry longer: refused only as it is
+  # assigned, after the checkpoint's other values.
+  reader = tf.train.load_checkpoint(path)
+  last = max(key for key in reader.get_variable_to_shape_map()
+             if key.startswith("model/"))
+  checkpoint_edits.edited_checkpoint(
+      path, last, lambda value: np.concatenate([value, value[:1]]), copy=path)
+  checkpoint_edits.forge_digest(path)
+  _refused_resume_changes_no_variable(config, digits, monkeypatch, path)

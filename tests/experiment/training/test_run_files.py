@@ -14,6 +14,8 @@ import pytest
 from run_records import refused
 from run_records import snapshot
 from run_records import tiny_config
+from run_records import without_clocks
+from tf_adasamp import defaults
 from tf_adasamp.experiment.training import config as config_lib
 from tf_adasamp.experiment.training import loop
 from tf_adasamp.experiment.training import run_files
@@ -236,3 +238,119 @@ def test_a_fifo_among_a_runs_files_is_refused_without_waiting(run, name):
       f"cannot read {path}: not a regular file"
       in result.stderr.splitlines()[-1]), result.stderr
   assert snapshot(run.output_dir) == before
+
+
+def test_a_run_whose_schedules_ignore_its_length_may_resume_longer(
+    digits, tmp_path):
+  loop.train(tiny_config(output_dir=str(tmp_path)), data=digits)
+  longer = loop.train(tiny_config(output_dir=str(tmp_path),
+                                  resume=True,
+                                  steps=6),
+                      data=digits)
+  assert longer[-1]["step"] == 6
+  stopped = tiny_config(output_dir=str(tmp_path / "scheduled"),
+                        amplitude_schedule="warmup")
+  loop.train(stopped, data=digits)
+  with pytest.raises(run_files.RunExistsError,
+                     match="amplitude_schedule 'warmup' follows"):
+    loop.train(dataclasses.replace(stopped, resume=True, epochs=1.0),
+               data=digits)
+
+
+def test_new_run_refuses_a_directory_holding_a_run(digits, tmp_path):
+  loop.train(tiny_config(output_dir=str(tmp_path)), data=digits)
+  with pytest.raises(run_files.RunExistsError, match="already holds a run"):
+    loop.train(tiny_config(output_dir=str(tmp_path)), data=digits)
+
+
+def test_resume_refuses_a_run_of_other_settings(digits, tmp_path):
+  loop.train(tiny_config(output_dir=str(tmp_path)), data=digits)
+  with pytest.raises(run_files.RunExistsError,
+                     match=f"amplitude: {defaults.AMPLITUDE} there, 2.0 "
+                     "here"):
+    loop.train(tiny_config(output_dir=str(tmp_path), resume=True,
+                           amplitude=2.0),
+               data=digits)
+
+
+def _whole_and_stopped_at_step_4(digits, tmp_path):
+  """The records of a 6-step run, and the config of the same run stopped
+  after step 4 (its files in tmp_path/stopped)."""
+  settings = dict(model="logistic", steps=6, eval_interval=2)
+  whole = loop.train(tiny_config(output_dir=str(tmp_path / "whole"),
+                                 **settings),
+                     data=digits)
+  stopped = tiny_config(output_dir=str(tmp_path / "stopped"),
+                        **dict(settings, steps=4))
+  loop.train(stopped, data=digits)
+  return whole, stopped
+
+
+def test_a_kill_while_resuming_keeps_the_metrics(digits, tmp_path, monkeypatch,
+                                                 on_cpu):
+  whole, stopped = _whole_and_stopped_at_step_4(digits, tmp_path)
+
+  replace = os.replace
+
+  def killed(source, destination):
+    if destination.endswith(run_files.METRICS_FILE):
+      raise KeyboardInterrupt
+    replace(source, destination)
+
+  # Killed at the resumed run's first write of metrics.jsonl.
+  monkeypatch.setattr(loop.os, "replace", killed)
+  resume = dataclasses.replace(stopped, resume=True, steps=6)
+  with pytest.raises(KeyboardInterrupt):
+    loop.train(resume, data=digits)
+  monkeypatch.undo()
+  assert without_clocks(run_files.read_metrics(
+      stopped.output_dir)) == without_clocks(whole[:3])
+  assert not [
+      name for name in os.listdir(stopped.output_dir) if name.endswith(".tmp")
+  ]
+  assert without_clocks(loop.train(resume,
+                                   data=digits)) == without_clocks(whole)
+
+
+def _resume_to_the_whole_run(stopped, whole, digits):
+  """Resumes the run stopped at step 4 to step 6: it returns, and leaves in
+  metrics.jsonl, the records of the run never stopped."""
+  resumed = loop.train(dataclasses.replace(stopped, resume=True, steps=6),
+                       data=digits)
+  assert without_clocks(resumed) == without_clocks(whole)
+  assert without_clocks(run_files.read_metrics(
+      stopped.output_dir)) == without_clocks(whole)
+
+
+def test_resume_drops_a_cut_last_metrics_line(digits, tmp_path, on_cpu):
+  whole, stopped = _whole_and_stopped_at_step_4(digits, tmp_path)
+  path = tmp_path / "stopped" / run_files.METRICS_FILE
+  with open(path, "a") as f:
+    f.write('{"step": 6, "train_lo')  # as a kill mid-append leaves it
+  assert without_clocks(run_files.read_metrics(
+      stopped.output_dir)) == without_clocks(whole[:3])
+  _resume_to_the_whole_run(stopped, whole, digits)
+
+
+def test_resume_redoes_a_record_cut_at_the_checkpoints_step(
+    digits, tmp_path, on_cpu):
+  whole, stopped = _whole_and_stopped_at_step_4(digits, tmp_path)
+  path = tmp_path / "stopped" / run_files.METRICS_FILE
+  lines = path.read_text().splitlines(keepends=True)
+  # The record of step 4, whose checkpoint was written, cut by a kill.
+  path.write_text("".join(lines[:-1]) + lines[-1][:20])
+  assert without_clocks(run_files.read_metrics(
+      stopped.output_dir)) == without_clocks(whole[:2])
+  _resume_to_the_whole_run(stopped, whole, digits)
+
+
+@pytest.mark.parametrize("make_path,message", [
+    (lambda tmp: tmp / "file", "is a file, not a directory"),
+    (lambda tmp: tmp / "file" / "run", "Not a directory"),
+    (lambda tmp: "/sys/tf_adasamp_run", "cannot write to output_dir"),
+])
+def test_unwritable_output_dir_is_a_run_error(digits, tmp_path, make_path,
+                                              message):
+  (tmp_path / "file").write_text("")
+  with pytest.raises(run_files.RunError, match=message):
+    loop.train(tiny_config(output_dir=str(make_path(tmp_path))), data=digits)
