@@ -156,7 +156,6 @@ CROSS_CUTTING = {
     "test_memory.py",
     "test_peer_benchmark.py",
     "test_properties.py",
-    "test_seeds.py",
     "test_stage_hangs.py",
     "test_stage_properties.py",
     "test_wheel.py",

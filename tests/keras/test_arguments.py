@@ -19,10 +19,10 @@ import tensorflow as tf
 
 import child_process
 import keras_fit_worker as worker
+from keras_trainers import three_lines
 import reference
 import tf_adasamp
 from tf_adasamp import defaults
-from tf_adasamp import diagnostics
 from tf_adasamp import utilities
 from tf_adasamp.keras import AdaptiveSamplingModel
 
@@ -104,17 +104,6 @@ def test_an_adaptive_sampler_made_in_a_strategys_scope_is_refused():
       tf_adasamp.AdaptiveSampler(10)
 
 
-def three_lines(**fit_arguments):
-  x, y = worker.toy_data()
-  trainer = AdaptiveSamplingModel(worker.classifier())
-  trainer.compile(optimizer="sgd",
-                  loss="sparse_categorical_crossentropy",
-                  metrics=["accuracy"])
-  steps = worker.Steps()
-  history = trainer.fit(x, y, callbacks=[steps], verbose=0, **fit_arguments)
-  return trainer, history, steps
-
-
 def test_three_lines_wrap_compile_fit_in_keras_batches():
   trainer, history, steps = three_lines(epochs=2)
   assert steps.per_epoch == [math.ceil(worker.NUM_EXAMPLES / 32)] * 2
@@ -124,26 +113,6 @@ def test_three_lines_wrap_compile_fit_in_keras_batches():
   assert (sampler.amplitude, sampler.decay,
           sampler.beta) == (defaults.AMPLITUDE, defaults.DECAY, defaults.BETA)
   assert history.history["kl"][-1] > 0
-
-
-def test_the_end_of_fit_says_what_sampling_did(capsys):
-  trainer, history, _ = three_lines(epochs=2, batch_size=8)
-  del history
-  trainer.fit(*worker.toy_data(), epochs=1, verbose=2)
-  printed = capsys.readouterr().out.splitlines()[-1]
-  sampler = trainer.stage.sampler
-  log_q = diagnostics.log_probabilities(sampler)
-  share = float(diagnostics.heaviest_share(log_q, 2))  # 1% of 120, rounded up
-  ess = float(diagnostics.effective_sample_size(log_q))
-  assert printed == (
-      f"Adaptive sampling: KL(Q || uniform) "
-      f"{float(sampler.kl_divergence()):.4f}, effective sample size "
-      f"{ess:.1%} of the 120 examples, the heaviest 2 draw {share:.1%} "
-      "(uniform: 1.7%)")
-  assert trainer.history.history["heaviest_share"] == [pytest.approx(share)]
-  assert trainer.history.history["effective_sample_size"] == [
-      pytest.approx(ess)
-  ]
 
 
 @pytest.mark.parametrize("utility_at", ["step", "updated"])

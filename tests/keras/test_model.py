@@ -11,6 +11,14 @@ import pytest
 import tensorflow as tf
 
 import child_process
+from keras_trainers import AMPLITUDE
+from keras_trainers import BATCH_SIZE
+from keras_trainers import classifier
+from keras_trainers import DECAY
+from keras_trainers import frozen_fit
+from keras_trainers import make_trainer
+from keras_trainers import NUM_EXAMPLES
+from keras_trainers import toy_data
 import reference
 import sampler_controls
 import tf_adasamp
@@ -18,35 +26,6 @@ from tf_adasamp import AdaptiveSampler
 from tf_adasamp import data
 from tf_adasamp import utilities
 from tf_adasamp.keras import AdaptiveSamplingModel
-
-NUM_EXAMPLES = 120
-BATCH_SIZE = 16
-AMPLITUDE, DECAY = 1.5, 0.8
-
-
-def toy_data(seed=0):
-  rng = np.random.default_rng(seed)
-  x = rng.normal(size=(NUM_EXAMPLES, 4)).astype(np.float32)
-  y = (x[:, 0] + 0.5 * x[:, 1] > 0).astype(np.int64)
-  return x, y
-
-
-def classifier(from_logits=False, seed=0):
-  keras.utils.set_random_seed(seed)
-  return keras.Sequential([
-      keras.Input((4,)),
-      keras.layers.Dense(8, activation="relu"),
-      keras.layers.Dense(2, activation=None if from_logits else "softmax"),
-  ])
-
-
-def make_trainer(max_lag=1, seed=0, net=None, **kwargs):
-  sampler = tf_adasamp.AdaptiveSampler(NUM_EXAMPLES,
-                                       AMPLITUDE,
-                                       DECAY,
-                                       seed=seed)
-  stage = data.AdaptiveSampling(sampler, BATCH_SIZE, max_lag=max_lag)
-  return AdaptiveSamplingModel(net or classifier(), stage, **kwargs)
 
 
 class BatchLogs(keras.callbacks.Callback):
@@ -293,16 +272,6 @@ def test_from_logits_contradicting_the_loss_is_refused():
         False, keras.losses.SparseCategoricalCrossentropy(from_logits=True))
 
 
-def test_outputs_that_are_not_probabilities_are_refused_naming_from_logits():
-  # A logits model compiled with a loss that takes probabilities: its
-  # outputs leave [0, 1], and the step refuses them before any update.
-  x, y = toy_data()
-  trainer = make_trainer(max_lag=0, net=classifier(from_logits=True))
-  with pytest.raises(tf.errors.InvalidArgumentError, match="from_logits=True"):
-    frozen_fit(trainer, x * 100, y, steps_per_epoch=1)
-  assert not np.any(trainer.stage.sampler.log_weights.numpy())
-
-
 def test_a_failed_fit_does_not_hold_back_the_next():
   # The failed fit's iterator lives on in its traceback, its draw waiting
   # for a permit; the next fit's iterator owns the permits from its start.
@@ -331,45 +300,6 @@ def test_fit_with_a_seed_and_max_lag_0_repeats_itself():
   assert runs[0][0] == runs[1][0]
   for first, second in zip(runs[0][1], runs[1][1]):
     np.testing.assert_array_equal(first, second)
-
-
-def frozen_fit(trainer, *args, **kwargs):
-  trainer.compile(optimizer=keras.optimizers.SGD(0.0),
-                  loss=kwargs.pop("loss", "sparse_categorical_crossentropy"))
-  return trainer.fit(*args, verbose=0, **kwargs)
-
-
-def test_class_weight_multiplies_the_loss_of_each_class():
-  x, y = toy_data()
-  class_weight = {0: 0.25, 1: 3.0}
-  net = classifier()
-  trainer = make_trainer(max_lag=0, seed=4, net=net)
-  history = frozen_fit(trainer,
-                       x,
-                       y,
-                       steps_per_epoch=1,
-                       class_weight=class_weight)
-  twin = tf_adasamp.AdaptiveSampler(NUM_EXAMPLES, AMPLITUDE, DECAY, seed=4)
-  indices = twin.sample(BATCH_SIZE).numpy()
-  losses = keras.losses.sparse_categorical_crossentropy(
-      y[indices], net(x[indices])).numpy()
-  weights = np.array([class_weight[label] for label in y[indices]])
-  assert history.history["adaptive_loss"][0] == pytest.approx(np.mean(weights *
-                                                                      losses),
-                                                              rel=1e-5)
-
-
-def test_one_hot_labels_reweight_as_class_ids_do():
-  x, y = toy_data()
-  log_weights = []
-  for labels, loss in [(y, "sparse_categorical_crossentropy"),
-                       (np.eye(2, dtype=np.float32)[y],
-                        "categorical_crossentropy")]:
-    trainer = make_trainer(max_lag=0, seed=5, utility="zero_one")
-    frozen_fit(trainer, x, labels, steps_per_epoch=4, loss=loss)
-    log_weights.append(trainer.stage.sampler.log_weights.numpy())
-  assert np.any(log_weights[0] != 0)
-  np.testing.assert_array_equal(*log_weights)
 
 
 @pytest.mark.parametrize("fit_arguments,error,message", [
@@ -402,38 +332,6 @@ def test_evaluate_refuses_the_stage_dataset():
   trainer.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
   with pytest.raises(ValueError, match="evaluation data is the stage's"):
     trainer.evaluate(trainer.stage.dataset((x, y)), steps=2, verbose=0)
-
-
-def test_training_metrics_estimate_the_uniform_ones_adaptive_are_labelled():
-  # A frozen model: the uniform training accuracy is fixed, while the
-  # sampler moves onto the examples it gets wrong.
-  rng = np.random.default_rng(1)
-  x = rng.normal(size=(2000, 4)).astype(np.float32)
-  y = (x[:, 0] + 0.5 * x[:, 1] + rng.normal(scale=0.8, size=2000) > 0)
-  y = y.astype(np.int64)
-  net = classifier(seed=2)
-  # Weights within a factor e^2 of each other: a mild Q, a tight estimate.
-  sampler = tf_adasamp.AdaptiveSampler(len(x), 1.0, 0.5, seed=0)
-  trainer = AdaptiveSamplingModel(net,
-                                  data.AdaptiveSampling(sampler, 100,
-                                                        max_lag=0),
-                                  utility="zero_one")
-  trainer.compile(optimizer=keras.optimizers.SGD(0.0),
-                  loss="sparse_categorical_crossentropy",
-                  metrics=["accuracy"])
-  trainer.fit(x, y, epochs=1, verbose=0)  # Q moves off uniform
-  history = trainer.fit(x, y, epochs=3, verbose=0)
-  probs = net.predict(x, verbose=0)
-  accuracy = np.mean(np.argmax(probs, 1) == y)
-  loss = np.mean(-np.log(probs[np.arange(len(y)), y]))
-  for epoch in range(3):
-    # The drawn batches are mostly the misclassified examples...
-    assert history.history["adaptive_accuracy"][epoch] < accuracy - 0.15
-    # ...and the importance-weighted estimates recover the training set's
-    # (2,000 draws an epoch; each tolerance is about four standard errors).
-    assert history.history["accuracy"][epoch] == pytest.approx(accuracy,
-                                                               abs=0.05)
-    assert history.history["loss"][epoch] == pytest.approx(loss, rel=0.1)
 
 
 def test_fit_writes_no_terminal_codes_into_a_file():
