@@ -110,3 +110,18 @@ def assert_same_state(arrays, expected, rtol=0):
                                  atol=rtol * np.abs(expected_array).max())
     else:
       np.testing.assert_array_equal(array, expected_array)
+
+
+def assert_unchanged(module, before):
+  """Asserts that `module`'s state is `before` (a `state_of`), bit for bit."""
+  assert_same_state(state_of(module), before)
+
+
+def save(module, path):
+  """Saves `module` in a tf.train.Checkpoint under the directory `path`."""
+  return tf.train.Checkpoint(module=module).save(str(path / "ckpt"))
+
+
+def restore(module, path):
+  """Restores `module` from the checkpoint `save` wrote at `path`."""
+  tf.train.Checkpoint(module=module).restore(path).assert_consumed()

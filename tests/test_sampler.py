@@ -12,6 +12,7 @@ from scipy import stats
 import tensorflow as tf
 
 from kernel_helpers import assert_same_state
+from kernel_helpers import assert_unchanged
 from kernel_helpers import state_of
 import reference
 from sampler_controls import controlled_sampler
@@ -495,10 +496,6 @@ def test_float_indices_are_refused():
 def test_public_api():
   assert tf_adasamp.SumTree is not None
   assert callable(tf_adasamp.utilities.zero_one)
-
-
-def assert_unchanged(module, before):
-  assert_same_state(state_of(module), before)
 
 
 @pytest.mark.usefixtures("on_cpu")

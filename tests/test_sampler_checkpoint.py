@@ -8,6 +8,9 @@ import tensorflow as tf
 
 from checkpoint_edits import edited_checkpoint
 from kernel_helpers import assert_same_state
+from kernel_helpers import assert_unchanged
+from kernel_helpers import restore
+from kernel_helpers import save
 from kernel_helpers import state_of
 from sampler_controls import controlled_sampler
 from sampler_controls import controlled_steps
@@ -32,18 +35,6 @@ def test_checkpoint_restores_distribution_and_random_state(tmp_path):
     np.testing.assert_array_equal(expected, actual)
   for expected in expected_draws:
     np.testing.assert_array_equal(restored.sample(4).numpy(), expected)
-
-
-def assert_unchanged(module, before):
-  assert_same_state(state_of(module), before)
-
-
-def save(module, path):
-  return tf.train.Checkpoint(module=module).save(str(path / "ckpt"))
-
-
-def restore(module, path):
-  tf.train.Checkpoint(module=module).restore(path).assert_consumed()
 
 
 @pytest.mark.usefixtures("on_cpu")

@@ -6,7 +6,9 @@ import pytest
 from scipy import stats
 import tensorflow as tf
 
-from kernel_helpers import assert_same_state
+from kernel_helpers import assert_unchanged
+from kernel_helpers import restore
+from kernel_helpers import save
 from kernel_helpers import state_of
 import reference
 from tf_adasamp import ops
@@ -280,18 +282,6 @@ def test_updates_and_draws_do_not_copy_the_tree():
       assert _bytes_allocated_by(session.run, draw, "SumTreeSample") < 1024
       # Index 3 repeats: its last weight, 1.0, wins.
       assert session.run(tree.total()) == num_leaves - 2 + 1.0 + 0.5
-
-
-def assert_unchanged(module, before):
-  assert_same_state(state_of(module), before)
-
-
-def save(module, path):
-  return tf.train.Checkpoint(module=module).save(str(path / "ckpt"))
-
-
-def restore(module, path):
-  tf.train.Checkpoint(module=module).restore(path).assert_consumed()
 
 
 @pytest.mark.usefixtures("on_cpu")

@@ -9,42 +9,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import tf_adasamp
-from tf_adasamp import data
+from keras_trainers import BATCH_SIZE
+from keras_trainers import make_trainer
+from keras_trainers import NUM_EXAMPLES
+from keras_trainers import toy_data
 from tf_adasamp import diagnostics
-from tf_adasamp.keras import AdaptiveSamplingModel
 from tf_adasamp.keras import SamplingTensorBoard
-
-NUM_EXAMPLES = 120
-
-BATCH_SIZE = 16
-
-AMPLITUDE, DECAY = 1.5, 0.8
-
-
-def toy_data(seed=0):
-  rng = np.random.default_rng(seed)
-  x = rng.normal(size=(NUM_EXAMPLES, 4)).astype(np.float32)
-  y = (x[:, 0] + 0.5 * x[:, 1] > 0).astype(np.int64)
-  return x, y
-
-
-def classifier(from_logits=False, seed=0):
-  keras.utils.set_random_seed(seed)
-  return keras.Sequential([
-      keras.Input((4,)),
-      keras.layers.Dense(8, activation="relu"),
-      keras.layers.Dense(2, activation=None if from_logits else "softmax"),
-  ])
-
-
-def make_trainer(max_lag=1, seed=0, net=None, **kwargs):
-  sampler = tf_adasamp.AdaptiveSampler(NUM_EXAMPLES,
-                                       AMPLITUDE,
-                                       DECAY,
-                                       seed=seed)
-  stage = data.AdaptiveSampling(sampler, BATCH_SIZE, max_lag=max_lag)
-  return AdaptiveSamplingModel(net or classifier(), stage, **kwargs)
 
 
 def summaries(log_dir):

@@ -182,15 +182,6 @@ STEP_KEY = "step/.ATTRIBUTES/VARIABLE_VALUE"
 ITERATIONS_KEY = "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"
 
 
-@pytest.fixture
-def run(digits, tmp_path):
-  """The config of a finished 4-step run in tmp_path/run (records 0, 2, 4;
-  checkpoints 2 and 4), to resume to step 6."""
-  config = tiny_config(output_dir=str(tmp_path / "run"))
-  loop.train(config, data=digits)
-  return dataclasses.replace(config, resume=True, steps=6)
-
-
 def last_checkpoint(config):
   return tf.train.latest_checkpoint(
       os.path.join(config.output_dir, run_files.CHECKPOINTS_DIR))
