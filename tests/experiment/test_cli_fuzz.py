@@ -9,7 +9,6 @@ import dataclasses
 import importlib
 import json
 import os
-import re
 import subprocess
 import sys
 
@@ -17,8 +16,10 @@ import pytest
 import tensorflow as tf
 
 import checkpoint_edits
+from command_lines import assert_fails_in_one_line
+from command_lines import run_cli
+from command_lines import UNWRITABLE
 from tf_adasamp.experiment import bounds_table
-from tf_adasamp.experiment import budget_study
 from tf_adasamp.experiment import flags as flags_lib
 from tf_adasamp.experiment import noise_study
 from tf_adasamp.experiment import reproduce
@@ -32,27 +33,6 @@ ROOT = os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # Data files that exist but are not ArrayRecord files (run_cli's {tmp}/file).
 DATA_FILES = ["--data_path={tmp}/file", "--test_data_path={tmp}/file"]
-# A directory even root cannot create.
-UNWRITABLE = "/sys/tf_adasamp_fuzz"
-
-
-def run_cli(module, args, tmp_path):
-  (tmp_path / "file").write_text("")
-  args = [arg.format(tmp=tmp_path) for arg in args]
-  return subprocess.run(
-      [sys.executable, "-m", f"tf_adasamp.experiment.{module}", *args],
-      cwd=ROOT,
-      capture_output=True,
-      text=True,
-      timeout=300,
-      env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
-
-
-def assert_fails_in_one_line(result, message):
-  assert result.returncode == 1, result.stderr
-  assert "Traceback" not in result.stderr, result.stderr
-  lines = [line for line in result.stderr.splitlines() if message in line]
-  assert lines, result.stderr
 
 
 @pytest.mark.parametrize(
@@ -161,18 +141,6 @@ def test_bounds_table_rejects_bad_flags_in_one_line(tmp_path, args, message):
   assert_fails_in_one_line(run_cli("bounds_table", args, tmp_path), message)
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--trials=0"], "trials must be >= 1"),
-    (["--amplitudes=1,x"], "--amplitudes takes numbers"),
-    (["--amplitudes=-1"], "amplitude must be"),
-    ([f"--report={UNWRITABLE}/wall_time.md"], "cannot write to"),
-])
-def test_wall_time_rejects_bad_flags_in_one_line(tmp_path, args, message):
-  result = run_cli("wall_time", ["--output_dir={tmp}/runs", *args], tmp_path)
-  assert_fails_in_one_line(result, message)
-  assert not (tmp_path / "runs").exists() or not os.listdir(tmp_path / "runs")
-
-
 # Run with a command line's module name, then its arguments: whether
 # TensorFlow had loaded when the program exited.
 _LOADED_TENSORFLOW = """
@@ -219,73 +187,6 @@ def test_command_lines_answer_help_and_bad_flags_before_tensorflow_loads(
   if args == ["--help"]:  # as a console script: what the program does
     doc = importlib.import_module(f"tf_adasamp.experiment.{module}").__doc__
     assert result.stdout.startswith(doc), result.stdout
-
-
-@pytest.mark.parametrize("module,settings", [
-    ("train", [config_lib.TrainConfig]),
-    ("reproduce", [reproduce.Options, presets.Settings]),
-    ("tuning", [tuning_options.Options]),
-    ("wall_time", [wall_time.Options]),
-    ("budget_study", [budget_study.Options]),
-])
-def test_help_lists_every_setting(tmp_path, module, settings):
-  result = run_cli(module, ["--help"], tmp_path)
-  for field in (f for cls in settings for f in dataclasses.fields(cls)):
-    assert re.search(rf"^  --(\[no\])?{field.name}:", result.stdout,
-                     re.MULTILINE), field.name
-
-
-@pytest.mark.parametrize("module", ["train", "bounds_table", "tuning"])
-def test_a_flagfile_of_other_lines_is_refused_without_showing_them(
-    tmp_path, module):
-  program = importlib.import_module(f"tf_adasamp.experiment.{module}").PROGRAM
-  secret = tmp_path / "secret"
-  secret.write_text("root:$6$hash:19000:0:99999:7:::\ndaemon:*:19000\n")
-  result = run_cli(module, [f"--flagfile={secret}"], tmp_path)
-  assert result.returncode == 1
-  assert result.stderr.splitlines() == [
-      f"{program}: --flagfile holds 2 lines that "
-      "are not flags (--name=value, one a line); not shown"
-  ]
-  # Typed on the command line, a stray argument is named.
-  result = run_cli(module, ["stray"], tmp_path)
-  assert result.stderr.splitlines()[-1].endswith(
-      "unexpected arguments ['stray']")
-
-
-def test_a_flagfile_that_is_a_fifo_is_refused_without_waiting(tmp_path):
-  fifo = tmp_path / "fifo"
-  os.mkfifo(fifo)
-  nested = tmp_path / "flags"
-  nested.write_text(f"--flagfile={fifo}\n")
-  for flagfile in (fifo, nested):
-    result = run_cli("bounds_table", [f"--flagfile={flagfile}"], tmp_path)
-    assert result.returncode == 1
-    assert result.stderr.splitlines() == [
-        f"tf-adasamp-bounds: --flagfile {fifo} is not a regular file"
-    ]
-
-
-def test_train_help_into_a_closed_pipe_ends_quietly():
-  # As `tf-adasamp-train --help | head -1` does; stdout buffered, as it is
-  # into a pipe unless PYTHONUNBUFFERED is set.
-  environment = dict(os.environ)
-  environment.pop("PYTHONUNBUFFERED", None)
-  read, write = os.pipe()
-  os.close(read)
-  try:
-    result = subprocess.run(
-        [sys.executable, "-m", "tf_adasamp.experiment.train", "--help"],
-        cwd=ROOT,
-        stdout=write,
-        stderr=subprocess.PIPE,
-        text=True,
-        timeout=300,
-        env=environment)
-  finally:
-    os.close(write)
-  assert result.returncode == 1
-  assert not result.stderr, result.stderr
 
 
 # What --resume, TF_CONFIG and I/O failures do to the trainer's command line.

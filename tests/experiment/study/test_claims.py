@@ -4,102 +4,15 @@
 import numpy as np
 import pytest
 
+from claim_curves import peak_then_decline
+from claim_curves import sweep_of
+from claim_curves import synthetic
+from claim_curves import TRENDING
+from claim_curves import trending
+from claim_curves import with_kl
 from tf_adasamp.experiment.study import claims
 from tf_adasamp.experiment.study import presets
-from tf_adasamp.experiment.study import report
 from tf_adasamp.experiment.study import verdicts
-
-
-def synthetic(effect, trials=5, noise=0.01, final_error=0.01, seed=0):
-  """Curves of `trials` trials over 20 epochs where adaptive sampling is
-  better (effect > 0), worse (< 0) or no different (0) than uniform, with
-  a trial-to-trial spread shared by a trial's algorithms; uniform runs end
-  at training error `final_error`; the KL rises, then decays."""
-  rng = np.random.default_rng(seed)
-  epochs = np.arange(0, 21, 1.0)
-  base = np.exp(-epochs / 4.0)
-  shared = rng.normal(0, 0.2, size=(trials, 1))
-  curves = {}
-  for name in presets.RUNS:
-    adaptive = name in presets.ADAPTIVE
-    own = rng.normal(0, noise, size=(trials, 1))
-    shift = (effect if adaptive else 0.0) + own
-    loss = np.clip(base * (1 + shared) - shift * base, 1e-3, None)
-    error = final_error + (1 - final_error) * np.minimum(loss, 2) / 2
-    kl = np.tile(epochs * np.exp(-epochs / 2.0), (trials, 1)) * adaptive
-    kl = kl * (1 + rng.uniform(0, 0.1, size=kl.shape))
-    curves[name] = {
-        "step": epochs * 10,
-        "epoch": epochs,
-        "train_loss": loss,
-        "train_accuracy": 1 - error,
-        "test_loss": loss,
-        "test_accuracy": 0.9 - loss / 4,
-        "kl": kl,
-        "ess_fraction": np.exp(-kl),
-        **_clocks(epochs, trials),
-    }
-  return curves
-
-
-def _clocks(epochs, trials):
-  """The runs' work and seconds, one pass of a 10-example batch a step."""
-  steps = np.tile(epochs * 10, (trials, 1))
-  return {
-      "examples_forwarded": steps * 10,
-      "examples_backpropagated": steps * 10,
-      "train_seconds": steps * 1e-3,
-  }
-
-
-def sweep_of(speed_by_amplitude,
-             test_by_amplitude,
-             kl_by_amplitude,
-             trials=5,
-             jitter=0.001):
-  """A sweep whose training loss falls at the given speeds (amplitude 0,
-  the uniform run, first) and whose test accuracy, test loss and KL are
-  flat at the given values, each with a little per-trial noise."""
-  rng = np.random.default_rng(3)
-  epochs = np.arange(0, 21, 1.0)
-  amplitudes = [0.0, 0.5, 1.0, 2.0][:len(speed_by_amplitude)]
-  shape = (trials, len(epochs))
-  curves = []
-  for speed, test, kl in zip(speed_by_amplitude, test_by_amplitude,
-                             kl_by_amplitude):
-    noise = rng.normal(0, jitter, size=(trials, 1))
-    loss = np.exp(-speed * (1 + noise) * epochs / 5)
-    curves.append({
-        "step": epochs * 10,
-        "epoch": epochs,
-        "train_loss": loss,
-        "train_accuracy": 1 - loss / 2,
-        "test_loss": np.full(shape, 1 - test) + noise,
-        "test_accuracy": np.full(shape, test) - noise,
-        "kl": np.full(shape, kl),
-        "ess_fraction": np.full(shape, np.exp(-kl)),
-        # Of 100 examples, the heaviest exp(kl) times uniform's 1/100; the
-        # misclassified ones drawn 1 + kl times their share.
-        "max_probability": np.full(shape,
-                                   np.exp(kl) / 100),
-        "misclassified_mass": (1 + kl) * loss / 2,
-        **_clocks(epochs, trials),
-    })
-  return {
-      "algorithm": "AdaSamp-01-SGD",
-      "amplitude": amplitudes,
-      "curves": curves
-  }
-
-
-def trending(trials=5):
-  """A sweep where a larger amplitude trains faster and tests worse."""
-  return sweep_of([1.0, 1.2, 1.4, 1.6], [0.9, 0.85, 0.8, 0.75],
-                  [0.0, 0.1, 0.2, 0.3],
-                  trials=trials)
-
-
-TRENDING = trending()
 
 
 @pytest.mark.parametrize("effect, expected", [
@@ -167,23 +80,6 @@ def test_claim_1_is_judged_at_every_swept_amplitude_that_does_not_collapse():
                         [0.0, 0.1, 0.2, 0.3])
   assert claims.assess(synthetic(-0.3), all_slower, 1.0,
                        0.5)[0].verdict == verdicts.CONTRADICTED
-
-
-def with_kl(curves, kl_of_epoch, noise=0.005, seed=1, names=None):
-  """`curves` with the adaptive variants' (or `names`') KL set to
-  kl_of_epoch(epochs) plus independent noise at each evaluation."""
-  rng = np.random.default_rng(seed)
-  for name in names or presets.ADAPTIVE:
-    epochs = curves[name]["epoch"]
-    trials = len(curves[name]["kl"])
-    curves[name]["kl"] = np.clip(
-        kl_of_epoch(epochs) + rng.normal(0, noise, (trials, len(epochs))), 0,
-        None)
-  return curves
-
-
-def peak_then_decline(epochs):
-  return epochs * np.exp(-epochs / 2)
 
 
 def rise_to_the_end(epochs):
@@ -337,53 +233,3 @@ def test_amplitude_claim_not_testable_with_fewer_than_three_left():
   sweep = sweep_of([1.0, 1.2, 1.4], [0.9, 0.88, 0.86], [0.0, 5.0, 9.0])
   claim = claims.assess(synthetic(0.3), sweep, 1.0, 0.5)[2]
   assert claim.verdict == verdicts.NOT_TESTABLE
-
-
-VERDICT_WORDS = ("supported", "contradicted", "not shown", "no verdict",
-                 "Holm p")
-
-
-def test_the_claims_table_shows_each_measure_by_amplitude():
-  judged = claims.assess(synthetic(0.3, trials=10), TRENDING, 1.0, 0.5)
-  text = "\n".join(report.claims_lines(judged))
-  assert "| amplitude 0 | amplitude 0.5 | amplitude 1 | amplitude 2 |" in text
-  assert "| tests worse | ρ(amplitude, final test loss) |" in text
-  assert "### 4. supported" in text
-
-
-def test_a_smoke_test_shows_the_claims_without_verdicts():
-  curves = with_kl(synthetic(0.3, trials=10), peak_then_decline)
-  sweep = trending(10)
-  settings = presets.preset("digits", "cnn")
-  smoke = report.summary_markdown(curves,
-                                  sweep,
-                                  settings,
-                                  10,
-                                  "synthetic",
-                                  "cmd",
-                                  dataset="digits")
-  section = smoke[smoke.index("## The paper's claims"):smoke.
-                  index("## Amplitude sweep")]
-  assert "This regime is a smoke test, not evidence" in section
-  assert presets.SMOKE_TESTS["digits"] in section
-  assert not any(word in section for word in VERDICT_WORDS)
-  assert "Kendall τ(epoch, KL)" in section  # the figures stay
-  judged = report.summary_markdown(curves,
-                                   sweep,
-                                   settings,
-                                   10,
-                                   "synthetic",
-                                   "cmd",
-                                   dataset="fashion_mnist_5k")
-  assert "### 4. supported" in judged
-  assert "smoke test" not in judged
-
-
-def test_the_sweep_shows_the_mechanism_beside_the_kl():
-  # Amplitudes 0, 0.5, 1 and 2 at KL 0, 0.1, 0.2 and 0.3.
-  lines = report.sweep_lines(trending(), num_classes=10)
-  rows = [line.split(" | ") for line in lines if line.startswith("| ")][1:]
-  focus = [float(row[3]) for row in rows]
-  largest = [float(row[4]) for row in rows]
-  np.testing.assert_allclose(focus, [1.0, 1.1, 1.2, 1.3], rtol=1e-3)
-  np.testing.assert_allclose(largest, np.exp([0.0, 0.1, 0.2, 0.3]), rtol=5e-3)

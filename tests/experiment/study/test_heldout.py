@@ -1,43 +1,15 @@
 """Held-out measures (tf_adasamp.experiment.study.heldout) on synthetic
 trials whose answers are known, each rule both ways."""
 
-import dataclasses
-
 import numpy as np
 import pytest
 
+from heldout_curves import curve
+from heldout_curves import SETTINGS
+from heldout_curves import STEPS
+from heldout_curves import study
 from tf_adasamp.experiment.study import heldout
 from tf_adasamp.experiment.study import presets
-from tf_adasamp.experiment.study import report
-from tf_adasamp.experiment.study import timing
-
-STEPS = np.arange(0, 1001, 50)
-BATCH = 10
-
-
-def curve(speed, trials=6, forward_passes=1, seed=0, plateau=0.9):
-  """Runs whose held-out accuracy climbs to `plateau` `speed` times as fast
-  as speed 1's (a few percent apart per trial), training loss alike."""
-  rng = np.random.default_rng(seed)
-  rates = speed * (1 + 0.03 * rng.standard_normal(trials))
-  progress = 1 - np.exp(-np.outer(rates, STEPS) / 200)
-  ones = np.ones(trials)
-  return {
-      "step": STEPS,
-      "epoch": STEPS * BATCH / 1000,
-      "train_loss": 2 * (1 - progress) + 0.01,
-      "train_accuracy": progress,
-      "test_accuracy": 0.1 + (plateau - 0.1) * progress,
-      "test_loss": 2.2 * (1 - progress) + 0.3,
-      "kl": np.zeros_like(progress),
-      "ess_fraction": np.ones_like(progress),
-      "max_probability": np.full_like(progress, 1 / 5000),
-      "misclassified_mass": 1 - progress,
-      "examples_forwarded": np.outer(ones, STEPS * BATCH * forward_passes),
-      "examples_backpropagated": np.outer(ones, STEPS * BATCH),
-      # A second forward pass makes a step half as dear again.
-      "train_seconds": np.outer(ones, STEPS * 0.002 * (1 + forward_passes / 2)),
-  }
 
 
 def test_smoothing_is_a_centred_mean_over_three_evaluations():
@@ -140,25 +112,6 @@ def test_stopping_on_validation_reads_test_accuracy_where_validation_peaks():
   assert test.mean == pytest.approx(expected.mean())
 
 
-SETTINGS = dataclasses.replace(presets.preset("fashion_mnist_5k", "mlp"),
-                               amplitude=1.0,
-                               sweep_amplitudes=(1.0,),
-                               sweep_both_utilities=False)
-
-
-def study(speed, final_gap=0.0):
-  curves = {name: curve(1.0, seed=i) for i, name in enumerate(presets.RUNS)}
-  adaptive = curve(speed, seed=20)
-  adaptive["test_accuracy"] = adaptive["test_accuracy"] + final_gap
-  sweep = {
-      "algorithm": "AdaSamp-01-SGD",
-      "amplitude": [0.0, 1.0],
-      "curves": [curves["Unif-SGD"], adaptive],
-  }
-  curves["AdaSamp-01-SGD"] = adaptive
-  return curves, sweep
-
-
 @pytest.mark.parametrize("speed, final_gap, verdict", [
     (2.0, 0.0, "met"),
     (1.2, 0.0, "not met"),
@@ -175,19 +128,6 @@ def test_the_answer_is_the_chosen_settings_against_reshuffling(
   # Every variant has its one baseline in every table.
   assert "| Unif-AdaGrad | " not in text.split("| run | baseline |")[0]
   assert "| AdaSamp-01-AdaGrad, amplitude 1 | Unif-AdaGrad |" in text
-
-
-def test_wall_time_opens_with_the_chosen_settings_held_out_answer():
-  curves, sweep = study(2.0)
-  timed = [("AdaSamp-01-SGD, amplitude 1", sweep["curves"][1],
-            "AdaSamp-01-SGD"),
-           ("Shuffle-SGD", curves["Shuffle-SGD"], "Shuffle-SGD")]
-  baselines = {name: curves[name] for name in ("Unif-SGD", "Shuffle-SGD")}
-  wall = timing.markdown_of(baselines, timed, SETTINGS, "synthetic", "cmd",
-                            "a CPU")
-  answer = next(line for line in wall.splitlines() if "Held-out answer" in line)
-  assert "of Shuffle-SGD's training seconds" in answer
-  assert "**met**" in answer
 
 
 def test_the_replication_answers_on_the_second_subset_and_on_both():
@@ -230,15 +170,3 @@ def test_the_goal_needs_the_target_reached_in_every_trial():
                      [("AdaSamp-01-SGD, amplitude 1",
                        study(2.0)[1]["curves"][1], "AdaSamp-01-SGD")])[0]
   assert not heldout.shortfalls(row)
-
-
-@pytest.mark.parametrize("tuning, chosen_by", [
-    ("Tuning: Cross-validated as the paper says.", heldout.TUNED),
-    ("Tuning: none; the preset's starting values.", heldout.UNTUNED),
-    ("Tuning: Step sizes by hand.", heldout.UNTUNED),
-])
-def test_the_answer_says_how_its_setting_was_chosen(tuning, chosen_by):
-  curves, sweep = study(2.0)
-  summary = report.summary_markdown(curves, sweep, SETTINGS, 6, "t", "cmd",
-                                    [tuning])
-  assert f"**Held-out answer** for {chosen_by}, AdaSamp-01-SGD" in summary

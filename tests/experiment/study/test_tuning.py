@@ -292,16 +292,6 @@ def test_fixed_validation_holds_out_the_trainers_split_for_every_seed(digits):
     tuning_options.Options(fixed_validation=True, validation_size=0.2)
 
 
-@pytest.mark.parametrize("field, value, message", [
-    ("adaptive", "AdaSamp-01-SGD,Nonesuch", "adaptive takes AdaSamp-01-SGD, "),
-    ("adaptive", (), "adaptive names no algorithm"),
-    ("score", "best", "score must be one of"),
-])
-def test_options_refuse_what_tuning_cannot_do(field, value, message):
-  with pytest.raises(ValueError, match=message):
-    tuning_options.Options(**{field: value})
-
-
 def test_a_tuning_of_one_adaptive_algorithm_ranks_step_sizes_by_final_accuracy(
     tmp_path, digits):
   poisoned = dataclasses.replace(digits,
