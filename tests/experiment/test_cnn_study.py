@@ -7,14 +7,11 @@ import json
 import os
 import pathlib
 
-import numpy as np
 import pytest
 
 import child_process
 from tf_adasamp import datasets as library_datasets
 from tf_adasamp.experiment.study import cnn
-from tf_adasamp.experiment.training import evaluator
-from tf_adasamp.experiment.training import loop
 
 needs_fashion_mnist = pytest.mark.skipif(
     not os.path.exists(
@@ -22,16 +19,6 @@ needs_fashion_mnist = pytest.mark.skipif(
                      library_datasets.FASHION_MNIST_FILES[0])),
     reason=f"needs Debian's dataset-fashion-mnist in "
     f"{library_datasets.FASHION_MNIST_DIR}")
-
-
-def test_the_training_subset_evaluated_is_fixed_and_sorted():
-  first = evaluator.train_eval_indices(60000, 10000)
-  assert len(first) == len(np.unique(first)) == 10000
-  assert np.all(np.diff(first) > 0)
-  np.testing.assert_array_equal(first,
-                                evaluator.train_eval_indices(60000, 10000))
-  np.testing.assert_array_equal(evaluator.train_eval_indices(50, None),
-                                np.arange(50))
 
 
 def _cnn_study(*args):
@@ -119,22 +106,3 @@ def test_measure_writes_steps_per_second_of_1_and_n_processes(tmp_path):
     assert row["wall_s"] > 0 and row["evaluation_s"] > 0
     # The steps alone go faster than the steps with an evaluation.
     assert row["steps_per_s_training"] > row["steps_per_s_second_half"] > 0
-
-
-def test_evaluations_read_only_the_fixed_training_subset(tmp_path):
-  from tf_adasamp.experiment.training import config as config_lib
-  config = config_lib.TrainConfig(dataset="digits",
-                                  model="logistic",
-                                  steps=4,
-                                  eval_interval=2,
-                                  batch_size=16,
-                                  train_eval_size=64,
-                                  output_dir=str(tmp_path / "run"))
-  records = loop.train(config)
-  # Accuracies over 64 examples are multiples of 1/64; over all 1,500
-  # training digits they would not all be.
-  for record in records:
-    assert record["train_accuracy"] * 64 == pytest.approx(
-        round(record["train_accuracy"] * 64))
-  with pytest.raises(ValueError, match="train_eval_size"):
-    config_lib.TrainConfig(train_eval_size=0)

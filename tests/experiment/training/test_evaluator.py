@@ -9,6 +9,7 @@ import pytest
 from run_records import controls_config
 from run_records import tiny_config
 from tf_adasamp.experiment.training import datasets
+from tf_adasamp.experiment.training import evaluator
 from tf_adasamp.experiment.training import loop
 from tf_adasamp.experiment.training import trainer
 
@@ -100,3 +101,32 @@ def test_a_noisy_run_records_its_clean_loss_and_the_mass_on_flipped_labels(
     assert 0 <= record["clean_train_accuracy"] <= 1
   clean = loop.train(controls_config(), data=digits)
   assert "flipped_mass" not in clean[-1]
+
+
+def test_the_training_subset_evaluated_is_fixed_and_sorted():
+  first = evaluator.train_eval_indices(60000, 10000)
+  assert len(first) == len(np.unique(first)) == 10000
+  assert np.all(np.diff(first) > 0)
+  np.testing.assert_array_equal(first,
+                                evaluator.train_eval_indices(60000, 10000))
+  np.testing.assert_array_equal(evaluator.train_eval_indices(50, None),
+                                np.arange(50))
+
+
+def test_evaluations_read_only_the_fixed_training_subset(tmp_path):
+  from tf_adasamp.experiment.training import config as config_lib
+  config = config_lib.TrainConfig(dataset="digits",
+                                  model="logistic",
+                                  steps=4,
+                                  eval_interval=2,
+                                  batch_size=16,
+                                  train_eval_size=64,
+                                  output_dir=str(tmp_path / "run"))
+  records = loop.train(config)
+  # Accuracies over 64 examples are multiples of 1/64; over all 1,500
+  # training digits they would not all be.
+  for record in records:
+    assert record["train_accuracy"] * 64 == pytest.approx(
+        round(record["train_accuracy"] * 64))
+  with pytest.raises(ValueError, match="train_eval_size"):
+    config_lib.TrainConfig(train_eval_size=0)
