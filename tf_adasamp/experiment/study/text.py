@@ -24,6 +24,8 @@ def p_text(p, alpha=verdicts.ALPHA):
   show which side of `alpha` it falls on (0.0501 is not '0.05')."""
   if np.isnan(p):
     return "–"
+  # alpha as a reader reads it: 1 - 0.95 is 0.05 plus a rounding error.
+  alpha = float(f"{alpha:.12g}")
   for digits in range(3, 8):
     text = f"{p:.{digits}g}"
     shown = float(text)
