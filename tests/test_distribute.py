@@ -1,6 +1,6 @@
 """tf_adasamp.distribute: one adaptive distribution across replicas and workers.
 
-The strategies run in worker processes (tests/distribute_worker.py):
+The strategies run in worker processes (tests/support/distribute_worker.py):
 MirroredStrategy needs two logical CPU devices, which can only be configured
 before TensorFlow starts its runtime, and this pytest process shares its
 TensorFlow with every other test file, in whatever order they run;
@@ -26,7 +26,7 @@ from tf_adasamp import AdaptiveSampler
 from tf_adasamp import distribute
 
 TIMEOUT_S = 120
-WORKER = pathlib.Path(__file__).with_name("distribute_worker.py")
+WORKER = pathlib.Path(child_process.__file__).with_name("distribute_worker.py")
 
 # outputs: each worker's saved arrays, by task; start: the checkpoint the run
 # restored; checkpoint: the one it wrote after training.

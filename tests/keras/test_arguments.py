@@ -2,8 +2,8 @@
 wrapper's arguments are checked (tf_adasamp/keras/_arguments.py).
 
 Each signature runs with one replica here and with two (MirroredStrategy
-over two logical CPU devices) in a worker process, tests/keras_fit_worker.py,
-which runs the same scenarios.
+over two logical CPU devices) in a worker process,
+tests/support/keras_fit_worker.py, which runs the same scenarios.
 """
 
 import json

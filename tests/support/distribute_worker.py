@@ -1,7 +1,7 @@
 """One process of tests/test_distribute.py: adaptive sampling under a strategy.
 
-    python tests/distribute_worker.py mirrored OUT [--restore CHECKPOINT]
-    TF_CONFIG=... python tests/distribute_worker.py multi_worker OUT [...]
+  python tests/support/distribute_worker.py mirrored OUT [--restore CHECKPOINT]
+  TF_CONFIG=... python tests/support/distribute_worker.py multi_worker OUT [...]
 
 `mirrored` runs MirroredStrategy over two logical CPU devices, which must be
 configured before TensorFlow starts its runtime: that, and keeping other test

@@ -1,6 +1,6 @@
 """`AdaptiveSamplingModel.fit` as Keras users call it, under a strategy.
 
-    python tests/keras_fit_worker.py OUT
+    python tests/support/keras_fit_worker.py OUT
 
 Runs every scenario of `SCENARIOS` under MirroredStrategy over two logical
 CPU devices (which must be configured before TensorFlow starts its runtime,
