@@ -30,7 +30,6 @@ from tf_adasamp.experiment.study import presets
 from tf_adasamp.experiment.study import report
 from tf_adasamp.experiment.training import config as config_lib
 from tf_adasamp.experiment.training import datasets
-from tf_adasamp.experiment.training import run_files
 
 PROGRAM = "tf-adasamp-reproduce"
 
@@ -69,23 +68,13 @@ def define_flags():
 def _plan(options, model, output_dir, report_dir):
   """(settings, runs, data), every setting checked before any run starts."""
   pool.check_workers(options.workers)
-  design.check_trials(options.trials)
-  if options.data_dir is not None and not os.path.isdir(options.data_dir):
-    raise ValueError(f"--data_dir {options.data_dir} is not a directory")
   settings = dataclasses.replace(
       presets.preset(options.dataset, model),
       **flags_lib.values(presets.Settings, skip_unset=True))
   report.check_settings(settings)
-  runs = design.plan(settings, options.trials, output_dir, options.dataset,
-                     options.data_dir, model)
-  run_files.ensure_writable_dir(output_dir, "output_dir")
-  run_files.ensure_writable_dir(report_dir, "report_dir")
-  data = datasets.load(options.dataset, options.data_dir)
-  if settings.batch_size > len(data.y_train):
-    raise ValueError(f"--batch_size={settings.batch_size} is larger than the "
-                     f"{len(data.y_train)} training examples of "
-                     f"{options.dataset}")
-  return settings, runs, data
+  return settings, *design.checked_study(settings, options.trials, output_dir,
+                                         report_dir, options.dataset,
+                                         options.data_dir, model)
 
 
 def _reproducing_command(options, model):

@@ -20,6 +20,7 @@ import numpy as np
 from tf_adasamp import _validation
 from tf_adasamp.experiment.study import presets
 from tf_adasamp.experiment.training import config as config_lib
+from tf_adasamp.experiment.training import datasets
 from tf_adasamp.experiment.training import run_files
 
 CURVE_METRICS = ("train_loss", "train_accuracy", "validation_loss",
@@ -134,6 +135,33 @@ def plan(settings, trials, output_dir, dataset, data_dir=None, model="cnn"):
         add(settings.sweep_algorithm, amplitude, trial,
             other_utility_at(settings))
   return list(runs.values())
+
+
+def checked_study(settings,
+                  trials,
+                  output_dir,
+                  report_dir,
+                  dataset,
+                  data_dir=None,
+                  model="cnn"):
+  """`plan`'s runs and the data they train on, every setting and path
+  checked before any run starts: the trials, the data directory, the
+  settings, both output directories, a batch no larger than the data.
+
+  Returns:
+    (runs, data): the runs, and the data set (`datasets.load`'s).
+  """
+  check_trials(trials)
+  if data_dir is not None and not os.path.isdir(data_dir):
+    raise ValueError(f"--data_dir {data_dir} is not a directory")
+  runs = plan(settings, trials, output_dir, dataset, data_dir, model)
+  run_files.ensure_writable_dir(output_dir, "output_dir")
+  run_files.ensure_writable_dir(report_dir, "report_dir")
+  data = datasets.load(dataset, data_dir)
+  if settings.batch_size > len(data.y_train):
+    raise ValueError(f"--batch_size={settings.batch_size} is larger than the "
+                     f"{len(data.y_train)} training examples of {dataset}")
+  return runs, data
 
 
 def replication_plan(settings,
