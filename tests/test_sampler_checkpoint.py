@@ -156,14 +156,6 @@ def test_a_corrupt_checkpoint_changes_no_sampler_whose_counter_exists_first(
   assert_unchanged(sampler, before)
 
 
-def checkpoint_sampler(sampler, tmp_path):
-  return tf.train.Checkpoint(sampler=sampler).save(str(tmp_path / "ckpt"))
-
-
-def restore_sampler(sampler, path):
-  tf.train.Checkpoint(sampler=sampler).restore(path).assert_consumed()
-
-
 @pytest.mark.parametrize("saved,restored,error,message", [
     ({
         "epsilon": 0.1
@@ -193,7 +185,7 @@ def test_a_checkpoint_of_other_controls_is_refused(tmp_path, saved, restored,
       **saved
   })
   sampler.update([1, 2], [1.0, 2.0])
-  path = checkpoint_sampler(sampler, tmp_path)
+  path = save(sampler, tmp_path)
   target = AdaptiveSampler(NUM_EXAMPLES, **{
       "amplitude": 1.0,
       "decay": 0.5,
@@ -201,7 +193,7 @@ def test_a_checkpoint_of_other_controls_is_refused(tmp_path, saved, restored,
   })
   before = state_of(target)
   with pytest.raises(error, match=message):
-    restore_sampler(target, path)
+    restore(target, path)
   assert_same_state(state_of(target), before)
 
 
@@ -209,20 +201,20 @@ def test_a_checkpoint_with_a_negative_update_count_is_refused(tmp_path):
   sampler = controlled_sampler(seed=0)
   controlled_steps(sampler, 3)
   sampler._update_count.assign(-1)
-  path = checkpoint_sampler(sampler, tmp_path)
+  path = save(sampler, tmp_path)
   target = controlled_sampler(seed=0)
   before = state_of(target)
   with pytest.raises(tf.errors.InvalidArgumentError,
                      match="update count is negative"):
-    restore_sampler(target, path)
+    restore(target, path)
   assert_same_state(state_of(target), before)
 
 
 def test_controls_off_keep_the_checkpoint_layout(tmp_path):
   # A sampler made without controls saves what one made before they
   # existed: its checkpoints restore either way.
-  path = checkpoint_sampler(
-      AdaptiveSampler(NUM_EXAMPLES, 1.0, 0.5, epsilon=0.0, beta=1.0), tmp_path)
+  path = save(AdaptiveSampler(NUM_EXAMPLES, 1.0, 0.5, epsilon=0.0, beta=1.0),
+              tmp_path)
   names = {
       name.split("/")[-1].split(".")[0]
       for name, _ in tf.train.list_variables(path)
